@@ -1,0 +1,110 @@
+"""The ``optimize`` command."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from yolo_optimize import __version__
+from yolo_optimize.errors import UserError
+
+console = Console()
+
+
+def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Bad input becomes one line on stderr and exit code 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except UserError as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(2)
+
+    return wrapper
+
+
+@click.group()
+@click.version_option(__version__, prog_name="yolo-optimize")
+def main() -> None:
+    """Export, optimize and evaluate YOLOv5 detectors."""
+
+
+@main.command()
+@click.argument("model")
+@click.option("--targets", default="torchscript,onnx,openvino", show_default=True,
+              help="Comma list: torchscript, onnx, openvino, tensorrt (trt).")
+@click.option("--precisions", default="fp32,fp16", show_default=True, help="Comma list: fp32, fp16.")
+@click.option("--imgsz", default=640, show_default=True, type=int, help="Square input size (multiple of 32).")
+@click.option("--batch-sizes", default="1,8", show_default=True, help="Batch sizes every artifact must accept.")
+@click.option("--out", default="artifacts", show_default=True, type=click.Path(path_type=Path))
+@click.option("--jobs", default=2, show_default=True, type=click.IntRange(1), help="Nodes built in parallel.")
+@click.option("--force", is_flag=True, help="Rebuild every node, cached or not.")
+@click.option("--random-weights", is_flag=True, help="Architecture from the yolov5 YAML, random weights.")
+@click.option("--weights-dir", type=click.Path(path_type=Path), help="First place to look for <model>.pt.")
+@click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
+@click.option("--opset", default=18, show_default=True, type=click.IntRange(18), help="ONNX opset.")
+@click.option("--parity-data", type=click.Path(path_type=Path),
+              help="Images for the parity check [default: the images bundled with yolov5].")
+@click.option("--parity-images", default=4, show_default=True, type=click.IntRange(1))
+@user_errors
+def build(model: str, targets: str, precisions: str, imgsz: int, batch_sizes: str, out: Path, jobs: int,
+          force: bool, random_weights: bool, weights_dir: Path | None, device: str, opset: int,
+          parity_data: Path | None, parity_images: int) -> None:
+    """Export MODEL (yolov5n|s|m|l|x or a .pt path) to every target x precision, cached and in parallel."""
+    from yolo_optimize.checkpoint import resolve_source
+    from yolo_optimize.console import BuildDisplay, results_table
+    from yolo_optimize.dag import FAILED, Build
+    from yolo_optimize.devices import resolve_device
+    from yolo_optimize.formats import parse_batch_sizes, parse_precisions, parse_targets
+    from yolo_optimize.images import bundled_images, list_images
+    from yolo_optimize.pipeline import BuildRequest, plan
+
+    if imgsz < 32 or imgsz % 32:
+        raise UserError(f"--imgsz must be a positive multiple of 32, got {imgsz}")
+    images = list_images(parity_data or bundled_images())[:parity_images]
+    request = BuildRequest(
+        source=resolve_source(model, random_weights=random_weights, weights_dir=weights_dir),
+        targets=tuple(parse_targets(targets)), precisions=tuple(parse_precisions(precisions)), imgsz=imgsz,
+        batch_sizes=parse_batch_sizes(batch_sizes), opset=opset, device=resolve_device(device),
+        parity_images=tuple(str(p.resolve()) for p in images),
+    )
+    check_writable(out)
+    nodes = plan(request)
+    runner = Build(nodes, request.source, out / request.source.model_id, device=request.device, jobs=jobs,
+                   force=force)
+    if "load" in runner.pending():
+        from yolo_optimize.checkpoint import load_model
+
+        load_model(request.source)  # a bad checkpoint stops here, before anything is written
+    with BuildDisplay(console, [n.name for n in nodes]) as display:
+        results = runner.run(display.event)
+    console.print(results_table(results))
+    failed = [r.node for r in results if r.status == FAILED]
+    if failed:
+        click.echo(f"error: {len(failed)} node(s) failed: {', '.join(failed)}", err=True)
+        sys.exit(1)
+
+
+def check_writable(out: Path) -> None:
+    """Probe the nearest existing folder of ``out`` without leaving anything behind."""
+    existing = out.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"--out {out}: {existing} is not a directory")
+    try:
+        handle, probe = tempfile.mkstemp(dir=existing, prefix=".yolo-optimize-probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as err:
+        raise UserError(f"--out {out} is not writable: {err.strerror or err}") from None

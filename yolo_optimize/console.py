@@ -1,0 +1,71 @@
+"""Live build progress and the final table."""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from yolo_optimize.dag import BUILT, CACHED, FAILED, SKIPPED, NodeResult
+
+STYLES = {BUILT: "green", CACHED: "cyan", FAILED: "bold red", SKIPPED: "yellow", "running": "magenta"}
+
+
+class BuildDisplay:
+    """A live table on a terminal; one line per finished node elsewhere (logs, CI)."""
+
+    def __init__(self, console: Console, nodes: list[str]) -> None:
+        self.console = console
+        self.rows: dict[str, NodeResult | None] = dict.fromkeys(nodes)
+        self.started: dict[str, float] = {}
+        self.live = Live(console=console, transient=True, refresh_per_second=4, get_renderable=self._render)
+
+    def __enter__(self) -> BuildDisplay:
+        if self.console.is_terminal:
+            self.live.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.live.stop()
+
+    def event(self, node: str, result: NodeResult | None) -> None:
+        if result is None:
+            self.started[node] = time.monotonic()
+        else:
+            self.rows[node] = result
+            if not self.console.is_terminal and result.status != CACHED:
+                self.console.print(f"{node}: {result.status} {_seconds(result)} {result.reason}".rstrip())
+
+    def _render(self) -> Table:
+        table = Table(title="optimize build", title_justify="left")
+        for column in ("node", "status", "seconds"):
+            table.add_column(column)
+        for node, result in self.rows.items():
+            if result is None and node in self.started:
+                status, seconds = "running", f"{time.monotonic() - self.started[node]:.0f}"
+            else:
+                status, seconds = (result.status, _seconds(result)) if result else ("waiting", "")
+            table.add_row(node, f"[{STYLES.get(status, '')}]{status}", seconds)
+        return table
+
+
+def results_table(results: list[NodeResult]) -> Table:
+    table = Table(title="build results", title_justify="left")
+    for column, justify in (("node", "left"), ("status", "left"), ("seconds", "right"), ("size", "right"),
+                            ("reason", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for r in results:
+        table.add_row(r.node, f"[{STYLES[r.status]}]{r.status}", _seconds(r), _size(r.size_bytes), r.reason)
+    return table
+
+
+def _seconds(result: NodeResult) -> str:
+    return f"{result.seconds:.1f}" if result.status == BUILT else ""
+
+
+def _size(size: int) -> str:
+    return f"{size / 1e6:.1f} MB" if size else ""

@@ -1,0 +1,249 @@
+"""The build DAG: nodes with declared parents, cache keys, and a parallel, resumable executor.
+
+A node's cache key hashes its parents' keys, its stage name, its parameters and the
+versions of the tools it uses. A node is *cached* when its folder holds a manifest
+with that key whose files verify. Only nodes that are not cached and are needed by a
+requested artifact run; each runs in a worker process, under a per-node file lock,
+into a staging folder that is renamed into place only on success.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from multiprocessing import get_context
+from pathlib import Path
+
+from filelock import FileLock
+
+from yolo_optimize import __version__
+from yolo_optimize.artifact import Manifest, clear_stale_staging, publish, read_valid, staging_dir
+from yolo_optimize.checkpoint import ModelSource
+from yolo_optimize.errors import StageSkipped
+from yolo_optimize.stage import Stage, StageContext
+
+BUILT, CACHED, FAILED, SKIPPED = "built", "cached", "failed", "skipped"
+
+
+@dataclass(frozen=True)
+class Node:
+    """A stage placed in the graph. ``folder`` is relative to the model's artifact dir."""
+
+    name: str
+    stage: Stage
+    parents: tuple[str, ...]
+    folder: str
+    requested: bool = False  # asked for by the user (else built only when a requested node needs it)
+
+
+@dataclass
+class NodeResult:
+    node: str
+    status: str
+    seconds: float = 0.0
+    size_bytes: int = 0
+    reason: str = ""
+
+
+def tool_versions(tools: tuple[str, ...]) -> dict[str, str]:
+    """Installed versions, read from package metadata (no imports, so cheap)."""
+    found = {"yolo-optimize": __version__}
+    for tool in tools:
+        try:
+            found[tool] = version(tool)
+        except PackageNotFoundError:
+            found[tool] = "absent"
+    return found
+
+
+def cache_keys(nodes: list[Node], source: ModelSource) -> dict[str, str]:
+    """Key of every node, in topological order; the model's identity is the root."""
+    keys: dict[str, str] = {}
+    for node in nodes:
+        payload = {
+            "stage": node.stage.name,
+            "params": node.stage.params,
+            "tools": tool_versions(node.stage.tools),
+            "parents": {parent: keys[parent] for parent in node.parents},
+            "model": source.identity if not node.parents else None,
+        }
+        keys[node.name] = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    return keys
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """Everything a worker process needs to build one node (picklable)."""
+
+    node: Node
+    key: str
+    parent_keys: dict[str, str]
+    parent_folders: dict[str, str]
+    source: ModelSource
+    model_dir: Path
+    device: str
+    threads: int
+    force: bool
+
+
+class Build:
+    """Runs the needed part of a DAG for one model, ``jobs`` nodes at a time."""
+
+    def __init__(self, nodes: list[Node], source: ModelSource, model_dir: Path, *, device: str,
+                 jobs: int = 1, force: bool = False) -> None:
+        self.nodes = {node.name: node for node in nodes}
+        self.order = [node.name for node in nodes]
+        self.source, self.model_dir, self.device = source, model_dir, device
+        self.jobs, self.force = max(1, jobs), force
+        self.keys = cache_keys(nodes, source)
+
+    def folder(self, name: str) -> Path:
+        return self.model_dir / self.nodes[name].folder
+
+    def pending(self) -> list[str]:
+        """Nodes that must run: not cached, and an artifact or the parent of one that must run."""
+        must: set[str] = set()
+        for name in reversed(self.order):
+            node = self.nodes[name]
+            wanted = node.requested or any(name in self.nodes[c].parents for c in must)
+            if wanted and (self.force or read_valid(self.folder(name), self.keys[name]) is None):
+                must.add(name)
+        return [name for name in self.order if name in must]
+
+    def run(self, on_event: Callable[[str, NodeResult | None], None]) -> list[NodeResult]:
+        """Build what is pending; ``on_event(node, None)`` when a node starts, with its result when done."""
+        pending = self.pending()
+        results = {n: NodeResult(n, CACHED) for n in self.order if n not in pending}
+        for result in results.values():
+            on_event(result.node, result)
+        with self._pool(len(pending)) as pool:
+            running: dict[Future[NodeResult], str] = {}
+            while pending or running:
+                for name in [n for n in pending if all(p in results for p in self.nodes[n].parents)]:
+                    pending.remove(name)
+                    blocked = self._blocked_reason(name, results)
+                    if blocked:
+                        results[name] = NodeResult(name, SKIPPED, reason=blocked)
+                        on_event(name, results[name])
+                        continue
+                    on_event(name, None)
+                    running[pool.submit(build_node, self._job(name))] = name
+                if not running:
+                    continue
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    name = running.pop(future)
+                    results[name] = _result_of(name, future)
+                    on_event(name, results[name])
+        return [results[name] for name in self.order]
+
+    def _blocked_reason(self, name: str, results: dict[str, NodeResult]) -> str:
+        bad = [p for p in self.nodes[name].parents if results[p].status in (FAILED, SKIPPED)]
+        if bad:
+            return f"needs {', '.join(bad)} ({results[bad[0]].status})"
+        return self.nodes[name].stage.unavailable_reason(self.device) or ""
+
+    def _job(self, name: str) -> NodeJob:
+        node = self.nodes[name]
+        return NodeJob(node, self.keys[name], {p: self.keys[p] for p in node.parents},
+                       {p: self.nodes[p].folder for p in node.parents}, self.source,
+                       self.model_dir, self.device, max(1, (os.cpu_count() or 1) // self.jobs), self.force)
+
+    @contextlib.contextmanager
+    def _pool(self, needed: int) -> Iterator[ProcessPoolExecutor]:
+        if not needed:
+            yield None  # type: ignore[misc]
+            return
+        pool = ProcessPoolExecutor(max_workers=min(self.jobs, needed), mp_context=get_context("spawn"))
+        try:
+            yield pool
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _result_of(name: str, future: Future[NodeResult]) -> NodeResult:
+    try:
+        return future.result()
+    except Exception as err:  # noqa: BLE001 - a dead worker fails its node, not the build
+        return NodeResult(name, FAILED, reason=f"worker died: {err}")
+
+
+def build_node(job: NodeJob) -> NodeResult:
+    """Worker entry: build one node under its lock, or find it built by a concurrent run."""
+    final = job.model_dir / job.node.folder
+    locks = job.model_dir / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(locks / f"{job.node.name}.lock")):
+        if not job.force and read_valid(final, job.key) is not None:
+            return NodeResult(job.node.name, CACHED, reason="built by a concurrent run")
+        clear_stale_staging(final)
+        staging = staging_dir(final)
+        started = time.perf_counter()
+        log = job.model_dir / ".logs" / f"{job.node.name}.log"
+        try:
+            with _output_to(log):
+                manifest = _run_stage(job, staging)
+            manifest.build_seconds = round(time.perf_counter() - started, 3)
+            manifest.write(staging)
+            publish(staging, final)
+        except StageSkipped as skip:
+            shutil.rmtree(staging, ignore_errors=True)
+            return NodeResult(job.node.name, SKIPPED, reason=str(skip))
+        except Exception as err:  # noqa: BLE001 - reported as this node's failure
+            shutil.rmtree(staging, ignore_errors=True)
+            with open(log, "a") as handle:
+                traceback.print_exc(file=handle)
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            return NodeResult(job.node.name, FAILED, time.perf_counter() - started, reason=f"{reason} (log: {log})")
+    size = sum(f["bytes"] for f in manifest.files.values())
+    return NodeResult(job.node.name, BUILT, manifest.build_seconds, size)
+
+
+def _run_stage(job: NodeJob, staging: Path) -> Manifest:
+    from yolo_optimize.parity import check_parity
+
+    stage = job.node.stage
+    parents = {p: job.model_dir / folder for p, folder in job.parent_folders.items()}
+    ctx = StageContext(job.source, staging, parents, job.device, job.threads)
+    _limit_threads(job.threads)
+    output = stage.run(ctx)
+    manifest = Manifest(
+        node=job.node.name, stage=stage.name, model_id=job.source.model_id, target=stage.target,
+        precision=stage.precision, entry=output.entry, cache_key=job.key, parents=job.parent_keys,
+        params=stage.params, tool_versions=tool_versions(stage.tools), metadata=output.metadata, info=output.info,
+    )
+    if stage.target is not None:
+        manifest.parity = check_parity(staging, manifest, ctx)
+    return manifest
+
+
+def _limit_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def _output_to(log: Path) -> Iterator[None]:
+    """Send the tools' own prints (C-level too) to the node's log instead of the live display."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    saved = os.dup(1), os.dup(2)
+    with open(log, "w") as handle:
+        os.dup2(handle.fileno(), 1)
+        os.dup2(handle.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])

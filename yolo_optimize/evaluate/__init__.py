@@ -1,0 +1,1 @@
+"""Evaluation: runners for every format, measurement, accuracy and reports."""

@@ -1,0 +1,45 @@
+"""The one interface every runtime implements; nothing else in the evaluator is format-specific."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from types import TracebackType
+
+import numpy as np
+
+from yolo_optimize.artifact import Manifest
+
+
+class Runner(ABC):
+    """``activate`` loads, ``infer`` maps float32 NCHW [0, 1] images to [B, anchors, 5 + nc], ``deactivate`` frees."""
+
+    def __init__(self, folder: Path, manifest: Manifest, *, device: str = "cpu", threads: int = 1) -> None:
+        self.folder, self.manifest, self.device, self.threads = folder, manifest, device, threads
+
+    @property
+    def entry(self) -> Path:
+        assert self.manifest.entry, f"{self.manifest.node} has no entry file"
+        return self.folder / self.manifest.entry
+
+    @property
+    def executed_precision(self) -> str:
+        """The precision the runtime actually computes in (may differ from the file's)."""
+        return self.manifest.precision or "fp32"
+
+    @abstractmethod
+    def activate(self) -> None: ...
+
+    @abstractmethod
+    def infer(self, images: np.ndarray) -> np.ndarray: ...
+
+    @abstractmethod
+    def deactivate(self) -> None: ...
+
+    def __enter__(self) -> Runner:
+        self.activate()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.deactivate()

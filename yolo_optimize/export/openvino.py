@@ -1,0 +1,34 @@
+"""OpenVINO IR converted from the deployable ONNX; metadata in the IR's ``rt_info``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from yolo_optimize.stage import Stage, StageContext, StageOutput
+
+RT_INFO_SECTION = "model_info"
+
+
+@dataclass(frozen=True)
+class OpenVinoConfig:
+    precision: str  # fp16: weights compressed to FP16 in the IR
+
+
+class OpenVinoExport(Stage):
+    name = "openvino"
+    tools = ("openvino",)
+    target = "openvino"
+
+    def run(self, ctx: StageContext) -> StageOutput:
+        import openvino as ov
+
+        model = ov.convert_model(str(ctx.parent_entry("onnx-fp32")))
+        metadata = {**ctx.parent_manifest("onnx-fp32").metadata, "format": self.target,
+                    "precision": self.config.precision}
+        for key, value in metadata.items():
+            model.set_rt_info(value if isinstance(value, str) else json.dumps(value), [RT_INFO_SECTION, key])
+        entry = f"{ctx.source.model_id}_openvino_model/{ctx.source.model_id}.xml"
+        (ctx.out_dir / entry).parent.mkdir()
+        ov.save_model(model, str(ctx.out_dir / entry), compress_to_fp16=self.config.precision == "fp16")
+        return StageOutput(entry=entry, metadata=metadata)

@@ -1,0 +1,48 @@
+"""TorchScript export (``torch.jit.trace``), metadata in ``_extra_files['config.txt']``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from yolo_optimize.loading import artifact_metadata
+from yolo_optimize.stage import Stage, StageContext, StageOutput
+
+METADATA_FILE = "config.txt"
+
+
+@dataclass(frozen=True)
+class TorchScriptConfig:
+    imgsz: int
+    precision: str
+    device: str
+
+
+class TorchScriptExport(Stage):
+    name = "torchscript"
+    tools = ("torch", "yolov5")
+    target = "torchscript"
+
+    def unavailable_reason(self, device: str) -> str | None:
+        if self.config.precision == "fp16" and device != "cuda":
+            return "FP16 TorchScript needs a CUDA device (PyTorch's CPU half-precision convolutions are slower than FP32)"
+        return None
+
+    def run(self, ctx: StageContext) -> StageOutput:
+        import torch
+
+        from yolo_optimize.checkpoint import load_model
+
+        half = self.config.precision == "fp16"
+        model = load_model(ctx.source).to(ctx.device)
+        example = torch.zeros(1, 3, self.config.imgsz, self.config.imgsz, device=ctx.device)
+        if half:
+            model, example = model.half(), example.half()
+        metadata = artifact_metadata(ctx.parent_manifest("load").metadata, target=self.target,
+                                     precision=self.config.precision, imgsz=self.config.imgsz)
+        metadata["input"]["dtype"] = "float16" if half else "float32"
+        with torch.no_grad():
+            traced = torch.jit.trace(model, example, strict=False, check_trace=False)
+        entry = f"{ctx.source.model_id}.torchscript"
+        traced.save(str(ctx.out_dir / entry), _extra_files={METADATA_FILE: json.dumps(metadata)})
+        return StageOutput(entry=entry, metadata=metadata)

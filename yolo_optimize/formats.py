@@ -1,0 +1,77 @@
+"""The format table: the single source of truth for targets, precisions and file names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from yolo_optimize.errors import UserError
+
+PRECISIONS = ("fp32", "fp16")
+
+
+@dataclass(frozen=True)
+class Format:
+    """One deployment format: how its artifact is named and which runner executes it."""
+
+    target: str
+    aliases: tuple[str, ...]
+    entry: str  # artifact entry point, relative to the artifact dir; {model} is the model id
+    precisions: tuple[str, ...]
+    runner: str  # "module:Class" implementing evaluate.runners.base.Runner
+
+    def entry_for(self, model_id: str) -> str:
+        return self.entry.format(model=model_id)
+
+
+FORMATS: dict[str, Format] = {
+    f.target: f
+    for f in (
+        Format("torchscript", ("ts",), "{model}.torchscript", ("fp32", "fp16"),
+               "yolo_optimize.evaluate.runners.torchscript:TorchScriptRunner"),
+        Format("onnx", (), "{model}.onnx", ("fp32", "fp16"),
+               "yolo_optimize.evaluate.runners.onnxruntime:OnnxRuntimeRunner"),
+        Format("openvino", ("ov",), "{model}_openvino_model/{model}.xml", ("fp32", "fp16"),
+               "yolo_optimize.evaluate.runners.openvino:OpenVinoRunner"),
+        Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16"),
+               "yolo_optimize.evaluate.runners.tensorrt:TensorRTRunner"),
+    )
+}
+
+_ALIASES = {alias: f.target for f in FORMATS.values() for alias in (f.target, *f.aliases)}
+
+
+def parse_targets(text: str) -> list[str]:
+    """Comma list of targets (aliases allowed) in table order; unknown names are a UserError."""
+    names = _split(text)
+    unknown = [n for n in names if n not in _ALIASES]
+    if unknown:
+        raise UserError(f"unknown target {', '.join(unknown)!s}; choose from {', '.join(_ALIASES)}")
+    wanted = {_ALIASES[n] for n in names}
+    return [t for t in FORMATS if t in wanted]
+
+
+def parse_precisions(text: str) -> list[str]:
+    """Comma list of precisions in canonical order; unknown names are a UserError."""
+    names = _split(text)
+    unknown = [n for n in names if n not in PRECISIONS]
+    if unknown:
+        raise UserError(f"unknown precision {', '.join(unknown)}; choose from {', '.join(PRECISIONS)}")
+    return [p for p in PRECISIONS if p in names]
+
+
+def parse_batch_sizes(text: str) -> tuple[int, ...]:
+    """Comma list of positive batch sizes, sorted and de-duplicated."""
+    try:
+        sizes = sorted({int(n) for n in _split(text)})
+    except ValueError:
+        raise UserError(f"--batch-sizes must be positive integers, got {text!r}") from None
+    if not sizes or sizes[0] < 1:
+        raise UserError(f"--batch-sizes must be positive integers, got {text!r}")
+    return tuple(sizes)
+
+
+def _split(text: str) -> list[str]:
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UserError("empty list")
+    return names

@@ -1,0 +1,1 @@
+"""Graph and precision passes over exported artifacts."""

@@ -1,0 +1,37 @@
+"""FP16 ONNX with FP32 inputs and outputs, so callers feed and read the same tensors as FP32."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from yolo_optimize.optimize.onnx_io import save_onnx
+from yolo_optimize.stage import Stage, StageContext, StageOutput
+
+
+@dataclass(frozen=True)
+class OnnxFp16Config:
+    precision: str = "fp16"
+    keep_io_types: bool = True
+
+
+class OnnxFp16(Stage):
+    name = "onnx-fp16"
+    tools = ("onnx", "onnxruntime", "onnx-ir")
+    target = "onnx"
+
+    def run(self, ctx: StageContext) -> StageOutput:
+        import onnx
+        import onnx_ir
+        from onnxruntime.transformers.float16 import convert_float_to_float16
+
+        parent = "onnx-fp32"
+        model = convert_float_to_float16(onnx.load(str(ctx.parent_entry(parent))),
+                                         keep_io_types=self.config.keep_io_types)
+        graph = onnx_ir.from_proto(model)
+        graph.graph.sort()  # the converter appends its output casts after their consumers
+        model = onnx_ir.to_proto(graph)
+        metadata = {**ctx.parent_manifest(parent).metadata, "precision": self.config.precision}
+        entry = ctx.parent_manifest(parent).entry
+        assert entry
+        save_onnx(model, ctx.out_dir / entry, metadata)
+        return StageOutput(entry=entry, metadata=metadata)

@@ -1,0 +1,35 @@
+"""Saving ONNX models the way every ONNX pass here must: metadata embedded, one file, runtime-loadable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+MAX_IR_VERSION = 10  # onnxruntime 1.2x refuses newer IR versions that recent onnx writes by default
+
+
+def save_onnx(model: onnx.ModelProto, path: Path, metadata: dict[str, Any]) -> None:
+    """Embed ``metadata`` as ``metadata_props`` (JSON values), check the graph, save one self-contained file."""
+    del model.metadata_props[:]
+    for key, value in metadata.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value if isinstance(value, str) else json.dumps(value)
+    model.ir_version = min(model.ir_version, MAX_IR_VERSION)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path), save_as_external_data=False)
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
+    """The metadata a deployed ONNX file carries (values decoded from JSON)."""
+    model = onnx.load(str(path), load_external_data=False)
+    return {p.key: _decode(p.value) for p in model.metadata_props}
+
+
+def _decode(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value

@@ -1,0 +1,34 @@
+"""The deployable FP32 ONNX: onnxsim constant-folds and fuses the raw export."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from yolo_optimize.loading import artifact_metadata
+from yolo_optimize.optimize.onnx_io import save_onnx
+from yolo_optimize.stage import Stage, StageContext, StageOutput
+
+
+@dataclass(frozen=True)
+class SimplifyConfig:
+    imgsz: int
+    precision: str = "fp32"
+
+
+class OnnxSimplify(Stage):
+    name = "onnx-simplify"
+    tools = ("onnx", "onnxsim")
+    target = "onnx"
+
+    def run(self, ctx: StageContext) -> StageOutput:
+        import onnx
+        from onnxsim import simplify
+
+        simplified, ok = simplify(onnx.load(str(ctx.parent_entry("onnx-export"))))
+        if not ok:
+            raise RuntimeError("onnxsim could not validate the simplified graph")
+        metadata = artifact_metadata(ctx.parent_manifest("onnx-export").metadata, target=self.target,
+                                     precision=self.config.precision, imgsz=self.config.imgsz)
+        entry = f"{ctx.source.model_id}.onnx"
+        save_onnx(simplified, ctx.out_dir / entry, metadata)
+        return StageOutput(entry=entry, metadata=metadata)

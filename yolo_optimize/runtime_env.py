@@ -1,0 +1,45 @@
+"""Process-wide settings applied before any third-party import.
+
+yolov5, ultralytics, ONNX Runtime and OpenVINO/NNCF reach the network, install
+packages or write into ``$HOME`` unless told not to. Every process of ours
+(CLI, stage workers, measurement workers) imports this package first, so these
+settings hold everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+
+def scratch_dir() -> Path:
+    """Per-user directory outside ``$HOME`` for the config/font caches of third-party tools."""
+    return Path(tempfile.gettempdir()) / f"yolo-optimize-{os.getuid()}"
+
+
+def configure() -> None:
+    """Keep yolov5/ultralytics offline and out of ``$HOME``; turn telemetry off."""
+    scratch = scratch_dir()
+    defaults = {
+        "YOLO_OFFLINE": "1",
+        "YOLO_AUTOINSTALL": "false",
+        "YOLOv5_AUTOINSTALL": "false",
+        "YOLOv5_VERBOSE": "false",
+        "YOLO_VERBOSE": "false",
+        "YOLOV5_CONFIG_DIR": str(scratch / "yolov5"),
+        "YOLO_CONFIG_DIR": str(scratch / "ultralytics"),
+        "MPLCONFIGDIR": str(scratch / "matplotlib"),
+        "ORT_DISABLE_TELEMETRY": "1",
+        "NNCF_CI": "1",
+    }
+    for key, value in defaults.items():
+        os.environ.setdefault(key, value)
+    for key in ("YOLOV5_CONFIG_DIR", "YOLO_CONFIG_DIR", "MPLCONFIGDIR"):
+        Path(os.environ[key]).mkdir(parents=True, exist_ok=True)
+    # OpenVINO and NNCF fall back to their built-in telemetry stubs when this
+    # module cannot be imported; it has no off switch that avoids writing to $HOME.
+    sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]
+    warnings.filterwarnings("ignore", message="pkg_resources is deprecated")

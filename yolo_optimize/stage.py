@@ -1,0 +1,68 @@
+"""The build-step interface: a typed config, the tools it depends on, one ``run``."""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+from yolo_optimize.artifact import Manifest
+from yolo_optimize.checkpoint import ModelSource
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What a running stage may use: its model source, its parents' folders, where to write."""
+
+    source: ModelSource
+    out_dir: Path  # private staging folder, renamed into place on success
+    parents: dict[str, Path]  # parent node -> its published folder
+    device: str
+    threads: int
+
+    def parent_manifest(self, node: str) -> Manifest:
+        return Manifest.read(self.parents[node])
+
+    def parent_entry(self, node: str) -> Path:
+        manifest = self.parent_manifest(node)
+        assert manifest.entry, f"{node} has no entry file"
+        return self.parents[node] / manifest.entry
+
+
+@dataclass
+class StageOutput:
+    """What a stage reports back: the file to deploy, its embedded metadata, extra facts."""
+
+    entry: str | None
+    metadata: dict[str, Any]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Stage(ABC):
+    """One node's work. Subclasses declare ``name``, ``tools`` and a frozen dataclass config."""
+
+    name: ClassVar[str]
+    tools: ClassVar[tuple[str, ...]]  # distributions whose versions enter the cache key
+    target: ClassVar[str | None] = None  # the format of the deployable artifact; None: intermediate
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+    @property
+    def precision(self) -> str | None:
+        return getattr(self.config, "precision", None)
+
+    @cached_property
+    def params(self) -> dict[str, Any]:
+        return json.loads(json.dumps(asdict(self.config), default=str))
+
+    def unavailable_reason(self, device: str) -> str | None:
+        """Why this stage cannot run here (checked before scheduling, cheaply); None if it can."""
+        return None
+
+    @abstractmethod
+    def run(self, ctx: StageContext) -> StageOutput:
+        """Write the node's files into ``ctx.out_dir``."""
