@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from yolo_optimize.stage import Stage, StageContext, StageOutput
 
@@ -33,4 +34,15 @@ class OnnxExport(Stage):
         torch.onnx.export(model, (example,), str(ctx.out_dir / entry), dynamo=True, external_data=False,
                           opset_version=self.config.opset, input_names=["images"], output_names=["output0"],
                           dynamic_shapes=({0: batch},), verbose=False)
+        _check_opset(ctx.out_dir / entry, self.config.opset)
         return StageOutput(entry=entry, metadata=ctx.parent_manifest("load").metadata)
+
+
+def _check_opset(path: Path, wanted: int) -> None:
+    """The exporter falls back to its own opset when conversion fails; never ship that silently."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    got = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    if got != wanted:
+        raise RuntimeError(f"the exporter wrote opset {got}, not the requested {wanted} (see the log)")

@@ -1,0 +1,47 @@
+"""Shared fixtures: the real assets, and one real build of yolov5n reused by the whole session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ASSETS = Path(os.environ.get("YOLO_OPTIMIZE_ASSETS", Path(__file__).resolve().parents[2] / "shared" / "assets"))
+WEIGHTS = ASSETS / "weights" / "yolov5n.pt"
+VAL_DATA = ASSETS / "coco_val128"
+CALIB_DATA = ASSETS / "coco128"
+BUILD_TARGETS = ("torchscript", "onnx", "openvino")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not WEIGHTS.is_file():
+        raise pytest.UsageError(f"test assets missing: {WEIGHTS} (set YOLO_OPTIMIZE_ASSETS to the assets folder)")
+
+
+def optimize(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Run the CLI exactly as a user would, in its own process."""
+    return subprocess.run([sys.executable, "-m", "yolo_optimize", *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, "YOLO_OPTIMIZE_OFFLINE": "1", **(env or {})}, timeout=timeout)
+
+
+def build_args(out: Path, *extra: str | Path) -> list[str | Path]:
+    return ["build", WEIGHTS, "--out", out, "--parity-data", VAL_DATA, *extra]
+
+
+@pytest.fixture(scope="session")
+def home_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty $HOME for the session build: nothing may be written into it."""
+    return tmp_path_factory.mktemp("home")
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory, home_dir: Path) -> Path:
+    """torchscript, onnx, openvino x fp32, fp16 of the pretrained yolov5n; returns its model folder."""
+    out = tmp_path_factory.mktemp("artifacts")
+    result = optimize(*build_args(out, "--targets", ",".join(BUILD_TARGETS), "--precisions", "fp32,fp16"),
+                      env={"HOME": str(home_dir)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out / "yolov5n"

@@ -1,0 +1,5 @@
+"""``python -m yolo_optimize`` is the ``optimize`` command."""
+
+from yolo_optimize.cli import main
+
+main()
