@@ -16,7 +16,7 @@ from rich.console import Console
 from yolo_optimize import __version__
 from yolo_optimize.errors import UserError
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 160)
 
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -108,3 +108,50 @@ def check_writable(out: Path) -> None:
         os.unlink(probe)
     except OSError as err:
         raise UserError(f"--out {out} is not writable: {err.strerror or err}") from None
+
+
+@main.command(name="eval")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--data", type=click.Path(path_type=Path),
+              help="YOLO dataset folder or COCO instances_*.json [default: yolov5's sample images, no accuracy].")
+@click.option("--batch-sizes", default="1,8", show_default=True)
+@click.option("--out", default="reports", show_default=True, type=click.Path(path_type=Path))
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or auto.")
+@click.option("--threads", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1),
+              help="Threads every runtime gets.")
+@click.option("--min-time", default=1.0, show_default=True, type=click.FloatRange(0), help="Seconds per batch size.")
+@click.option("--repeats", default=2, show_default=True, type=click.IntRange(1),
+              help="Processes per artifact, each paired with a baseline measurement.")
+@click.option("--max-images", type=click.IntRange(1), help="Evaluate accuracy on the first N images only.")
+@click.option("--no-accuracy", is_flag=True, help="Measure speed and memory only.")
+@click.option("--imgsz", type=int, help="Refuse artifacts built for another input size.")
+@user_errors
+def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: Path, device: str, threads: int,
+                     min_time: float, repeats: int, max_images: int | None, no_accuracy: bool,
+                     imgsz: int | None) -> None:
+    """Measure every artifact under DIRECTORY and write the speedup matrix."""
+    from yolo_optimize.devices import resolve_device
+    from yolo_optimize.evaluate.evaluator import EvalSettings, evaluate
+    from yolo_optimize.evaluate.report import build_report, rich_table, write_report
+    from yolo_optimize.formats import parse_batch_sizes
+
+    settings = EvalSettings(data=data, batch_sizes=parse_batch_sizes(batch_sizes), threads=threads,
+                            device=resolve_device(device), min_time_s=min_time, repeats=repeats,
+                            max_images=max_images, accuracy=not no_accuracy, imgsz=imgsz)
+    check_writable(out)
+    with console.status("evaluating") as status:
+        rows = evaluate(directory, settings, progress=lambda text: _progress(status, text))
+    report = build_report(rows, {**settings.__dict__, "data": str(data) if data else None,
+                                 "batch_sizes": list(settings.batch_sizes)})
+    console.print(rich_table(report))
+    for path in write_report(report, out):
+        console.print(f"wrote {path}")
+    if not any(line["status"] == "ok" for line in report.matrix):
+        click.echo("error: nothing could be measured", err=True)
+        sys.exit(1)
+
+
+def _progress(status: Any, text: str) -> None:
+    status.update(text)
+    if not console.is_terminal:
+        console.print(text)

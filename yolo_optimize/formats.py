@@ -18,6 +18,7 @@ class Format:
     entry: str  # artifact entry point, relative to the artifact dir; {model} is the model id
     precisions: tuple[str, ...]
     runner: str  # "module:Class" implementing evaluate.runners.base.Runner
+    buildable: bool = True  # False: the evaluation baseline, run from the checkpoint itself
 
     def entry_for(self, model_id: str) -> str:
         return self.entry.format(model=model_id)
@@ -26,6 +27,8 @@ class Format:
 FORMATS: dict[str, Format] = {
     f.target: f
     for f in (
+        Format("pytorch", (), "", ("fp32",), "yolo_optimize.evaluate.runners.torch_eager:TorchEagerRunner",
+               buildable=False),
         Format("torchscript", ("ts",), "{model}.torchscript", ("fp32", "fp16"),
                "yolo_optimize.evaluate.runners.torchscript:TorchScriptRunner"),
         Format("onnx", (), "{model}.onnx", ("fp32", "fp16"),
@@ -37,7 +40,7 @@ FORMATS: dict[str, Format] = {
     )
 }
 
-_ALIASES = {alias: f.target for f in FORMATS.values() for alias in (f.target, *f.aliases)}
+_ALIASES = {alias: f.target for f in FORMATS.values() if f.buildable for alias in (f.target, *f.aliases)}
 
 
 def parse_targets(text: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from yolo_optimize import __version__
@@ -24,7 +24,8 @@ class LoadStage(Stage):
         from yolo_optimize.checkpoint import load_model
 
         model = load_model(ctx.source)
-        return StageOutput(entry=None, metadata=describe(model, ctx))
+        source = {**asdict(ctx.source), "checkpoint": str(ctx.source.checkpoint) if ctx.source.checkpoint else None}
+        return StageOutput(entry=None, metadata=describe(model, ctx), info={"source": source})
 
 
 def describe(model: Any, ctx: StageContext) -> dict[str, Any]:

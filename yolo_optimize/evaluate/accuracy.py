@@ -1,0 +1,66 @@
+"""COCO mAP with one protocol for every artifact: yolov5's NMS, then faster-coco-eval (COCOeval)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from yolo_optimize.evaluate.dataset import Dataset, PreparedImages
+
+CONF_THRESHOLD, IOU_THRESHOLD, MAX_DETECTIONS = 0.001, 0.6, 300
+
+
+@dataclass
+class Accuracy:
+    map50_95: float | None
+    map50: float | None
+    images: int
+    note: str = ""  # why a value is absent or not meaningful
+
+
+def detections(raw: np.ndarray) -> list[np.ndarray]:
+    """Raw [B, anchors, 5 + nc] -> per image [N, 6] (x1, y1, x2, y2, score, class) in letterboxed pixels."""
+    import torch
+    from yolov5.utils.general import non_max_suppression
+
+    kept = non_max_suppression(torch.from_numpy(np.ascontiguousarray(raw, dtype=np.float32)), CONF_THRESHOLD,
+                               IOU_THRESHOLD, multi_label=True, max_det=MAX_DETECTIONS)
+    return [k.numpy() for k in kept]
+
+
+def coco_results(found: list[np.ndarray], dataset: Dataset, prepared: PreparedImages) -> list[dict[str, Any]]:
+    """Detections mapped back to original image pixels as COCO result entries."""
+    results = []
+    for index, boxes in enumerate(found):
+        if not len(boxes):
+            continue
+        (pad_x, pad_y), ratio = prepared.pads[index], prepared.ratios[index]
+        height, width = prepared.original_shapes[index]
+        xyxy = (boxes[:, :4] - [pad_x, pad_y, pad_x, pad_y]) / ratio
+        xyxy = xyxy.clip(0, [width, height, width, height])
+        for (x1, y1, x2, y2), score, cls in zip(xyxy.tolist(), boxes[:, 4].tolist(), boxes[:, 5].astype(int)):
+            results.append({"image_id": dataset.image_ids[index], "category_id": dataset.category_ids[cls],
+                            "bbox": [x1, y1, x2 - x1, y2 - y1], "score": score})
+    return results
+
+
+def mean_average_precision(results: list[dict[str, Any]], dataset: Dataset) -> Accuracy:
+    """mAP50-95 and mAP50 by COCOeval over the dataset's ground truth."""
+    from faster_coco_eval import COCO, COCOeval_faster
+
+    if dataset.ground_truth is None:
+        return Accuracy(None, None, len(dataset.images), "n/a (dataset has no labels)")
+    if not results:
+        return Accuracy(0.0, 0.0, len(dataset.images), "no detections")
+    with contextlib.redirect_stdout(io.StringIO()):
+        ground_truth = COCO(dataset.ground_truth)
+        evaluator = COCOeval_faster(ground_truth, ground_truth.loadRes(results), iouType="bbox")
+        evaluator.params.imgIds = dataset.image_ids
+        evaluator.evaluate()
+        evaluator.accumulate()
+        evaluator.summarize()
+    return Accuracy(round(float(evaluator.stats[0]), 4), round(float(evaluator.stats[1]), 4), len(dataset.images))

@@ -1,0 +1,139 @@
+"""Evaluation data: a YOLO-format folder or a COCO ``instances_*.json``, read and checked once.
+
+Ground truth becomes a COCO dict a single time; images are letterboxed a single
+time per input size into one ``.npy`` that every measurement process memory-maps.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from yolo_optimize.errors import UserError
+from yolo_optimize.images import IMAGE_SUFFIXES, letterbox
+
+COCO_CLASSES = 80
+
+
+@dataclass
+class Dataset:
+    """Images, their COCO ground truth (None: unlabelled) and the class index -> category id map."""
+
+    root: Path
+    images: list[Path]
+    image_ids: list[int]
+    ground_truth: dict[str, Any] | None
+    category_ids: list[int]
+
+
+@dataclass(frozen=True)
+class PreparedImages:
+    """Letterboxed uint8 NHWC images on disk plus what maps boxes back to each original image."""
+
+    pixels: Path  # .npy, memory-mapped by the workers
+    original_shapes: np.ndarray  # [N, 2] (h, w)
+    ratios: np.ndarray  # [N]
+    pads: np.ndarray  # [N, 2] (x, y)
+
+
+def load_dataset(path: Path, *, max_images: int | None = None, nc: int = COCO_CLASSES) -> Dataset:
+    """Read the dataset at ``path``; malformed or out-of-range labels are a UserError naming file and line."""
+    if path.suffix == ".json":
+        return _coco_dataset(path, max_images)
+    return _yolo_dataset(path, max_images, nc)
+
+
+def _yolo_dataset(root: Path, max_images: int | None, nc: int) -> Dataset:
+    from yolo_optimize.images import list_images
+
+    images = list_images(root)[:max_images]
+    labels = [_label_path(image) for image in images]
+    if not any(label.is_file() for label in labels):
+        return Dataset(root, images, list(range(len(images))), None, list(range(nc)))
+    gt: dict[str, Any] = {"images": [], "annotations": [], "categories": [{"id": i, "name": str(i)} for i in range(nc)]}
+    for image_id, (image, label) in enumerate(zip(images, labels)):
+        height, width = _image_size(image)
+        gt["images"].append({"id": image_id, "file_name": image.name, "height": height, "width": width})
+        for cls, cx, cy, w, h in _read_labels(label, nc) if label.is_file() else []:
+            box = [(cx - w / 2) * width, (cy - h / 2) * height, w * width, h * height]
+            gt["annotations"].append({"id": len(gt["annotations"]) + 1, "image_id": image_id, "category_id": cls,
+                                      "bbox": box, "area": box[2] * box[3], "iscrowd": 0})
+    return Dataset(root, images, list(range(len(images))), gt, list(range(nc)))
+
+
+def _label_path(image: Path) -> Path:
+    """yolov5's rule: the last ``images`` folder of the path becomes ``labels``, suffix .txt."""
+    parts = list(image.parts)
+    index = len(parts) - 1 - parts[::-1].index("images") if "images" in parts else None
+    if index is None:
+        return image.with_suffix(".txt")
+    parts[index] = "labels"
+    return Path(*parts).with_suffix(".txt")
+
+
+def _read_labels(label: Path, nc: int) -> list[tuple[int, float, float, float, float]]:
+    rows = []
+    for number, line in enumerate(label.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split()
+        try:
+            cls, values = int(fields[0]), [float(v) for v in fields[1:]]
+        except (ValueError, IndexError):
+            raise UserError(f"{label}:{number}: malformed label line {line.strip()!r}") from None
+        if len(values) != 4 or not all(0.0 <= v <= 1.0 for v in values):
+            raise UserError(f"{label}:{number}: expected 'class cx cy w h' normalized to 0..1, got {line.strip()!r}")
+        if not 0 <= cls < nc:
+            raise UserError(f"{label}:{number}: class {cls} is outside 0..{nc - 1}")
+        rows.append((cls, *values))
+    return rows  # type: ignore[return-value]
+
+
+def _image_size(path: Path) -> tuple[int, int]:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        width, height = image.size
+    return height, width
+
+
+def _coco_dataset(annotations: Path, max_images: int | None) -> Dataset:
+    if not annotations.is_file():
+        raise UserError(f"annotation file not found: {annotations}")
+    gt = json.loads(annotations.read_text())
+    if not {"images", "annotations", "categories"} <= set(gt):
+        raise UserError(f"{annotations} is not a COCO instances file (needs images, annotations, categories)")
+    folder = _coco_images_folder(annotations)
+    entries = sorted(gt["images"], key=lambda e: e["file_name"])
+    entries = [e for e in entries if (folder / e["file_name"]).is_file()][:max_images]
+    if not entries:
+        raise UserError(f"none of the images listed in {annotations} are in {folder}")
+    kept = {e["id"] for e in entries}
+    gt = {**gt, "images": entries, "annotations": [a for a in gt["annotations"] if a["image_id"] in kept]}
+    categories = sorted(c["id"] for c in gt["categories"])
+    return Dataset(annotations, [folder / e["file_name"] for e in entries], [e["id"] for e in entries], gt, categories)
+
+
+def _coco_images_folder(annotations: Path) -> Path:
+    """``<root>/annotations/instances_<split>.json`` -> ``<root>/images/<split>`` (or ``<root>/<split>``)."""
+    split = annotations.stem.removeprefix("instances_")
+    root = annotations.parent.parent if annotations.parent.name == "annotations" else annotations.parent
+    for folder in (root / "images" / split, root / split, root / "images"):
+        if folder.is_dir() and any(p.suffix.lower() in IMAGE_SUFFIXES for p in folder.iterdir()):
+            return folder
+    raise UserError(f"no images folder for {annotations} (looked for images/{split} and {split} under {root})")
+
+
+def prepare_images(dataset: Dataset, imgsz: int, folder: Path, threads: int = 2) -> PreparedImages:
+    """Letterbox every image once for ``imgsz``; the result is shared by every artifact of that size."""
+    with ThreadPoolExecutor(threads) as pool:
+        boxed = list(pool.map(lambda p: letterbox(p, imgsz), dataset.images))
+    pixels = folder / f"images-{imgsz}.npy"
+    np.save(pixels, np.stack([b[0] for b in boxed]))
+    return PreparedImages(pixels, np.array([b[1] for b in boxed]), np.array([b[2] for b in boxed]),
+                          np.array([b[3] for b in boxed]))

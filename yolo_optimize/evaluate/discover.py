@@ -1,0 +1,77 @@
+"""Finding artifacts through their manifests, verified before anything loads them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from yolo_optimize.artifact import MANIFEST, Manifest, verify_files
+from yolo_optimize.errors import UserError
+from yolo_optimize.formats import FORMATS, PRECISIONS
+
+BASELINE_TARGET = "pytorch"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An artifact to measure, or the reason it cannot be."""
+
+    folder: Path
+    manifest: Manifest | None
+    name: str
+    model: str
+    error: str = ""
+
+
+def discover(root: Path) -> list[Candidate]:
+    """Every artifact under ``root`` plus, per model, the PyTorch baseline; ordered baseline first."""
+    if not root.is_dir():
+        raise UserError(f"artifact directory not found: {root}")
+    manifests = [p for p in sorted(root.rglob(MANIFEST)) if not _hidden(p.relative_to(root))]
+    found = [c for c in map(_candidate, manifests) if c is not None]
+    if not found:
+        raise UserError(f"no artifacts under {root} (no {MANIFEST} found; run 'optimize build' first)")
+    models = {c.model: c.folder.parent for c in found if c.manifest}
+    baselines = [_baseline(model_dir / ".cache" / "load", model, _imgsz(found, model))
+                 for model, model_dir in models.items()]
+    return sorted([*baselines, *found], key=_order)
+
+
+def _hidden(relative: Path) -> bool:
+    return any(part.startswith(".") for part in relative.parts)
+
+
+def _candidate(path: Path) -> Candidate | None:
+    folder = path.parent
+    try:
+        manifest = Manifest.read(folder)
+    except (OSError, ValueError, TypeError) as err:
+        return Candidate(folder, None, folder.name, folder.parent.name, f"unreadable manifest: {err}")
+    if manifest.target is None:
+        return None
+    problem = verify_files(folder, manifest)
+    name = f"{manifest.target}-{manifest.precision}"
+    return Candidate(folder, None if problem else manifest, name, manifest.model_id, problem or "")
+
+
+def _imgsz(found: list[Candidate], model: str) -> list[int]:
+    """The input size most of the model's artifacts take: the baseline runs at that size."""
+    sizes = [c.manifest.metadata["imgsz"] for c in found if c.model == model and c.manifest]
+    return max(sizes, key=sizes.count)
+
+
+def _baseline(load_folder: Path, model: str, imgsz: list[int]) -> Candidate:
+    name = f"{BASELINE_TARGET}-fp32"
+    try:
+        load = Manifest.read(load_folder)
+    except (OSError, ValueError, TypeError):
+        return Candidate(load_folder, None, name, model, "no build record of the source checkpoint (.cache/load)")
+    manifest = replace(load, target=BASELINE_TARGET, precision="fp32", metadata={**load.metadata, "imgsz": imgsz})
+    return Candidate(load_folder, manifest, name, model)
+
+
+def _order(candidate: Candidate) -> tuple[str, int, int, str]:
+    target, _, precision = candidate.name.partition("-")
+    targets = list(FORMATS)
+    return (candidate.model, targets.index(target) if target in targets else len(targets),
+            PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS), candidate.name)

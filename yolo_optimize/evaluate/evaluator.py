@@ -1,0 +1,135 @@
+"""The evaluation protocol: every artifact in its own processes, interleaved with the baseline.
+
+Timings on a busy or power-managed host are bimodal per process, so each artifact
+is measured ``repeats`` times, each time right after a fresh measurement of the
+PyTorch baseline (B A1 B A2 ... per round); speedups are taken pair by pair and
+summarized by their median and range.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+
+from yolo_optimize.errors import UserError
+from yolo_optimize.evaluate.accuracy import Accuracy, coco_results, mean_average_precision
+from yolo_optimize.evaluate.dataset import Dataset, PreparedImages, load_dataset, prepare_images
+from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover
+from yolo_optimize.evaluate.measure import MeasureJob, measure
+from yolo_optimize.evaluate.results import Measurement, Row
+from yolo_optimize.images import bundled_images
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    data: Path | None
+    batch_sizes: tuple[int, ...]
+    threads: int
+    device: str
+    min_time_s: float
+    repeats: int
+    max_images: int | None
+    accuracy: bool
+    imgsz: int | None
+
+
+Progress = Callable[[str], None]
+
+
+def evaluate(root: Path, settings: EvalSettings, progress: Progress) -> list[Row]:
+    """Measure every artifact under ``root``; rows that fail carry their reason, the rest still run."""
+    candidates = discover(root)
+    dataset = _dataset(settings)
+    rows = [_row(c, settings) for c in candidates]
+    with tempfile.TemporaryDirectory(prefix="yolo-optimize-eval-") as work:
+        prepared: dict[int, PreparedImages] = {}
+        for model in dict.fromkeys(r.model for r in rows):
+            group = [(r, c) for r, c in zip(rows, candidates) if r.model == model and not r.error]
+            for imgsz in {_imgsz(c) for _, c in group}:
+                progress(f"letterboxing {len(dataset.images)} images to {imgsz}")
+                prepared[imgsz] = prepare_images(dataset, imgsz, Path(work), settings.threads)
+            _measure_group(group, prepared, dataset, settings, progress)
+    return rows
+
+
+def _dataset(settings: EvalSettings) -> Dataset:
+    if settings.data is None:
+        return load_dataset(bundled_images(), max_images=settings.max_images)
+    dataset = load_dataset(settings.data, max_images=settings.max_images)
+    if settings.accuracy and dataset.ground_truth is None:
+        raise UserError(f"no labels found for {settings.data} (expected labels/<split>/*.txt beside "
+                        f"images/<split>); pass --no-accuracy to measure speed only")
+    return dataset
+
+
+def _row(candidate: Candidate, settings: EvalSettings) -> Row:
+    manifest = candidate.manifest
+    target, _, precision = candidate.name.partition("-")
+    row = Row(candidate.name, candidate.model, target, precision, str(candidate.folder),
+              _file_mb(candidate), bool(manifest and manifest.metadata.get("pretrained")), error=candidate.error)
+    if manifest and settings.imgsz and _imgsz(candidate) != settings.imgsz:
+        row.error = f"artifact imgsz {_imgsz(candidate)} differs from --imgsz {settings.imgsz}"
+    return row
+
+
+def _file_mb(candidate: Candidate) -> float | None:
+    if candidate.manifest is None or candidate.manifest.target == BASELINE_TARGET:
+        return None
+    return round(sum(f["bytes"] for f in candidate.manifest.files.values()) / 1e6, 2)
+
+
+def _imgsz(candidate: Candidate) -> int:
+    assert candidate.manifest
+    return int(candidate.manifest.metadata["imgsz"][0])
+
+
+def _measure_group(group: list[tuple[Row, Candidate]], prepared: dict[int, PreparedImages], dataset: Dataset,
+                   settings: EvalSettings, progress: Progress) -> None:
+    """Rounds of (baseline, artifact) pairs; accuracy from each row's first measurement."""
+    baseline = [(r, c) for r, c in group if r.target == BASELINE_TARGET]
+    others = [(r, c) for r, c in group if r.target != BASELINE_TARGET]
+    pairs = [pair for other in others for pair in (*baseline, other)] if others else baseline
+    schedule = pairs * settings.repeats
+    for step, (row, candidate) in enumerate(schedule, 1):
+        if row.error:
+            continue
+        progress(f"[{step}/{len(schedule)}] {row.model} {row.name} (measurement {len(row.measurements) + 1})")
+        wants_accuracy = settings.accuracy and row.accuracy is None and row.pretrained
+        images = prepared[_imgsz(candidate)]
+        job = MeasureJob(candidate.folder, candidate.manifest, images.pixels, settings.batch_sizes,  # type: ignore[arg-type]
+                         settings.min_time_s, settings.threads, settings.device, wants_accuracy)
+        try:
+            measurement, found = _in_own_process(job)
+        except Exception as err:  # noqa: BLE001 - the row fails, the others go on
+            row.error = f"runtime failed: {_one_line(err)}"
+            continue
+        row.measurements.append(measurement)
+        if row.target != BASELINE_TARGET and baseline and baseline[0][0].measurements:
+            row.baseline_pairs.append(len(baseline[0][0].measurements) - 1)
+        if found is not None:
+            row.accuracy = mean_average_precision(coco_results(found, dataset, images), dataset)
+    if settings.accuracy:
+        for row, _ in group:
+            if not row.pretrained:
+                row.accuracy = Accuracy(None, None, len(dataset.images), "n/a (random weights)")
+
+
+def _in_own_process(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
+    """A fresh process per measurement: clean memory, its own timing mode, crashes contained."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+        try:
+            return pool.submit(measure, job).result()
+        except BrokenProcessPool:
+            raise RuntimeError("the runtime crashed its process") from None
+
+
+def _one_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:200] if text else type(err).__name__

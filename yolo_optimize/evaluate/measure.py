@@ -1,0 +1,107 @@
+"""Measuring one artifact in its own process: load, first inference, timed batches, peak memory, detections."""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from yolo_optimize.artifact import Manifest
+from yolo_optimize.evaluate.results import BatchResult, LatencyStats, Measurement
+from yolo_optimize.images import to_input
+
+MIN_RUNS, WARMUP_RUNS = 5, 2
+
+Infer = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class MeasureJob:
+    folder: Path
+    manifest: Manifest
+    pixels: Path  # letterboxed uint8 images (.npy)
+    batch_sizes: tuple[int, ...]
+    min_time_s: float
+    threads: int
+    device: str
+    detect: bool  # also run every image for accuracy (after the timed part)
+
+
+def measure(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
+    """Worker entry: everything about one artifact that one process can tell."""
+    from yolo_optimize.evaluate.runners import open_runner
+
+    images = np.load(job.pixels, mmap_mode="r")
+    started = time.perf_counter()
+    with open_runner(job.folder, job.manifest, device=job.device, threads=job.threads) as runner:
+        load_s = time.perf_counter() - started
+        first = to_input(images[:1])
+        started = time.perf_counter()
+        runner.infer(first)
+        first_inference_s = time.perf_counter() - started
+        batches = [time_batch(runner.infer, to_input(_batch(images, b)), job.min_time_s) for b in job.batch_sizes]
+        peak_rss_mb = peak_rss() / 2**20
+        measurement = Measurement(round(load_s, 4), round(first_inference_s, 4), batches, round(peak_rss_mb, 1),
+                                  _cuda_peak_mb(job.device), runner.executed_precision, job.threads)
+        found = detect_all(runner.infer, images, _accuracy_batch(batches)) if job.detect else None
+    return measurement, found
+
+
+def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float) -> BatchResult:
+    """Warm up, then time runs until both MIN_RUNS and ``min_time_s`` are reached."""
+    size = len(batch)
+    try:
+        for _ in range(WARMUP_RUNS):
+            infer(batch)
+        samples: list[float] = []
+        deadline = time.perf_counter() + min_time_s
+        while len(samples) < MIN_RUNS or time.perf_counter() < deadline:
+            started = time.perf_counter()
+            infer(batch)
+            samples.append(time.perf_counter() - started)
+    except Exception as err:  # noqa: BLE001 - reported per batch size, the others still run
+        return BatchResult(size, error=f"unsupported: {str(err).strip().splitlines()[0][:160]}")
+    latency = LatencyStats.of(samples)
+    return BatchResult(size, latency, round(size / (latency.p50_ms / 1e3), 3))
+
+
+def detect_all(infer: Infer, images: np.ndarray, batch: int) -> list[np.ndarray]:
+    from yolo_optimize.evaluate.accuracy import detections
+
+    found: list[np.ndarray] = []
+    for start in range(0, len(images), batch):
+        found += detections(infer(to_input(images[start:start + batch])))
+    return found
+
+
+def peak_rss() -> int:
+    """Peak resident bytes of this process's own address space.
+
+    ``ru_maxrss`` would not do: Linux carries it across fork and exec, so a spawned
+    worker would report its parent's size. ``VmHWM`` starts afresh at exec.
+    """
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _batch(images: np.ndarray, size: int) -> np.ndarray:
+    return images[np.arange(size) % len(images)]
+
+
+def _accuracy_batch(batches: list[BatchResult]) -> int:
+    working = [b.batch for b in batches if not b.error]
+    return max(working) if working else 1
+
+
+def _cuda_peak_mb(device: str) -> float | None:
+    if device != "cuda":
+        return None
+    import torch
+
+    return round(torch.cuda.max_memory_allocated() / 2**20, 1)
