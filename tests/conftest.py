@@ -45,3 +45,30 @@ def built(tmp_path_factory: pytest.TempPathFactory, home_dir: Path) -> Path:
                       env={"HOME": str(home_dir)})
     assert result.returncode == 0, result.stdout + result.stderr
     return out / "yolov5n"
+
+
+def eval_args(root: Path, out: Path, *extra: str | Path) -> list[str | Path]:
+    return ["eval", root, "--data", VAL_DATA, "--out", out, *extra]
+
+
+@pytest.fixture(scope="session")
+def evaluated(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session build evaluated on a subset (32 images), twice per artifact; returns the report folder."""
+    out = tmp_path_factory.mktemp("report")
+    result = optimize(*eval_args(built.parent, out, "--max-images", "32", "--min-time", "0.2", "--repeats", "2"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def small_artifacts(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of onnx-fp32 and openvino-fp32 (plus the build records) that tests may break."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("small") / "artifacts"
+    for part in ("onnx-fp32", "openvino-fp32", ".cache/load"):
+        shutil.copytree(built / part, root / "yolov5n" / part)
+    return root
+
+
+QUICK_EVAL = ("--no-accuracy", "--min-time", "0", "--repeats", "1", "--batch-sizes", "1")

@@ -1,4 +1,9 @@
-"""OpenVINO: the fp32 IR runs in f32 (set explicitly: CPUs with bf16 would otherwise use it)."""
+"""OpenVINO: the fp32 IR runs in f32 (set explicitly: CPUs with bf16 would otherwise use it).
+
+The IR has a dynamic batch; like ``benchmark_app -shape`` and a fixed-batch deployment,
+the runner compiles one static-shape model per batch size it meets (the first call at a
+new size pays for that compile, which warm-up absorbs).
+"""
 
 from __future__ import annotations
 
@@ -17,14 +22,23 @@ class OpenVinoRunner(Runner):
     def activate(self) -> None:
         import openvino as ov
 
-        core = ov.Core()
-        config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "PERFORMANCE_HINT": "LATENCY"}
+        self.core = ov.Core()
+        self.config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "PERFORMANCE_HINT": "LATENCY"}
         hint = EXECUTION_HINTS.get(self.manifest.precision or "fp32")
         if hint:
-            config["INFERENCE_PRECISION_HINT"] = hint
-        device = "GPU" if self.device == "cuda" and "GPU" in core.available_devices else "CPU"
-        self.compiled = core.compile_model(core.read_model(str(self.entry)), device, config)
-        self.request = self.compiled.create_infer_request()
+            self.config["INFERENCE_PRECISION_HINT"] = hint
+        self.target = "GPU" if self.device == "cuda" and "GPU" in self.core.available_devices else "CPU"
+        self.model = self.core.read_model(str(self.entry))
+        self.requests: dict[int, Any] = {}
+        self._request(1)
+
+    def _request(self, batch: int) -> Any:
+        if batch not in self.requests:
+            model = self.model.clone()
+            model.reshape({0: [batch, *self.model.input(0).partial_shape[1:].to_shape()]})
+            self.compiled = self.core.compile_model(model, self.target, self.config)
+            self.requests[batch] = self.compiled.create_infer_request()
+        return self.requests[batch]
 
     @property
     def executed_precision(self) -> str:
@@ -32,7 +46,8 @@ class OpenVinoRunner(Runner):
         return {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}.get(precision, precision)
 
     def infer(self, images: np.ndarray) -> np.ndarray:
-        return self.request.infer({0: images}, share_inputs=True)[0].copy()
+        """The output is a view of the request's buffer, valid until the next call at this batch size."""
+        return self._request(len(images)).infer({0: images}, share_inputs=True, share_outputs=True)[0]
 
     def deactivate(self) -> None:
-        self.request = self.compiled = None
+        self.requests, self.compiled, self.model = {}, None, None

@@ -1,0 +1,79 @@
+"""Does our harness distort OpenVINO? Our p50 vs benchmark_app's median, same IR, threads, precision.
+
+Runs both in separate processes, interleaved (ours, theirs, ours, theirs, ...), because
+timings on this kind of host are bimodal per process. Prints and saves the numbers.
+
+    python bench/harness_overhead.py --artifact artifacts/yolov5n/openvino-fp32
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from yolo_optimize.artifact import Manifest
+from yolo_optimize.evaluate.evaluator import _in_own_process
+from yolo_optimize.evaluate.measure import MeasureJob
+from yolo_optimize.evaluate.report import environment
+
+
+def ours(folder: Path, threads: int, seconds: float, pixels: Path) -> float:
+    """p50 latency (ms) of batch 1 as ``optimize eval`` measures it."""
+    job = MeasureJob(folder, Manifest.read(folder), pixels, (1,), seconds, threads, "cpu", detect=False)
+    measurement, _ = _in_own_process(job)
+    latency = measurement.batches[0].latency
+    assert latency is not None, measurement.batches[0].error
+    return latency.p50_ms
+
+
+def benchmark_app(xml: Path, threads: int, seconds: float, imgsz: int) -> float:
+    """benchmark_app's median latency (ms): one synchronous request, one stream (what the latency hint gives), f32 execution."""
+    with tempfile.TemporaryDirectory() as home:
+        command = [str(Path(sys.executable).parent / "benchmark_app"), "-m", str(xml), "-d", "CPU", "-hint", "none",
+                   "-api", "sync", "-nstreams", "1", "-nthreads", str(threads), "-infer_precision", "f32",
+                   "-shape", f"[1,3,{imgsz},{imgsz}]", "-t", str(max(1, round(seconds)))]
+        output = subprocess.run(command, capture_output=True, text=True, check=True, env={"HOME": home}).stdout
+    return float(re.search(r"Median:\s+([\d.]+) ms", output).group(1))  # type: ignore[union-attr]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--artifact", type=Path, default=Path("artifacts/yolov5n/openvino-fp32"))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--save", type=Path, default=Path("bench/results"))
+    args = parser.parse_args()
+    manifest = Manifest.read(args.artifact)
+    assert manifest.target == "openvino" and manifest.precision == "fp32" and manifest.entry
+    imgsz = manifest.metadata["imgsz"][0]
+    with tempfile.TemporaryDirectory() as work:
+        pixels = Path(work) / "images.npy"
+        np.save(pixels, np.random.default_rng(0).integers(0, 255, (1, imgsz, imgsz, 3), dtype=np.uint8))
+        pairs = [(ours(args.artifact, args.threads, args.seconds, pixels),
+                  benchmark_app(args.artifact / manifest.entry, args.threads, args.seconds, imgsz))
+                 for _ in range(args.repeats)]
+    ratios = [a / b for a, b in pairs]
+    result = {"pairs_ms": pairs, "ours_p50_ms": statistics.median(a for a, _ in pairs),
+              "benchmark_app_median_ms": statistics.median(b for _, b in pairs), "ratio_median": statistics.median(ratios),
+              "ratios": ratios, "threads": args.threads, "environment": environment(args.threads)}
+    for ours_ms, theirs_ms in pairs:
+        print(f"ours p50 {ours_ms:7.2f} ms   benchmark_app median {theirs_ms:7.2f} ms   ratio {ours_ms / theirs_ms:.3f}")
+    print(f"median ratio ours/benchmark_app: {result['ratio_median']:.3f} (goal: within 1.10)")
+    args.save.mkdir(parents=True, exist_ok=True)
+    path = args.save / f"harness_overhead-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"saved {path}")
+
+
+if __name__ == "__main__":
+    main()

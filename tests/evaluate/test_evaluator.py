@@ -1,0 +1,117 @@
+"""``optimize eval`` end to end on the session build: mAP agreement, the matrix, robustness."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import QUICK_EVAL, VAL_DATA, eval_args, optimize
+from yolo_optimize.artifact import Manifest
+
+FP32_EXPORTS = ("torchscript-fp32", "onnx-fp32", "openvino-fp32")
+
+
+def matrix(report: Path) -> dict[str, dict]:
+    return {line["artifact"]: line for line in json.loads((report / "results.json").read_text())["matrix"]}
+
+
+def test_every_fp32_export_matches_the_pytorch_map(evaluated: Path) -> None:
+    rows = matrix(evaluated)
+    baseline = rows["pytorch-fp32"]["map50_95"]
+    assert baseline is not None and 0.2 < baseline < 0.6
+    for name in FP32_EXPORTS:
+        assert abs(rows[name]["map50_95"] - baseline) <= 0.005, (name, rows[name]["map50_95"], baseline)
+
+
+def test_every_row_is_measured_at_every_batch_size_in_two_processes(evaluated: Path) -> None:
+    results = json.loads((evaluated / "results.json").read_text())
+    assert results["settings"]["threads"] >= 1 and results["environment"]["cpu"]
+    for row in results["rows"]:
+        assert len(row["measurements"]) >= 2, row["name"]
+        for measurement in row["measurements"]:
+            assert measurement["peak_rss_mb"] > 50 and measurement["load_s"] > 0
+            for batch in measurement["batches"]:
+                latency = batch["latency"]
+                assert 0 < latency["p50_ms"] <= latency["p99_ms"] and len(latency["samples_ms"]) >= 5
+                assert batch["throughput_ips"] > 0
+    pairs = {r["name"]: r["baseline_pairs"] for r in results["rows"]}
+    assert all(len(p) == 2 for name, p in pairs.items() if name != "pytorch-fp32")
+
+
+def test_matrix_files_agree_with_results_json(evaluated: Path) -> None:
+    rows = matrix(evaluated)
+    assert rows["pytorch-fp32"]["speedup_b1"] == 1.0
+    csv_lines = (evaluated / "matrix.csv").read_text().splitlines()
+    assert len(csv_lines) == len(rows) + 1
+    markdown = (evaluated / "matrix.md").read_text()
+    html = (evaluated / "matrix.html").read_text()
+    for name, line in rows.items():
+        assert name in markdown and name in html
+        assert f"{line['speedup_b8']:.2f}x" in markdown
+        assert any(f"{line['map50_95']}" in row for row in csv_lines if row.startswith(f"yolov5n,{name},"))
+
+
+def test_corrupted_artifact_is_reported_and_the_rest_still_run(small_artifacts: Path, tmp_path: Path) -> None:
+    root = tmp_path / "artifacts"
+    shutil.copytree(small_artifacts, root)
+    with open(root / "yolov5n" / "openvino-fp32" / "yolov5n_openvino_model" / "yolov5n.bin", "r+b") as handle:
+        handle.write(b"corrupt")
+    result = optimize(*eval_args(root, tmp_path / "report", *QUICK_EVAL))
+    assert result.returncode == 0, result.stderr
+    rows = matrix(tmp_path / "report")
+    assert rows["openvino-fp32"]["status"] == "failed: sha256 mismatch for yolov5n_openvino_model/yolov5n.bin"
+    assert rows["onnx-fp32"]["status"] == "ok" and rows["pytorch-fp32"]["status"] == "ok"
+
+
+def test_artifact_that_crashes_its_runtime(small_artifacts: Path, tmp_path: Path) -> None:
+    root = tmp_path / "artifacts"
+    shutil.copytree(small_artifacts, root)
+    folder = root / "yolov5n" / "onnx-fp32"
+    (folder / "yolov5n.onnx").write_bytes(b"\x08\x07not a protobuf graph")
+    manifest = Manifest.read(folder)
+    manifest.write(folder)  # a consistent manifest: only the runtime can find the fault
+    result = optimize(*eval_args(root, tmp_path / "report", *QUICK_EVAL))
+    assert result.returncode == 0, result.stderr
+    rows = matrix(tmp_path / "report")
+    assert rows["onnx-fp32"]["status"].startswith("failed: runtime failed")
+    assert rows["openvino-fp32"]["status"] == "ok"
+
+
+def test_imgsz_mismatch_is_reported_per_artifact(small_artifacts: Path, tmp_path: Path) -> None:
+    result = optimize(*eval_args(small_artifacts, tmp_path / "report", *QUICK_EVAL, "--imgsz", "320"))
+    assert result.returncode == 1 and "nothing could be measured" in result.stderr
+    assert matrix(tmp_path / "report")["onnx-fp32"]["status"] == "failed: artifact imgsz 640 differs from --imgsz 320"
+
+
+@pytest.mark.parametrize("make", ["missing", "empty"])
+def test_directory_without_artifacts(make: str, tmp_path: Path) -> None:
+    root = tmp_path / "artifacts"
+    if make == "empty":
+        root.mkdir()
+    result = optimize(*eval_args(root, tmp_path / "report"))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert ("not found" if make == "missing" else "no artifacts") in result.stderr
+
+
+def test_dataset_without_labels(small_artifacts: Path, tmp_path: Path) -> None:
+    images = tmp_path / "unlabelled" / "images" / "val"
+    images.mkdir(parents=True)
+    for image in sorted((VAL_DATA / "images").rglob("*.jpg"))[:2]:
+        shutil.copy(image, images)
+    result = optimize("eval", small_artifacts, "--data", tmp_path / "unlabelled", "--out", tmp_path / "report")
+    assert result.returncode == 2 and "no labels found" in result.stderr and "--no-accuracy" in result.stderr
+
+
+@pytest.mark.parametrize(("line", "message"), [("91 0.5 0.5 0.1 0.1", "class 91 is outside 0..79"),
+                                               ("3 0.5 0.5", "expected 'class cx cy w h'"),
+                                               ("person 0.5 0.5 0.1 0.1", "malformed label line")])
+def test_bad_labels_name_the_file_and_line(small_artifacts: Path, tmp_path: Path, line: str, message: str) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(VAL_DATA, data)
+    label = sorted((data / "labels").rglob("*.txt"))[0]
+    label.write_text(label.read_text() + line + "\n")
+    result = optimize("eval", small_artifacts, "--data", data, "--out", tmp_path / "report")
+    assert result.returncode == 2 and message in result.stderr and f"{label.name}:" in result.stderr
