@@ -43,7 +43,7 @@ def main() -> None:
 @click.argument("model")
 @click.option("--targets", default="torchscript,onnx,openvino", show_default=True,
               help="Comma list: torchscript, onnx, openvino, tensorrt (trt).")
-@click.option("--precisions", default="fp32,fp16", show_default=True, help="Comma list: fp32, fp16.")
+@click.option("--precisions", default="fp32,fp16", show_default=True, help="Comma list: fp32, fp16, bf16, int8.")
 @click.option("--imgsz", default=640, show_default=True, type=int, help="Square input size (multiple of 32).")
 @click.option("--batch-sizes", default="1,8", show_default=True, help="Batch sizes every artifact must accept.")
 @click.option("--out", default="artifacts", show_default=True, type=click.Path(path_type=Path))
@@ -56,10 +56,19 @@ def main() -> None:
 @click.option("--parity-data", type=click.Path(path_type=Path),
               help="Images for the parity check [default: the images bundled with yolov5].")
 @click.option("--parity-images", default=4, show_default=True, type=click.IntRange(1))
+@click.option("--calib-data", type=click.Path(path_type=Path), help="Real images for INT8 calibration (e.g. coco128).")
+@click.option("--calib-images", default=128, show_default=True, type=click.IntRange(1),
+              help="Calibration images used (all, if the folder has fewer).")
+@click.option("--gate-data", type=click.Path(path_type=Path),
+              help="Labelled images for the INT8 accuracy gate [default: --calib-data]; never the evaluation set.")
+@click.option("--gate-images", type=click.IntRange(1), help="Gate on the first N images [default: all].")
+@click.option("--max-map-drop", default=1.0, show_default=True, type=click.FloatRange(0),
+              help="Largest mAP50-95 drop (points) an INT8 artifact may show on the gate set.")
 @user_errors
 def build(model: str, targets: str, precisions: str, imgsz: int, batch_sizes: str, out: Path, jobs: int,
           force: bool, random_weights: bool, weights_dir: Path | None, device: str, opset: int,
-          parity_data: Path | None, parity_images: int) -> None:
+          parity_data: Path | None, parity_images: int, calib_data: Path | None, calib_images: int,
+          gate_data: Path | None, gate_images: int | None, max_map_drop: float) -> None:
     """Export MODEL (yolov5n|s|m|l|x or a .pt path) to every target x precision, cached and in parallel."""
     from yolo_optimize.checkpoint import resolve_source
     from yolo_optimize.console import BuildDisplay, results_table
@@ -72,11 +81,13 @@ def build(model: str, targets: str, precisions: str, imgsz: int, batch_sizes: st
     if imgsz < 32 or imgsz % 32:
         raise UserError(f"--imgsz must be a positive multiple of 32, got {imgsz}")
     images = list_images(parity_data or bundled_images())[:parity_images]
+    wanted_precisions = tuple(parse_precisions(precisions))
+    int8 = _int8_inputs(calib_data, calib_images, gate_data, gate_images, max_map_drop) if "int8" in wanted_precisions else {}
     request = BuildRequest(
         source=resolve_source(model, random_weights=random_weights, weights_dir=weights_dir),
-        targets=tuple(parse_targets(targets)), precisions=tuple(parse_precisions(precisions)), imgsz=imgsz,
+        targets=tuple(parse_targets(targets)), precisions=wanted_precisions, imgsz=imgsz,
         batch_sizes=parse_batch_sizes(batch_sizes), opset=opset, device=resolve_device(device),
-        parity_images=tuple(str(p.resolve()) for p in images),
+        parity_images=tuple(str(p.resolve()) for p in images), **int8,
     )
     check_writable(out)
     nodes = plan(request)
@@ -93,6 +104,25 @@ def build(model: str, targets: str, precisions: str, imgsz: int, batch_sizes: st
     if failed:
         click.echo(f"error: {len(failed)} node(s) failed: {', '.join(failed)}", err=True)
         sys.exit(1)
+
+
+def _int8_inputs(calib_data: Path | None, calib_images: int, gate_data: Path | None, gate_images: int | None,
+                 max_map_drop: float) -> dict[str, Any]:
+    """Calibration images and a labelled gate set, checked before anything is built."""
+    from yolo_optimize.evaluate.dataset import load_dataset
+    from yolo_optimize.images import list_images
+    from yolo_optimize.optimize.calibration import GateConfig, cpu_has_vnni
+
+    if calib_data is None:
+        raise UserError("INT8 needs real calibration images: pass --calib-data DIR (e.g. ../shared/assets/coco128)")
+    calibration = list_images(calib_data)[:calib_images]
+    gate_root = (gate_data or calib_data).resolve()
+    gate = load_dataset(gate_root, max_images=gate_images)
+    if gate.ground_truth is None:
+        raise UserError(f"the INT8 accuracy gate needs labels and {gate_root} has none: pass --gate-data with a "
+                        f"labelled set (YOLO labels/ beside images/)")
+    return {"calib_images": tuple(str(p.resolve()) for p in calibration), "reduce_range": not cpu_has_vnni(),
+            "gate": GateConfig(str(gate_root), gate_images, max_map_drop)}
 
 
 def check_writable(out: Path) -> None:

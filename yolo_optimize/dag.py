@@ -101,6 +101,7 @@ class Build:
     def __init__(self, nodes: list[Node], source: ModelSource, model_dir: Path, *, device: str,
                  jobs: int = 1, force: bool = False) -> None:
         self.nodes = {node.name: node for node in nodes}
+        assert len(self.nodes) == len(nodes), "node names must be unique"
         self.order = [node.name for node in nodes]
         self.source, self.model_dir, self.device = source, model_dir, device
         self.jobs, self.force = max(1, jobs), force

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from yolo_optimize.errors import UserError
 
-PRECISIONS = ("fp32", "fp16")
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 
 
 @dataclass(frozen=True)
@@ -31,9 +31,9 @@ FORMATS: dict[str, Format] = {
                buildable=False),
         Format("torchscript", ("ts",), "{model}.torchscript", ("fp32", "fp16"),
                "yolo_optimize.evaluate.runners.torchscript:TorchScriptRunner"),
-        Format("onnx", (), "{model}.onnx", ("fp32", "fp16"),
+        Format("onnx", (), "{model}.onnx", ("fp32", "fp16", "int8"),
                "yolo_optimize.evaluate.runners.onnxruntime:OnnxRuntimeRunner"),
-        Format("openvino", ("ov",), "{model}_openvino_model/{model}.xml", ("fp32", "fp16"),
+        Format("openvino", ("ov",), "{model}_openvino_model/{model}.xml", ("fp32", "fp16", "bf16", "int8"),
                "yolo_optimize.evaluate.runners.openvino:OpenVinoRunner"),
         Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16"),
                "yolo_optimize.evaluate.runners.tensorrt:TensorRTRunner"),

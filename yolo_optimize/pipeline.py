@@ -3,7 +3,9 @@
     load ─┬─ reference (PyTorch FP32 outputs for parity; a parent of every artifact)
           ├─ torchscript-fp32 / torchscript-fp16
           └─ onnx-export ── onnx-fp32 (simplified) ─┬─ onnx-fp16 ── tensorrt-fp16
-                                                    ├─ openvino-fp32 / openvino-fp16
+                                                    ├─ onnx-int8 (ONNX Runtime QDQ, gated)
+                                                    ├─ openvino-fp32 ── openvino-int8 (NNCF, gated)
+                                                    ├─ openvino-fp16 / openvino-bf16
                                                     └─ tensorrt-fp32
 """
 
@@ -18,10 +20,14 @@ from yolo_optimize.export.openvino import OpenVinoConfig, OpenVinoExport
 from yolo_optimize.export.tensorrt import TensorRTBuild, TensorRTConfig
 from yolo_optimize.export.torchscript import TorchScriptConfig, TorchScriptExport
 from yolo_optimize.loading import LoadConfig, LoadStage
+from yolo_optimize.formats import FORMATS
+from yolo_optimize.optimize.calibration import GateConfig
 from yolo_optimize.optimize.fp16 import OnnxFp16, OnnxFp16Config
+from yolo_optimize.optimize.int8_onnx import OnnxInt8, OnnxInt8Config
+from yolo_optimize.optimize.int8_openvino import OpenVinoInt8, OpenVinoInt8Config
 from yolo_optimize.optimize.simplify import OnnxSimplify, SimplifyConfig
 from yolo_optimize.parity import ReferenceConfig, ReferenceStage
-from yolo_optimize.stage import Stage
+from yolo_optimize.stage import Stage, StageContext, StageOutput
 
 ONNX_CONSUMERS = ("onnx", "openvino", "tensorrt")
 
@@ -36,10 +42,13 @@ class BuildRequest:
     opset: int
     device: str
     parity_images: tuple[str, ...]
+    calib_images: tuple[str, ...] = ()
+    gate: GateConfig | None = None
+    reduce_range: bool = False
 
 
 def plan(request: BuildRequest) -> list[Node]:
-    """All nodes the request can touch, parents before children."""
+    """All nodes the request can touch, parents before children (INT8 nodes need ``request.gate``)."""
     r = request
     wanted = {f"{t}-{p}" for t in r.targets for p in r.precisions}
     nodes = [
@@ -49,19 +58,50 @@ def plan(request: BuildRequest) -> list[Node]:
     ]
     if "torchscript" in r.targets:
         nodes += [_artifact("torchscript", p, TorchScriptExport(TorchScriptConfig(r.imgsz, p, r.device)),
-                            ("load",), wanted) for p in r.precisions]
+                            ("load",), wanted) for p in r.precisions if p in FORMATS["torchscript"].precisions]
     if any(t in r.targets for t in ONNX_CONSUMERS):
         nodes.append(Node("onnx-export", OnnxExport(OnnxExportConfig(r.imgsz, r.opset)), ("load",), ".cache/onnx-export"))
         nodes.append(_artifact("onnx", "fp32", OnnxSimplify(SimplifyConfig(r.imgsz)), ("onnx-export",), wanted))
     if "fp16" in r.precisions and ("onnx" in r.targets or "tensorrt" in r.targets):
         nodes.append(_artifact("onnx", "fp16", OnnxFp16(OnnxFp16Config()), ("onnx-fp32",), wanted))
+    if "int8" in r.precisions and "onnx" in r.targets and r.gate:
+        config = OnnxInt8Config(r.imgsz, r.calib_images, r.gate, r.reduce_range)
+        nodes.append(_artifact("onnx", "int8", OnnxInt8(config), ("onnx-fp32",), wanted))
     if "openvino" in r.targets:
+        float_precisions = [p for p in ("fp32", "fp16", "bf16") if p in r.precisions or p == "fp32"]
         nodes += [_artifact("openvino", p, OpenVinoExport(OpenVinoConfig(p)), ("onnx-fp32",), wanted)
-                  for p in r.precisions]
+                  for p in float_precisions]
+    if "int8" in r.precisions and "openvino" in r.targets and r.gate:
+        config = OpenVinoInt8Config(r.imgsz, r.calib_images, r.gate)
+        nodes.append(_artifact("openvino", "int8", OpenVinoInt8(config), ("openvino-fp32",), wanted))
     if "tensorrt" in r.targets:
         nodes += [_artifact("tensorrt", p, TensorRTBuild(TensorRTConfig(r.imgsz, p, r.batch_sizes)),
-                            (f"onnx-{p}",), wanted) for p in r.precisions]
-    return nodes
+                            (f"onnx-{p}",), wanted) for p in r.precisions if p in FORMATS["tensorrt"].precisions]
+    return nodes + _unsupported(r)
+
+
+def _unsupported(request: BuildRequest) -> list[Node]:
+    """Requested target x precision pairs that no stage produces: shown as skipped, with the reason."""
+    return [Node(f"{t}-{p}", Unsupported(UnsupportedConfig(f"{p.upper()} is not available for {t} "
+                                                           f"(it supports {', '.join(FORMATS[t].precisions)})")),
+                 (), f"{t}-{p}", requested=True)
+            for t in request.targets for p in request.precisions if p not in FORMATS[t].precisions]
+
+
+@dataclass(frozen=True)
+class UnsupportedConfig:
+    reason: str
+
+
+class Unsupported(Stage):
+    name = "unsupported"
+    tools = ()
+
+    def unavailable_reason(self, device: str) -> str | None:
+        return self.config.reason
+
+    def run(self, ctx: StageContext) -> StageOutput:
+        raise AssertionError(self.config.reason)
 
 
 def _artifact(target: str, precision: str, stage: Stage, parents: tuple[str, ...], wanted: set[str]) -> Node:

@@ -13,7 +13,9 @@ import numpy as np
 
 from yolo_optimize.evaluate.runners.base import Runner
 
-EXECUTION_HINTS = {"fp32": "f32"}  # other precisions keep the device's default and report it
+# fp32 and int8 (its float parts, the Detect decode among them) run in f32, bf16 in bf16; fp16 keeps the
+# device's default. The precision actually used is read back from the compiled model.
+EXECUTION_HINTS = {"fp32": "f32", "int8": "f32", "bf16": "bf16"}
 
 
 class OpenVinoRunner(Runner):
@@ -43,7 +45,8 @@ class OpenVinoRunner(Runner):
     @property
     def executed_precision(self) -> str:
         precision = self.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
-        return {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}.get(precision, precision)
+        executed = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}.get(precision, precision)
+        return f"int8+{executed}" if self.manifest.precision == "int8" else executed
 
     def infer(self, images: np.ndarray) -> np.ndarray:
         """The output is a view of the request's buffer, valid until the next call at this batch size."""

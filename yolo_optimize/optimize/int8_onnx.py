@@ -1,0 +1,121 @@
+"""INT8 ONNX: ONNX Runtime static QDQ quantization, per-channel weights, the Detect decode in float.
+
+When the accuracy gate fails, the most quantization-sensitive convolutions (lowest
+signal-to-quantization-noise ratio of their outputs, measured on calibration images)
+are kept in float, a few more at each step, until the gate passes or the steps run out.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from yolo_optimize.optimize.calibration import Gate, GateConfig, calibration_inputs, candidate_manifest, gate_result
+from yolo_optimize.optimize.head import onnx_decode_nodes
+from yolo_optimize.optimize.onnx_io import save_onnx
+from yolo_optimize.stage import Stage, StageContext, StageOutput
+
+PARENT = "onnx-fp32"
+SENSITIVITY_IMAGES = 4
+
+
+@dataclass(frozen=True)
+class OnnxInt8Config:
+    imgsz: int
+    calib_images: tuple[str, ...]
+    gate: GateConfig
+    reduce_range: bool  # 7-bit weights for CPUs without VNNI (ONNX Runtime's guidance)
+    per_channel: bool = True
+    sensitivity_steps: tuple[int, ...] = (4, 8, 16)
+    precision: str = "int8"
+
+
+class OnnxInt8(Stage):
+    name = "onnx-int8"
+    tools = ("onnx", "onnxruntime")
+    target = "onnx"
+
+    def run(self, ctx: StageContext) -> StageOutput:
+        import onnx
+
+        parent = ctx.parent_manifest(PARENT)
+        source, entry = ctx.parent_entry(PARENT), str(parent.entry)
+        head = onnx_decode_nodes(onnx.load(str(source)))
+        calibration = calibration_inputs(self.config.calib_images, self.config.imgsz)
+        candidate = ctx.out_dir / entry
+        gate = Gate(self.config.gate, self.config.imgsz, ctx.threads)
+        try:
+            reference = gate.map_of(ctx.parents[PARENT], parent)
+            score = self._quantize_and_score(source, candidate, calibration, head, gate, ctx)
+            route, excluded = "static QDQ, per-channel weights, Detect decode in float", []
+            if (reference - score) * 100 > self.config.gate.max_map_drop:
+                ranked = self._sensitive_convs(source, candidate, calibration[:SENSITIVITY_IMAGES])
+                for count in self.config.sensitivity_steps:
+                    excluded = ranked[:count]
+                    score = self._quantize_and_score(source, candidate, calibration, head + excluded, gate, ctx)
+                    route = f"accuracy-aware: {count} most sensitive convolutions kept in float"
+                    if (reference - score) * 100 <= self.config.gate.max_map_drop:
+                        break
+            result = gate_result(reference, score, route, self.config.gate, excluded=excluded)
+        finally:
+            gate.close()
+        if not result["passed"]:
+            raise RuntimeError(f"accuracy gate failed: mAP50-95 {result['map50_95']} vs FP32 {result['fp32_map50_95']}"
+                               f" = {result['drop_points']} points > --max-map-drop {self.config.gate.max_map_drop}"
+                               f" (route: {route})")
+        metadata = {**parent.metadata, "precision": "int8", "kept_in_float": head + excluded}
+        save_onnx(onnx.load(str(candidate)), candidate, metadata)
+        return StageOutput(entry=entry, metadata=metadata,
+                           info={"gate": result, "kept_in_float": head + excluded, "reduce_range": self.config.reduce_range})
+
+    def _quantize_and_score(self, source: Path, candidate: Path, calibration: list[np.ndarray], exclude: list[str],
+                            gate: Gate, ctx: StageContext) -> float:
+        self._quantize(source, candidate, calibration, exclude)
+        manifest = candidate_manifest(ctx.parent_manifest(PARENT), node="onnx-int8", precision="int8",
+                                      entry=candidate.name)
+        return gate.map_of(candidate.parent, manifest)
+
+    def _quantize(self, source: Path, candidate: Path, calibration: list[np.ndarray], exclude: list[str]) -> None:
+        from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+        quantize_static(str(source), str(candidate), _Reader(calibration), quant_format=QuantFormat.QDQ,
+                        per_channel=self.config.per_channel, reduce_range=self.config.reduce_range,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, nodes_to_exclude=exclude,
+                        calibrate_method=CalibrationMethod.MinMax)
+
+    def _sensitive_convs(self, source: Path, candidate: Path, calibration: list[np.ndarray]) -> list[str]:
+        """Conv nodes ordered from the noisiest output (lowest SQNR of its QDQ) to the cleanest."""
+        import onnx
+        from onnxruntime.quantization import qdq_loss_debug as debug
+
+        with tempfile.TemporaryDirectory() as work:
+            augmented = {}
+            for label, path in (("float", source), ("qdq", candidate)):
+                augmented[label] = str(Path(work) / f"{label}.onnx")
+                debug.modify_model_output_intermediate_tensors(str(path), augmented[label])
+            activations = {label: debug.collect_activations(path, _Reader(calibration))
+                           for label, path in augmented.items()}
+        errors = debug.compute_activation_error(debug.create_activation_matching(activations["qdq"],
+                                                                                 activations["float"]))
+        producers = {out: node.name for node in onnx.load(str(source)).graph.node if node.op_type == "Conv"
+                     for out in node.output}
+        scored = [(errors[t].get("xmodel_err", float("inf")), producers[t]) for t in errors if t in producers]
+        return [name for _, name in sorted(scored)]
+
+
+class _Reader:
+    """onnxruntime's CalibrationDataReader protocol over prepared inputs."""
+
+    def __init__(self, inputs: list[np.ndarray]) -> None:
+        self._items: Iterator[dict[str, Any]] = iter({"images": x} for x in inputs)
+
+    def get_next(self) -> dict[str, Any] | None:
+        return next(self._items, None)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self._items
