@@ -72,3 +72,15 @@ def small_artifacts(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 QUICK_EVAL = ("--no-accuracy", "--min-time", "0", "--repeats", "1", "--batch-sizes", "1")
+
+
+INT8_ARGS = ("--calib-data", CALIB_DATA, "--calib-images", "16", "--gate-images", "24", "--max-map-drop", "3")
+
+
+@pytest.fixture(scope="session")
+def built_int8(built: Path) -> Path:
+    """INT8 ONNX and OpenVINO plus the BF16 IR, built on top of the session build (small calibration/gate sets)."""
+    result = optimize(*build_args(built.parent, "--targets", "onnx,openvino", "--precisions", "fp32,bf16,int8",
+                                  *INT8_ARGS))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return built

@@ -121,7 +121,8 @@ def _int8_inputs(calib_data: Path | None, calib_images: int, gate_data: Path | N
     if gate.ground_truth is None:
         raise UserError(f"the INT8 accuracy gate needs labels and {gate_root} has none: pass --gate-data with a "
                         f"labelled set (YOLO labels/ beside images/)")
-    return {"calib_images": tuple(str(p.resolve()) for p in calibration), "reduce_range": not cpu_has_vnni(),
+    return {"calib_images": tuple(str(p.resolve()) for p in calibration),
+            "int8_weight_type": "QInt8" if cpu_has_vnni() else "QUInt8",
             "gate": GateConfig(str(gate_root), gate_images, max_map_drop)}
 
 

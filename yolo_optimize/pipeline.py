@@ -44,7 +44,7 @@ class BuildRequest:
     parity_images: tuple[str, ...]
     calib_images: tuple[str, ...] = ()
     gate: GateConfig | None = None
-    reduce_range: bool = False
+    int8_weight_type: str = "QInt8"
 
 
 def plan(request: BuildRequest) -> list[Node]:
@@ -65,7 +65,7 @@ def plan(request: BuildRequest) -> list[Node]:
     if "fp16" in r.precisions and ("onnx" in r.targets or "tensorrt" in r.targets):
         nodes.append(_artifact("onnx", "fp16", OnnxFp16(OnnxFp16Config()), ("onnx-fp32",), wanted))
     if "int8" in r.precisions and "onnx" in r.targets and r.gate:
-        config = OnnxInt8Config(r.imgsz, r.calib_images, r.gate, r.reduce_range)
+        config = OnnxInt8Config(r.imgsz, r.calib_images, r.gate, r.int8_weight_type)
         nodes.append(_artifact("onnx", "int8", OnnxInt8(config), ("onnx-fp32",), wanted))
     if "openvino" in r.targets:
         float_precisions = [p for p in ("fp32", "fp16", "bf16") if p in r.precisions or p == "fp32"]

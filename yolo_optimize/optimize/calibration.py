@@ -22,7 +22,7 @@ def calibration_inputs(images: tuple[str, ...], imgsz: int) -> list[np.ndarray]:
 
 
 def cpu_has_vnni() -> bool:
-    """Without VNNI, u8 x s8 products can saturate: ONNX Runtime then wants 7-bit weights (reduce_range)."""
+    """Without VNNI, ONNX Runtime's u8 x s8 kernels can saturate (see optimize/int8_onnx.py)."""
     try:
         flags = Path("/proc/cpuinfo").read_text().split()
     except OSError:

@@ -18,7 +18,8 @@ from yolo_optimize.optimize.head import openvino_decode_ops
 from yolo_optimize.stage import Stage, StageContext, StageOutput
 
 PARENT = "openvino-fp32"
-ACCURACY_CONTROL_ITERATIONS = 8  # bounds the time the accuracy-aware route may take
+ACCURACY_CONTROL_ITERATIONS = 8  # these two bound the time the accuracy-aware route may take:
+RANKING_IMAGES = 32  # NNCF re-validates once per quantizer group (about 70 for yolov5) on this many images
 
 
 @dataclass(frozen=True)
@@ -94,4 +95,4 @@ class OpenVinoInt8(Stage):
             model, calibration, nncf.Dataset(gate.inputs()), validate, max_drop=self.config.gate.max_map_drop / 100,
             drop_type=nncf.DropType.ABSOLUTE, **settings,
             advanced_accuracy_restorer_parameters=AdvancedAccuracyRestorerParameters(
-                max_num_iterations=ACCURACY_CONTROL_ITERATIONS))
+                max_num_iterations=ACCURACY_CONTROL_ITERATIONS, ranking_subset_size=RANKING_IMAGES))

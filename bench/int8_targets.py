@@ -1,0 +1,63 @@
+"""Issue-4 targets for yolov5n on this machine: build every precision, evaluate, check the goals.
+
+    python bench/int8_targets.py --assets ../shared/assets
+
+Builds torchscript/onnx/openvino x fp32, fp16, bf16, int8 (calibration: all of coco128, gate: its
+labels), evaluates on coco_val128 at batch 1 and 8 with interleaved repeats, and prints each goal
+with the measured value. The report folder keeps every raw number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def optimize(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "yolo_optimize", *args], check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
+    parser.add_argument("--out", type=Path, default=Path("artifacts"))
+    parser.add_argument("--report", type=Path, default=Path("bench/results/int8_targets"))
+    parser.add_argument("--repeats", default="3")
+    args = parser.parse_args()
+    optimize("build", str(args.assets / "weights" / "yolov5n.pt"), "--out", str(args.out),
+             "--targets", "torchscript,onnx,openvino", "--precisions", "fp32,fp16,bf16,int8",
+             "--parity-data", str(args.assets / "coco_val128"), "--calib-data", str(args.assets / "coco128"))
+    optimize("eval", str(args.out), "--data", str(args.assets / "coco_val128"), "--out", str(args.report),
+             "--repeats", args.repeats, "--min-time", "2")
+    rows = {r["artifact"]: r for r in json.loads((args.report / "results.json").read_text())["matrix"]}
+    base = rows["pytorch-fp32"]["map50_95"]
+
+    def drop(name: str) -> float:
+        return (base - rows[name]["map50_95"]) * 100
+
+    ok = [r for r in rows.values() if r["status"] == "ok" and isinstance(r.get("speedup_b1"), float)]
+    best_b1 = max(ok, key=lambda r: r["speedup_b1"])
+    best_b8 = max(ok, key=lambda r: r.get("speedup_b8") or 0)
+    goals = [
+        ("OpenVINO INT8 mAP drop <= 1.0 point", drop("openvino-int8") <= 1.0, f"{drop('openvino-int8'):.2f}"),
+        ("OpenVINO INT8 b1 speedup >= 4x", rows["openvino-int8"]["speedup_b1"] >= 4, rows["openvino-int8"]["speedup_b1"]),
+        ("ONNX Runtime INT8 mAP drop <= 1.5 points", drop("onnx-int8") <= 1.5, f"{drop('onnx-int8'):.2f}"),
+        ("ONNX Runtime INT8 faster than ONNX Runtime FP32 (b1)",
+         rows["onnx-int8"]["speedup_b1"] > rows["onnx-fp32"]["speedup_b1"],
+         f"{rows['onnx-int8']['speedup_b1']} vs {rows['onnx-fp32']['speedup_b1']}"),
+        ("BF16 mAP drop <= 0.5 point", drop("openvino-bf16") <= 0.5,
+         f"{drop('openvino-bf16'):.2f} (executed {rows['openvino-bf16']['executed_precision']})"),
+        ("best b1 speedup >= 4.5x", best_b1["speedup_b1"] >= 4.5, f"{best_b1['artifact']} {best_b1['speedup_b1']}"),
+        ("best b8 speedup >= 6x", (best_b8.get("speedup_b8") or 0) >= 6, f"{best_b8['artifact']} {best_b8['speedup_b8']}"),
+    ]
+    for goal, met, value in goals:
+        print(f"[{'met' if met else 'MISSED'}] {goal}: {value}")
+    (args.report / "goals.json").write_text(json.dumps([{"goal": g, "met": m, "value": str(v)} for g, m, v in goals],
+                                                       indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""INT8: calibrated on real images, Detect decode kept in float, gated on labelled images, honest about precision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import onnxruntime as ort
+import openvino as ov
+import pytest
+
+from tests.conftest import CALIB_DATA, INT8_ARGS, VAL_DATA, build_args, optimize
+from yolo_optimize.artifact import Manifest, read_valid
+
+
+@pytest.mark.parametrize("target", ["onnx", "openvino"])
+def test_int8_artifact_passes_its_gate_and_records_it(built_int8: Path, target: str) -> None:
+    manifest = read_valid(built_int8 / f"{target}-int8")
+    assert manifest is not None and manifest.precision == "int8"
+    gate = manifest.info["gate"]
+    assert gate["passed"] and gate["drop_points"] <= gate["max_drop_points"] == 3.0
+    assert gate["gate_data"] == str(CALIB_DATA.resolve()) and gate["gate_images"] == 24
+    assert gate["route"] and 0.2 < gate["fp32_map50_95"] < 0.7
+    assert manifest.parity and manifest.parity["executed_precision"] == "int8+fp32"
+
+
+def test_onnx_int8_keeps_the_detect_decode_in_float(built_int8: Path) -> None:
+    manifest = Manifest.read(built_int8 / "onnx-int8")
+    model = onnx.load(str(built_int8 / "onnx-int8" / "yolov5n.onnx"))
+    kept = set(manifest.info["kept_in_float"])
+    ops = {n.name: n.op_type for n in model.graph.node}
+    assert {"Sigmoid", "Concat"} <= {ops[n] for n in kept if n in ops}
+    produced_by = {out: n for n in model.graph.node for out in n.output}
+    final = produced_by[model.graph.output[0].name]
+    assert final.op_type == "Concat" and final.name in kept
+    sigmoid_inputs = [produced_by.get(n.input[0]) for n in model.graph.node if n.op_type == "Sigmoid" and n.name in kept]
+    assert all(p is None or p.op_type != "DequantizeLinear" for p in sigmoid_inputs), "sigmoid fed by INT8 activations"
+    assert sum(n.op_type == "QuantizeLinear" for n in model.graph.node) > 20
+    assert {p.key: p.value for p in model.metadata_props}["precision"] == "int8"
+    session = ort.InferenceSession(str(built_int8 / "onnx-int8" / "yolov5n.onnx"), providers=["CPUExecutionProvider"])
+    assert session.get_outputs()[0].shape[1:] == [25200, 85]
+
+
+def test_openvino_int8_ir_is_quantized_and_runs_in_plain_openvino(built_int8: Path) -> None:
+    model = ov.Core().read_model(str(built_int8 / "openvino-int8" / "yolov5n_openvino_model" / "yolov5n.xml"))
+    types = [op.get_type_name() for op in model.get_ordered_ops()]
+    assert types.count("FakeQuantize") > 20
+    assert model.get_rt_info(["model_info", "precision"]).astype(str) == "int8"
+    kept = Manifest.read(built_int8 / "openvino-int8").info["kept_in_float"]
+    assert any("sigmoid" in name.lower() for name in kept)
+
+
+def test_bf16_is_its_own_artifact_and_reports_how_it_ran(built_int8: Path) -> None:
+    manifest = read_valid(built_int8 / "openvino-bf16")
+    assert manifest is not None and manifest.parity and manifest.parity["passed"]
+    assert manifest.parity["executed_precision"] in ("bf16", "fp32")  # fp32 where the CPU has no bf16
+    assert Manifest.read(built_int8 / "openvino-fp32").parity["executed_precision"] == "fp32"
+
+
+def test_every_artifact_records_the_precision_it_executed_in(built_int8: Path) -> None:
+    for folder in built_int8.iterdir():
+        if (folder / "manifest.json").is_file():
+            assert Manifest.read(folder).parity["executed_precision"], folder.name
+
+
+def test_impossible_gate_fails_the_node_and_reports_the_drop(built_int8: Path, tmp_path: Path) -> None:
+    result = optimize(*build_args(built_int8.parent, "--targets", "onnx", "--precisions", "int8",
+                                  "--calib-data", CALIB_DATA, "--calib-images", "4", "--gate-images", "8",
+                                  "--max-map-drop", "0"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "accuracy gate failed" in result.stdout and "points > --max-map-drop 0.0" in result.stdout
+    assert read_valid(built_int8 / "onnx-int8") is not None, "the earlier INT8 artifact must stay intact"
+
+
+def test_int8_without_calibration_data_names_the_option(tmp_path: Path) -> None:
+    result = optimize(*build_args(tmp_path / "out", "--targets", "onnx", "--precisions", "int8"))
+    assert result.returncode == 2 and "--calib-data" in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_calibration_folder_without_images(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    result = optimize(*build_args(tmp_path / "out", "--precisions", "int8", "--calib-data", tmp_path / "empty"))
+    assert result.returncode == 2 and "no images" in result.stderr
+
+
+def test_gate_set_without_labels(tmp_path: Path) -> None:
+    images = tmp_path / "unlabelled" / "images"
+    images.mkdir(parents=True)
+    for image in sorted((VAL_DATA / "images").rglob("*.jpg"))[:2]:
+        (images / image.name).write_bytes(image.read_bytes())
+    result = optimize(*build_args(tmp_path / "out", "--precisions", "int8", "--calib-data", tmp_path / "unlabelled"))
+    assert result.returncode == 2 and "needs labels" in result.stderr and "--gate-data" in result.stderr
+
+
+def test_int8_for_a_target_that_cannot_do_it_is_skipped_with_the_reason(tmp_path: Path) -> None:
+    result = optimize(*build_args(tmp_path, "--targets", "torchscript", "--precisions", "int8", *INT8_ARGS))
+    assert result.returncode == 0, result.stderr
+    assert "INT8 is not available for torchscript" in result.stdout
