@@ -13,7 +13,7 @@ OUTPUT_LAYOUT = "xywh (input pixels), objectness, per-class probabilities"
 
 @dataclass(frozen=True)
 class LoadConfig:
-    fuse: bool = True
+    """No parameters: the load node's key is the model's identity (checkpoint sha256 or YAML + seed)."""
 
 
 class LoadStage(Stage):

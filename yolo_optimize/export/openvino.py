@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from yolo_optimize.formats import FORMATS
 from yolo_optimize.stage import Stage, StageContext, StageOutput
 
 RT_INFO_SECTION = "model_info"
@@ -28,7 +29,7 @@ class OpenVinoExport(Stage):
                     "precision": self.config.precision}
         for key, value in metadata.items():
             model.set_rt_info(value if isinstance(value, str) else json.dumps(value), [RT_INFO_SECTION, key])
-        entry = f"{ctx.source.model_id}_openvino_model/{ctx.source.model_id}.xml"
+        entry = FORMATS[self.target].entry_for(ctx.source.model_id)
         (ctx.out_dir / entry).parent.mkdir()
         ov.save_model(model, str(ctx.out_dir / entry), compress_to_fp16=self.config.precision == "fp16")
         return StageOutput(entry=entry, metadata=metadata)

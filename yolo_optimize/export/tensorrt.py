@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.errors import StageSkipped
+from yolo_optimize.formats import FORMATS
 from yolo_optimize.stage import Stage, StageContext, StageOutput
 
 PRECISIONS = ("fp32", "fp16")
@@ -329,7 +330,7 @@ class TensorRTBuild(Stage):
         if reason:
             raise StageSkipped(reason)
         parent = f"onnx-{self.config.precision}"
-        entry = f"{ctx.source.model_id}.engine"
+        entry = FORMATS[self.target].entry_for(ctx.source.model_id)
         info = build_engine(ctx.parent_entry(parent), ctx.out_dir / entry, precision=self.config.precision,
                             batch_sizes=self.config.batch_sizes, imgsz=self.config.imgsz,
                             workspace_gib=self.config.workspace_gib)

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 
 from yolo_optimize.loading import artifact_metadata
+from yolo_optimize.formats import FORMATS
 from yolo_optimize.stage import Stage, StageContext, StageOutput
 
 METADATA_FILE = "config.txt"
@@ -43,6 +44,6 @@ class TorchScriptExport(Stage):
         metadata["input"]["dtype"] = "float16" if half else "float32"
         with torch.no_grad():
             traced = torch.jit.trace(model, example, strict=False, check_trace=False)
-        entry = f"{ctx.source.model_id}.torchscript"
+        entry = FORMATS[self.target].entry_for(ctx.source.model_id)
         traced.save(str(ctx.out_dir / entry), _extra_files={METADATA_FILE: json.dumps(metadata)})
         return StageOutput(entry=entry, metadata=metadata)

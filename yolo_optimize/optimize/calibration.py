@@ -80,7 +80,20 @@ def candidate_manifest(parent: Manifest, *, node: str, precision: str, entry: st
 
 
 def gate_result(reference: float, candidate: float, route: str, config: GateConfig, **extra: Any) -> dict[str, Any]:
-    drop = round((reference - candidate) * 100, 3)
     return {"gate_data": config.data, "gate_images": config.images, "fp32_map50_95": round(reference, 4),
-            "map50_95": round(candidate, 4), "drop_points": drop, "max_drop_points": config.max_map_drop,
-            "route": route, "passed": drop <= config.max_map_drop, **extra}
+            "map50_95": round(candidate, 4), "drop_points": round((reference - candidate) * 100, 3),
+            "max_drop_points": config.max_map_drop, "route": route,
+            "passed": not over_limit(reference, candidate, config), **extra}
+
+
+def over_limit(reference: float, candidate: float, config: GateConfig) -> bool:
+    """True when the candidate loses more mAP50-95 points than the gate allows."""
+    return (reference - candidate) * 100 > config.max_map_drop
+
+
+def require_pass(result: dict[str, Any]) -> None:
+    """Fail the node with the measured drop when the gate did not pass."""
+    if not result["passed"]:
+        raise RuntimeError(f"accuracy gate failed: mAP50-95 {result['map50_95']} vs FP32 {result['fp32_map50_95']}"
+                           f" = {result['drop_points']} points > --max-map-drop {result['max_drop_points']}"
+                           f" (route: {result['route']})")

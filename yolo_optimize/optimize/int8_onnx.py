@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.optimize.calibration import Gate, GateConfig, calibration_inputs, candidate_manifest, gate_result
+from yolo_optimize.optimize.calibration import (Gate, GateConfig, calibration_inputs, candidate_manifest, gate_result,
+                                                 over_limit, require_pass)
 from yolo_optimize.optimize.head import onnx_decode_nodes
 from yolo_optimize.optimize.onnx_io import save_onnx
 from yolo_optimize.stage import Stage, StageContext, StageOutput
@@ -62,17 +63,14 @@ class OnnxInt8(Stage):
             route, excluded, symmetric = "static QDQ, per-channel weights, Detect decode in float", [], False
             score = self._quantize_and_score(source, candidate, calibration, head, symmetric, gate, ctx)
             attempts = iter(self._accuracy_aware_attempts(source, candidate, calibration))
-            while (reference - score) * 100 > self.config.gate.max_map_drop and (attempt := next(attempts, None)):
+            while over_limit(reference, score, self.config.gate) and (attempt := next(attempts, None)):
                 route, excluded, symmetric = attempt
                 score = self._quantize_and_score(source, candidate, calibration, head + excluded, symmetric, gate, ctx)
             result = gate_result(reference, score, route, self.config.gate, excluded=excluded,
                                  symmetric_activations=symmetric)
         finally:
             gate.close()
-        if not result["passed"]:
-            raise RuntimeError(f"accuracy gate failed: mAP50-95 {result['map50_95']} vs FP32 {result['fp32_map50_95']}"
-                               f" = {result['drop_points']} points > --max-map-drop {self.config.gate.max_map_drop}"
-                               f" (route: {route})")
+        require_pass(result)
         metadata = {**parent.metadata, "precision": "int8", "kept_in_float": head + excluded}
         save_onnx(onnx.load(str(candidate)), candidate, metadata)
         return StageOutput(entry=entry, metadata=metadata,

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.export.openvino import RT_INFO_SECTION
-from yolo_optimize.optimize.calibration import Gate, GateConfig, calibration_inputs, candidate_manifest, gate_result
+from yolo_optimize.optimize.calibration import (Gate, GateConfig, calibration_inputs, candidate_manifest, gate_result,
+                                                 over_limit, require_pass)
 from yolo_optimize.optimize.head import openvino_decode_ops
 from yolo_optimize.stage import Stage, StageContext, StageOutput
 
@@ -52,17 +53,14 @@ class OpenVinoInt8(Stage):
             quantized = nncf.quantize(model, calibration, **settings)
             score = self._score(quantized, ctx, gate, entry)
             route = "NNCF MIXED, Detect decode in float"
-            if (reference - score) * 100 > self.config.gate.max_map_drop:
+            if over_limit(reference, score, self.config.gate):
                 quantized = self._with_accuracy_control(model, calibration, gate, settings)
                 score = self._score(quantized, ctx, gate, entry)
                 route = "accuracy-aware: nncf.quantize_with_accuracy_control"
             result = gate_result(reference, score, route, self.config.gate)
         finally:
             gate.close()
-        if not result["passed"]:
-            raise RuntimeError(f"accuracy gate failed: mAP50-95 {result['map50_95']} vs FP32 {result['fp32_map50_95']}"
-                               f" = {result['drop_points']} points > --max-map-drop {self.config.gate.max_map_drop}"
-                               f" (route: {route})")
+        require_pass(result)
         metadata = {**parent.metadata, "precision": "int8", "kept_in_float": head}
         self._save(quantized, ctx, entry, metadata)
         return StageOutput(entry=entry, metadata=metadata, info={"gate": result, "kept_in_float": head})

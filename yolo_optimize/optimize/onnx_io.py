@@ -20,16 +20,3 @@ def save_onnx(model: onnx.ModelProto, path: Path, metadata: dict[str, Any]) -> N
     model.ir_version = min(model.ir_version, MAX_IR_VERSION)
     onnx.checker.check_model(model)
     onnx.save(model, str(path), save_as_external_data=False)
-
-
-def read_metadata(path: Path) -> dict[str, Any]:
-    """The metadata a deployed ONNX file carries (values decoded from JSON)."""
-    model = onnx.load(str(path), load_external_data=False)
-    return {p.key: _decode(p.value) for p in model.metadata_props}
-
-
-def _decode(value: str) -> Any:
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError:
-        return value

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from yolo_optimize.loading import artifact_metadata
 from yolo_optimize.optimize.onnx_io import save_onnx
+from yolo_optimize.formats import FORMATS
 from yolo_optimize.stage import Stage, StageContext, StageOutput
 
 
@@ -29,6 +30,6 @@ class OnnxSimplify(Stage):
             raise RuntimeError("onnxsim could not validate the simplified graph")
         metadata = artifact_metadata(ctx.parent_manifest("onnx-export").metadata, target=self.target,
                                      precision=self.config.precision, imgsz=self.config.imgsz)
-        entry = f"{ctx.source.model_id}.onnx"
+        entry = FORMATS[self.target].entry_for(ctx.source.model_id)
         save_onnx(simplified, ctx.out_dir / entry, metadata)
         return StageOutput(entry=entry, metadata=metadata)
