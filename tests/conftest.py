@@ -78,9 +78,12 @@ INT8_ARGS = ("--calib-data", CALIB_DATA, "--calib-images", "16", "--gate-images"
 
 
 @pytest.fixture(scope="session")
-def built_int8(built: Path) -> Path:
-    """INT8 ONNX and OpenVINO plus the BF16 IR, built on top of the session build (small calibration/gate sets)."""
-    result = optimize(*build_args(built.parent, "--targets", "onnx,openvino", "--precisions", "fp32,bf16,int8",
-                                  *INT8_ARGS))
+def built_int8(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """INT8 ONNX and OpenVINO plus the BF16 IR, built on a copy of the session build (small calibration/gate sets)."""
+    import shutil
+
+    out = tmp_path_factory.mktemp("artifacts-int8")
+    shutil.copytree(built.parent, out, dirs_exist_ok=True)
+    result = optimize(*build_args(out, "--targets", "onnx,openvino", "--precisions", "fp32,bf16,int8", *INT8_ARGS))
     assert result.returncode == 0, result.stdout + result.stderr
-    return built
+    return out / "yolov5n"
