@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from yolo_optimize.formats import FORMATS
 from yolo_optimize.stage import Stage, StageContext, StageOutput
@@ -27,9 +28,14 @@ class OpenVinoExport(Stage):
         model = ov.convert_model(str(ctx.parent_entry("onnx-fp32")))
         metadata = {**ctx.parent_manifest("onnx-fp32").metadata, "format": self.target,
                     "precision": self.config.precision}
-        for key, value in metadata.items():
-            model.set_rt_info(value if isinstance(value, str) else json.dumps(value), [RT_INFO_SECTION, key])
+        embed_metadata(model, metadata)
         entry = FORMATS[self.target].entry_for(ctx.source.model_id)
         (ctx.out_dir / entry).parent.mkdir()
         ov.save_model(model, str(ctx.out_dir / entry), compress_to_fp16=self.config.precision == "fp16")
         return StageOutput(entry=entry, metadata=metadata)
+
+
+def embed_metadata(model: Any, metadata: dict[str, Any]) -> None:
+    """Metadata into the IR's rt_info (JSON values), so plain OpenVINO can read it back."""
+    for key, value in metadata.items():
+        model.set_rt_info(value if isinstance(value, str) else json.dumps(value), [RT_INFO_SECTION, key])

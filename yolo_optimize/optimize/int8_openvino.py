@@ -6,13 +6,12 @@ When the accuracy gate fails, NNCF's own accuracy-aware route
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from yolo_optimize.export.openvino import RT_INFO_SECTION
+from yolo_optimize.export.openvino import embed_metadata
 from yolo_optimize.optimize.calibration import (Gate, GateConfig, calibration_inputs, candidate_manifest, gate_result,
                                                  over_limit, require_pass)
 from yolo_optimize.optimize.head import openvino_decode_ops
@@ -68,8 +67,7 @@ class OpenVinoInt8(Stage):
     def _save(self, model: Any, ctx: StageContext, entry: str, metadata: dict[str, Any]) -> None:
         import openvino as ov
 
-        for key, value in metadata.items():
-            model.set_rt_info(value if isinstance(value, str) else json.dumps(value), [RT_INFO_SECTION, key])
+        embed_metadata(model, metadata)
         (ctx.out_dir / entry).parent.mkdir(parents=True, exist_ok=True)
         ov.save_model(model, str(ctx.out_dir / entry), compress_to_fp16=False)
 
