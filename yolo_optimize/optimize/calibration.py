@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,21 +79,32 @@ def candidate_manifest(parent: Manifest, *, node: str, precision: str, entry: st
     return replace(parent, node=node, precision=precision, entry=entry, files={}, parity=None)
 
 
-def gate_result(reference: float, candidate: float, route: str, config: GateConfig, **extra: Any) -> dict[str, Any]:
-    return {"gate_data": config.data, "gate_images": config.images, "fp32_map50_95": round(reference, 4),
-            "map50_95": round(candidate, 4), "drop_points": round((reference - candidate) * 100, 3),
-            "max_drop_points": config.max_map_drop, "route": route,
-            "passed": not over_limit(reference, candidate, config), **extra}
+@dataclass
+class GateRecord:
+    """Every route an INT8 stage tried on the gate set, in order, against the FP32 parent's mAP50-95."""
 
+    config: GateConfig
+    reference: float
+    attempts: list[dict[str, Any]] = field(default_factory=list)
 
-def over_limit(reference: float, candidate: float, config: GateConfig) -> bool:
-    """True when the candidate loses more mAP50-95 points than the gate allows."""
-    return (reference - candidate) * 100 > config.max_map_drop
+    def add(self, route: str, candidate: float) -> bool:
+        """Record a candidate's score; True when it passes the gate."""
+        drop = (self.reference - candidate) * 100
+        self.attempts.append({"route": route, "map50_95": round(candidate, 4), "drop_points": round(drop, 3),
+                              "passed": drop <= self.config.max_map_drop})
+        return drop <= self.config.max_map_drop
 
+    def result(self, **extra: Any) -> dict[str, Any]:
+        """The manifest's ``info.gate``: the kept (last) attempt, the limit and every attempt."""
+        return {"gate_data": self.config.data, "gate_images": self.config.images,
+                "fp32_map50_95": round(self.reference, 4), **self.attempts[-1],
+                "max_drop_points": self.config.max_map_drop, "attempts": self.attempts, **extra}
 
-def require_pass(result: dict[str, Any]) -> None:
-    """Fail the node with the measured drop when the gate did not pass."""
-    if not result["passed"]:
-        raise RuntimeError(f"accuracy gate failed: mAP50-95 {result['map50_95']} vs FP32 {result['fp32_map50_95']}"
-                           f" = {result['drop_points']} points > --max-map-drop {result['max_drop_points']}"
-                           f" (route: {result['route']})")
+    def require_pass(self) -> None:
+        """Fail the node with the measured drop of every route when none passed."""
+        last = self.attempts[-1]
+        if not last["passed"]:
+            tried = "; ".join(f"{a['route']}: {a['drop_points']}" for a in self.attempts)
+            raise RuntimeError(f"accuracy gate failed: mAP50-95 {last['map50_95']} vs FP32 {round(self.reference, 4)}"
+                               f" = {last['drop_points']} points > --max-map-drop {self.config.max_map_drop}"
+                               f" (points lost per route: {tried})")

@@ -1,8 +1,10 @@
-"""The Detect head's decode: every op after the last convolutions (sigmoid, grid and anchor math, concat).
+"""The Detect head: its output convolutions and the decode after them (sigmoid, grid and anchor math, concat).
 
-Quantizing it squashes the sigmoid confidences and the box arithmetic, so INT8
-passes keep it in float. It is found structurally, for any model size: the ops from
-which no convolution can be reached.
+Quantizing the decode squashes the sigmoid confidences and the box arithmetic, and
+quantizing the output convolutions rounds the raw box and class logits before the
+decode (measured with ONNX Runtime on the coco128 gate: 1.5 points of mAP50-95 with
+them in float, 2.6 without), so INT8 passes keep the whole head in float. It is found
+structurally, for any model size: the ops from which no further convolution can be reached.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 
-def onnx_decode_nodes(model: Any) -> list[str]:
+def onnx_head_nodes(model: Any) -> list[str]:
     """Names of ONNX nodes with no Conv downstream (the graph is topologically sorted)."""
     consumers: dict[str, list[Any]] = defaultdict(list)
     for node in model.graph.node:
@@ -21,10 +23,10 @@ def onnx_decode_nodes(model: Any) -> list[str]:
     for node in reversed(model.graph.node):
         below = [c for out in node.output for c in consumers[out]]
         feeds_conv[node.name] = any(c.op_type == "Conv" or feeds_conv[c.name] for c in below)
-    return [n.name for n in model.graph.node if n.op_type != "Conv" and not feeds_conv[n.name]]
+    return [n.name for n in model.graph.node if not feeds_conv[n.name]]
 
 
-def openvino_decode_ops(model: Any) -> list[str]:
+def openvino_head_ops(model: Any) -> list[str]:
     """Friendly names of OpenVINO ops with no Convolution downstream (constants and results excluded)."""
     feeds_conv: dict[str, bool] = {}
     ops = model.get_ordered_ops()
@@ -32,6 +34,6 @@ def openvino_decode_ops(model: Any) -> list[str]:
         below = [t.get_node() for out in op.outputs() for t in out.get_target_inputs()]
         feeds_conv[op.get_friendly_name()] = any(
             b.get_type_name() == "Convolution" or feeds_conv.get(b.get_friendly_name(), False) for b in below)
-    skip = {"Constant", "Parameter", "Result", "Convolution"}
+    skip = {"Constant", "Parameter", "Result"}
     return [op.get_friendly_name() for op in ops
             if op.get_type_name() not in skip and not feeds_conv[op.get_friendly_name()]]

@@ -1,4 +1,4 @@
-"""INT8 OpenVINO IR with NNCF: MIXED preset (symmetric weights, asymmetric activations), Detect decode in float.
+"""INT8 OpenVINO IR with NNCF: MIXED preset (symmetric weights, asymmetric activations), Detect head in float.
 
 When the accuracy gate fails, NNCF's own accuracy-aware route
 (``quantize_with_accuracy_control``) reverts the most harmful quantizers until the drop fits.
@@ -12,9 +12,8 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.export.openvino import embed_metadata
-from yolo_optimize.optimize.calibration import (Gate, GateConfig, calibration_inputs, candidate_manifest, gate_result,
-                                                 over_limit, require_pass)
-from yolo_optimize.optimize.head import openvino_decode_ops
+from yolo_optimize.optimize.calibration import Gate, GateConfig, GateRecord, calibration_inputs, candidate_manifest
+from yolo_optimize.optimize.head import openvino_head_ops
 from yolo_optimize.stage import Stage, StageContext, StageOutput
 
 PARENT = "openvino-fp32"
@@ -42,27 +41,23 @@ class OpenVinoInt8(Stage):
         parent = ctx.parent_manifest(PARENT)
         entry = str(parent.entry)
         model = ov.Core().read_model(str(ctx.parent_entry(PARENT)))
-        head = openvino_decode_ops(model)
+        head = openvino_head_ops(model)
         calibration = nncf.Dataset(calibration_inputs(self.config.calib_images, self.config.imgsz))
         settings: dict[str, Any] = {"preset": nncf.QuantizationPreset.MIXED, "subset_size": len(self.config.calib_images),
                                     "ignored_scope": nncf.IgnoredScope(names=head, validate=False)}
         gate = Gate(self.config.gate, self.config.imgsz, ctx.threads)
         try:
-            reference = gate.map_of(ctx.parents[PARENT], parent)
+            record = GateRecord(self.config.gate, gate.map_of(ctx.parents[PARENT], parent))
             quantized = nncf.quantize(model, calibration, **settings)
-            score = self._score(quantized, ctx, gate, entry)
-            route = "NNCF MIXED, Detect decode in float"
-            if over_limit(reference, score, self.config.gate):
+            if not record.add("NNCF MIXED, Detect head in float", self._score(quantized, ctx, gate, entry)):
                 quantized = self._with_accuracy_control(model, calibration, gate, settings)
-                score = self._score(quantized, ctx, gate, entry)
-                route = "accuracy-aware: nncf.quantize_with_accuracy_control"
-            result = gate_result(reference, score, route, self.config.gate)
+                record.add("accuracy-aware: nncf.quantize_with_accuracy_control", self._score(quantized, ctx, gate, entry))
         finally:
             gate.close()
-        require_pass(result)
+        record.require_pass()
         metadata = {**parent.metadata, "precision": "int8", "kept_in_float": head}
         self._save(quantized, ctx, entry, metadata)
-        return StageOutput(entry=entry, metadata=metadata, info={"gate": result, "kept_in_float": head})
+        return StageOutput(entry=entry, metadata=metadata, info={"gate": record.result(), "kept_in_float": head})
 
     def _save(self, model: Any, ctx: StageContext, entry: str, metadata: dict[str, Any]) -> None:
         import openvino as ov

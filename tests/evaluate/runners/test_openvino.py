@@ -1,0 +1,23 @@
+"""The OpenVINO runner: batch 1 on one latency request, larger batches spread over streams and gathered in order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tests.conftest import VAL_DATA
+from yolo_optimize.artifact import Manifest
+from yolo_optimize.evaluate.runners.openvino import OpenVinoRunner
+from yolo_optimize.images import letterbox, list_images, to_input
+
+
+def test_a_batch_over_streams_equals_its_images_one_by_one(built: Path) -> None:
+    folder = built / "openvino-fp32"
+    images = to_input(np.stack([letterbox(p, 640)[0] for p in list_images(VAL_DATA)[:8]]))
+    with OpenVinoRunner(folder, Manifest.read(folder), threads=2) as runner:
+        batched = runner.infer(images)
+        one_by_one = np.concatenate([runner.infer(image[None]).copy() for image in images])
+        assert runner.executed_precision == "fp32"
+    assert batched.shape == (8, 25200, 85)
+    np.testing.assert_allclose(batched, one_by_one, rtol=1e-4, atol=1e-3)
