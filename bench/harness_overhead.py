@@ -8,22 +8,19 @@ timings on this kind of host are bimodal per process. Prints and saves the numbe
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.evaluator import _in_own_process
 from yolo_optimize.evaluate.measure import MeasureJob
-from yolo_optimize.evaluate.report import environment
 
 
 def ours(folder: Path, threads: int, seconds: float, pixels: Path) -> float:
@@ -55,12 +52,8 @@ def benchmark_app(xml: Path, threads: int, seconds: float, imgsz: int, batch: in
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = timing_parser(__doc__, seconds=10.0)
     parser.add_argument("--artifact", type=Path, default=Path("artifacts/yolov5n/openvino-fp32"))
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--save", type=Path, default=Path("bench/results"))
     args = parser.parse_args()
     manifest = Manifest.read(args.artifact)
     assert manifest.target == "openvino" and manifest.precision == "fp32" and manifest.entry
@@ -74,14 +67,11 @@ def main() -> None:
     ratios = [a / b for a, b in pairs]
     result = {"pairs_ms": pairs, "ours_p50_ms": statistics.median(a for a, _ in pairs),
               "benchmark_app_median_ms": statistics.median(b for _, b in pairs), "ratio_median": statistics.median(ratios),
-              "ratios": ratios, "threads": args.threads, "environment": environment(args.threads)}
+              "ratios": ratios, "threads": args.threads}
     for ours_ms, theirs_ms in pairs:
         print(f"ours p50 {ours_ms:7.2f} ms   benchmark_app median {theirs_ms:7.2f} ms   ratio {ours_ms / theirs_ms:.3f}")
     print(f"median ratio ours/benchmark_app: {result['ratio_median']:.3f} (goal: within 1.10)")
-    args.save.mkdir(parents=True, exist_ok=True)
-    path = args.save / f"harness_overhead-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"saved {path}")
+    save(args.save, "harness_overhead", result, args.threads)
 
 
 if __name__ == "__main__":

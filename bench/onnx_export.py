@@ -15,20 +15,18 @@ kind of host are bimodal per process. Prints and saves p50 latency at batch 1.
 
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing
 import statistics
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from datetime import datetime, timezone
 from pathlib import Path
+
+from common import save, timing_parser
 
 import yolo_optimize.runtime_env  # noqa: F401  (offline, no telemetry, before any third-party import)
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.checkpoint import load_model, resolve_source
-from yolo_optimize.evaluate.report import environment
 
 
 def legacy_export(weights: Path, out: Path, *, export_mode: bool, opset: int = 12) -> Path:
@@ -71,13 +69,9 @@ def in_own_process(path: Path, threads: int, seconds: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = timing_parser(__doc__, seconds=8.0)
     parser.add_argument("--artifacts", type=Path, default=Path("artifacts/yolov5n"))
     parser.add_argument("--weights", type=Path, default=Path("../shared/assets/weights/yolov5n.pt"))
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--seconds", type=float, default=8.0)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--save", type=Path, default=Path("bench/results"))
     args = parser.parse_args()
     ours = args.artifacts / "onnx-fp32"
     raw = args.artifacts / ".cache" / "onnx-export"
@@ -94,11 +88,8 @@ def main() -> None:
     for r in rounds:
         print("   ".join(f"{name} {ms:6.1f} ms" for name, ms in r.items()))
     print("median p50: " + "   ".join(f"{name} {ms:6.1f} ms" for name, ms in medians.items()))
-    args.save.mkdir(parents=True, exist_ok=True)
-    path = args.save / f"onnx_export-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.json"
-    path.write_text(json.dumps({"batch": 1, "threads": args.threads, "rounds_p50_ms": rounds,
-                                "median_p50_ms": medians, "environment": environment(args.threads)}, indent=2) + "\n")
-    print(f"saved {path}")
+    save(args.save, "onnx_export", {"batch": 1, "threads": args.threads, "rounds_p50_ms": rounds,
+                                    "median_p50_ms": medians}, args.threads)
 
 
 if __name__ == "__main__":

@@ -1,29 +1,27 @@
-"""Batch-8 throughput of the OpenVINO runner (one stream per thread, async requests) vs one batch-8 request.
+"""OpenVINO at batch 8: our runner (one request per batch) vs benchmark_app, one request and streams.
 
-Each measurement runs in its own process, interleaved (ours, one request, OpenVINO's throughput
-mode, ours, ...), because timings on this kind of host are bimodal per process. References are
-benchmark_app with one synchronous batch-8 request (the latency hint's single stream) and with
-benchmark_app's own throughput setup (one stream per thread, asynchronous batch-1 requests).
+Does OpenVINO's throughput mode (one stream per thread, asynchronous requests) buy batch-8
+throughput on this host? References are benchmark_app with one synchronous batch-8 request
+(what our runner does) and benchmark_app's throughput setup (one stream per thread, batch-1
+requests kept in flight continuously, no batch boundary). Each measurement runs in its own
+process, interleaved, because timings on this kind of host are bimodal per process.
 
     python bench/openvino_streams.py --artifact artifacts/yolov5n/openvino-int8
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+from common import save, timing_parser
 from harness_overhead import benchmark_app
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.evaluator import _in_own_process
 from yolo_optimize.evaluate.measure import MeasureJob
-from yolo_optimize.evaluate.report import environment
 
 BATCH = 8
 
@@ -38,12 +36,8 @@ def ours(folder: Path, threads: int, seconds: float, pixels: Path) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = timing_parser(__doc__, seconds=10.0)
     parser.add_argument("--artifact", type=Path, default=Path("artifacts/yolov5n/openvino-int8"))
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--save", type=Path, default=Path("bench/results"))
     args = parser.parse_args()
     manifest = Manifest.read(args.artifact)
     assert manifest.target == "openvino" and manifest.entry
@@ -61,12 +55,8 @@ def main() -> None:
     for r in rounds:
         print("   ".join(f"{key} {value:6.1f} img/s" for key, value in r.items()))
     print("median: " + "   ".join(f"{key} {value:6.1f}" for key, value in medians.items()))
-    args.save.mkdir(parents=True, exist_ok=True)
-    path = args.save / f"openvino_streams-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.json"
-    path.write_text(json.dumps({"artifact": str(args.artifact), "batch": BATCH, "threads": args.threads,
-                                "rounds_images_per_s": rounds, "median_images_per_s": medians,
-                                "environment": environment(args.threads)}, indent=2) + "\n")
-    print(f"saved {path}")
+    save(args.save, "openvino_streams", {"artifact": str(args.artifact), "batch": BATCH, "threads": args.threads,
+                                         "rounds_images_per_s": rounds, "median_images_per_s": medians}, args.threads)
 
 
 if __name__ == "__main__":

@@ -90,7 +90,7 @@ class OnnxInt8(Stage):
 
     def _accuracy_aware_attempts(self, source: Path, candidate: Path,
                                  calibration: list[np.ndarray]) -> Iterator[tuple[str, list[str], bool]]:
-        """(route, convolutions kept in float, symmetric activations), most accurate last; ranked lazily."""
+        """(route, convolutions kept in float, symmetric activations) in the order tried; ranked lazily."""
         ranked = self._sensitive_convs(source, candidate, calibration[:SENSITIVITY_IMAGES])
         for count in self.config.sensitivity_steps:
             yield f"accuracy-aware: {count} most sensitive convolutions kept in float", ranked[:count], False

@@ -1,4 +1,4 @@
-"""The OpenVINO runner: batch 1 on one latency request, larger batches spread over streams and gathered in order."""
+"""The OpenVINO runner: one static-shape model per batch size, the same detections at every batch size."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from yolo_optimize.evaluate.runners.openvino import OpenVinoRunner
 from yolo_optimize.images import letterbox, list_images, to_input
 
 
-def test_a_batch_over_streams_equals_its_images_one_by_one(built: Path) -> None:
+def test_a_batch_equals_its_images_one_by_one(built: Path) -> None:
     folder = built / "openvino-fp32"
     images = to_input(np.stack([letterbox(p, 640)[0] for p in list_images(VAL_DATA)[:8]]))
     with OpenVinoRunner(folder, Manifest.read(folder), threads=2) as runner:

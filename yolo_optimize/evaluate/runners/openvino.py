@@ -1,11 +1,8 @@
 """OpenVINO: the fp32 IR runs in f32 (set explicitly: CPUs with bf16 would otherwise use it).
 
-Batch 1 runs one synchronous request compiled with the LATENCY hint at a static shape, as
-``benchmark_app -shape`` and a fixed-batch deployment do. A larger batch is what the
-THROUGHPUT hint is for: one stream per thread, each image its own asynchronous request
-(OpenVINO's recommended way to fill the streams), outputs gathered in order. Measured on
-2 cores with the INT8 IR at batch 8: 213-228 ms per batch against 233-259 ms for one
-synchronous batch-8 request (bench/openvino_streams.py).
+The IR has a dynamic batch; like ``benchmark_app -shape`` and a fixed-batch deployment,
+the runner compiles one static-shape model per batch size it meets (the first call at a
+new size pays for that compile, which warm-up absorbs).
 """
 
 from __future__ import annotations
@@ -22,51 +19,38 @@ EXECUTION_HINTS = {"fp32": "f32", "int8": "f32", "bf16": "bf16"}
 
 
 class OpenVinoRunner(Runner):
-    latency: Any = None
+    compiled: Any = None
 
     def activate(self) -> None:
         import openvino as ov
 
         self.core = ov.Core()
-        self.config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads}
+        self.config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "PERFORMANCE_HINT": "LATENCY"}
         hint = EXECUTION_HINTS.get(self.manifest.precision or "fp32")
         if hint:
             self.config["INFERENCE_PRECISION_HINT"] = hint
         self.target = "GPU" if self.device == "cuda" and "GPU" in self.core.available_devices else "CPU"
-        model = self.core.read_model(str(self.entry))
-        model.reshape({0: [1, *model.input(0).partial_shape[1:].to_shape()]})
-        self.model = model
-        self.latency = self.core.compile_model(model, self.target, {**self.config, "PERFORMANCE_HINT": "LATENCY"})
-        self.request = self.latency.create_infer_request()
-        self.queue: Any = None
+        self.model = self.core.read_model(str(self.entry))
+        self.requests: dict[int, Any] = {}
+        self._request(1)
 
-    def _throughput_queue(self) -> Any:
-        """Compiled on first use, so batch-1-only runs never pay for it."""
-        if self.queue is None:
-            import openvino as ov
-
-            compiled = self.core.compile_model(self.model, self.target, {
-                **self.config, "PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": self.threads})
-            self.queue = ov.AsyncInferQueue(compiled, compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
-            self.queue.set_callback(lambda request, slot: slot.append(request.get_output_tensor(0).data.copy()))
-        return self.queue
+    def _request(self, batch: int) -> Any:
+        if batch not in self.requests:
+            model = self.model.clone()
+            model.reshape({0: [batch, *self.model.input(0).partial_shape[1:].to_shape()]})
+            self.compiled = self.core.compile_model(model, self.target, self.config)
+            self.requests[batch] = self.compiled.create_infer_request()
+        return self.requests[batch]
 
     @property
     def executed_precision(self) -> str:
-        precision = self.latency.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+        precision = self.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
         executed = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}.get(precision, precision)
         return f"int8+{executed}" if self.manifest.precision == "int8" else executed
 
     def infer(self, images: np.ndarray) -> np.ndarray:
-        """At batch 1 the output is a view of the request's buffer, valid until the next call."""
-        if len(images) == 1:
-            return self.request.infer({0: images}, share_inputs=True, share_outputs=True)[0]
-        queue = self._throughput_queue()
-        slots: list[list[np.ndarray]] = [[] for _ in images]
-        for image, slot in zip(images, slots):
-            queue.start_async({0: image[None]}, userdata=slot)
-        queue.wait_all()
-        return np.concatenate([slot[0] for slot in slots])
+        """The output is a view of the request's buffer, valid until the next call at this batch size."""
+        return self._request(len(images)).infer({0: images}, share_inputs=True, share_outputs=True)[0]
 
     def deactivate(self) -> None:
-        self.queue, self.request, self.latency, self.model = None, None, None, None
+        self.requests, self.compiled, self.model = {}, None, None
