@@ -8,6 +8,7 @@ from tests.conftest import VAL_DATA, WEIGHTS
 from yolo_optimize.checkpoint import resolve_source
 from yolo_optimize.dag import cache_keys
 from yolo_optimize.images import list_images
+from yolo_optimize.optimize.simplify import OnnxSimplify
 from yolo_optimize.pipeline import BuildRequest, plan
 
 REQUEST = BuildRequest(source=resolve_source(str(WEIGHTS)), targets=("torchscript", "onnx", "openvino", "tensorrt"),
@@ -44,6 +45,14 @@ def test_opset_changes_only_the_onnx_subtree() -> None:
 def test_batch_sizes_change_the_parity_reference_and_everything_checked_against_it() -> None:
     assert "load" not in changed(replace(REQUEST, batch_sizes=(1, 4)))
     assert "onnx-export" not in changed(replace(REQUEST, batch_sizes=(1, 4)))
+
+
+def test_a_stage_revision_rebuilds_its_subtree(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    before = keys(REQUEST)
+    monkeypatch.setattr(OnnxSimplify, "revision", OnnxSimplify.revision + 1)
+    after = keys(REQUEST)
+    assert {name for name in before if before[name] != after[name]} == {"onnx-fp32", "onnx-fp16", "openvino-fp32", "openvino-fp16", "tensorrt-fp32",
+                                "tensorrt-fp16"}
 
 
 def test_new_weights_change_every_node(tmp_path) -> None:  # type: ignore[no-untyped-def]

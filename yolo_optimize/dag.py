@@ -71,6 +71,7 @@ def cache_keys(nodes: list[Node], source: ModelSource) -> dict[str, str]:
     for node in nodes:
         payload = {
             "stage": node.stage.name,
+            "revision": node.stage.revision,
             "params": node.stage.params,
             "tools": tool_versions(node.stage.tools),
             "parents": {parent: keys[parent] for parent in node.parents},

@@ -47,6 +47,9 @@ class Stage(ABC):
     name: ClassVar[str]
     tools: ClassVar[tuple[str, ...]]  # distributions whose versions enter the cache key
     target: ClassVar[str | None] = None  # the format of the deployable artifact; None: intermediate
+    # Enters the cache key: bump it when the stage's output changes for the same config and tool
+    # versions, so artifacts cached by the older code are rebuilt instead of trusted.
+    revision: ClassVar[int] = 1
 
     def __init__(self, config: Any) -> None:
         self.config = config
