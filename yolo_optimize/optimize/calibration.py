@@ -39,6 +39,15 @@ class GateConfig:
     max_map_drop: float
 
 
+@dataclass(frozen=True)
+class Int8Config:
+    """What every INT8 stage is given: the input size, the calibration images and the gate."""
+
+    imgsz: int
+    calib_images: tuple[str, ...]
+    gate: GateConfig
+
+
 class Gate:
     """mAP50-95 of candidate models on the gate set, each run through its own runner."""
 

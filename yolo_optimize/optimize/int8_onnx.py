@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.optimize.calibration import Gate, GateConfig, GateRecord, calibration_inputs, candidate_manifest
+from yolo_optimize.optimize.calibration import Gate, GateRecord, Int8Config, calibration_inputs, candidate_manifest
 from yolo_optimize.optimize.head import onnx_head_nodes
 from yolo_optimize.optimize.onnx_io import save_onnx
 from yolo_optimize.stage import Stage, StageContext, StageOutput
@@ -38,10 +38,7 @@ SENSITIVITY_IMAGES = 4
 
 
 @dataclass(frozen=True)
-class OnnxInt8Config:
-    imgsz: int
-    calib_images: tuple[str, ...]
-    gate: GateConfig
+class OnnxInt8Config(Int8Config):
     weight_type: str  # "QInt8" with VNNI, "QUInt8" without (see the module docstring)
     per_channel: bool = True
     sensitivity_steps: tuple[int, ...] = (8, 16, 24)

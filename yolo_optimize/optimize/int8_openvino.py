@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.export.openvino import embed_metadata
-from yolo_optimize.optimize.calibration import Gate, GateConfig, GateRecord, calibration_inputs, candidate_manifest
+from yolo_optimize.optimize.calibration import Gate, GateRecord, Int8Config, calibration_inputs, candidate_manifest
 from yolo_optimize.optimize.head import openvino_head_ops
 from yolo_optimize.stage import Stage, StageContext, StageOutput
 
@@ -22,10 +22,7 @@ RANKING_IMAGES = 32  # NNCF re-validates once per quantizer group (about 70 for 
 
 
 @dataclass(frozen=True)
-class OpenVinoInt8Config:
-    imgsz: int
-    calib_images: tuple[str, ...]
-    gate: GateConfig
+class OpenVinoInt8Config(Int8Config):
     precision: str = "int8"
 
 
