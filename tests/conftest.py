@@ -27,6 +27,18 @@ def optimize(*args: str | Path, env: dict[str, str] | None = None, timeout: floa
                           env={**os.environ, "YOLO_OPTIMIZE_OFFLINE": "1", **(env or {})}, timeout=timeout)
 
 
+def brief(result: subprocess.CompletedProcess[str]) -> str:
+    """What a failed command said, short enough to read when a session fixture fails every test that uses it."""
+    failed = [line for line in result.stdout.splitlines() if " failed" in line or "error" in line.lower()]
+    return "\n".join([f"exit {result.returncode}", *failed[:10], *result.stderr.strip().splitlines()[-10:]])
+
+
+def statuses(stdout: str) -> dict[str, str]:
+    """node -> status from the build's final table."""
+    rows = [line.split("│") for line in stdout.splitlines() if line.startswith("│")]
+    return {cells[1].strip(): cells[2].strip() for cells in rows if len(cells) > 3 and cells[1].strip()}
+
+
 def build_args(out: Path, *extra: str | Path) -> list[str | Path]:
     return ["build", WEIGHTS, "--out", out, "--parity-data", VAL_DATA, *extra]
 
@@ -43,7 +55,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, home_dir: Path) -> Path:
     out = tmp_path_factory.mktemp("artifacts")
     result = optimize(*build_args(out, "--targets", ",".join(BUILD_TARGETS), "--precisions", "fp32,fp16"),
                       env={"HOME": str(home_dir)})
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 0, brief(result)
     return out / "yolov5n"
 
 
@@ -56,7 +68,7 @@ def evaluated(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The session build evaluated on a subset (32 images), twice per artifact; returns the report folder."""
     out = tmp_path_factory.mktemp("report")
     result = optimize(*eval_args(built.parent, out, "--max-images", "32", "--min-time", "0.2", "--repeats", "2"))
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 0, brief(result)
     return out
 
 
@@ -85,5 +97,5 @@ def built_int8(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("artifacts-int8")
     shutil.copytree(built.parent, out, dirs_exist_ok=True)
     result = optimize(*build_args(out, "--targets", "onnx,openvino", "--precisions", "fp32,bf16,int8", *INT8_ARGS))
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 0, brief(result)
     return out / "yolov5n"

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
-from yolo_optimize.artifact import Manifest, publish, read_valid, staging_dir, verify_files
+import pytest
+
+from yolo_optimize.artifact import Manifest, publish, read_valid, show, staging_dir, sweep_leftovers, verify_files
 
 
 def test_manifest_lists_sha256_of_every_file_and_tool_versions(built: Path) -> None:
@@ -35,3 +39,59 @@ def test_publish_replaces_the_old_folder_whole(tmp_path: Path) -> None:
     publish(staging, final)
     assert [p.name for p in final.iterdir()] == ["new.txt"]
     assert [p.name for p in tmp_path.iterdir()] == ["node"]
+
+
+def _manifest_folder(folder: Path, text: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.bin").write_text(text)
+    Manifest("node", "stage", "m", "onnx", "fp32", "model.bin", text, {}, {}, {}, {}).write(folder)
+
+
+KILLED_PUBLISH = """
+import os, sys
+from pathlib import Path
+from tests.test_artifact import _manifest_folder
+from yolo_optimize import artifact
+step, final = int(sys.argv[1]), Path(sys.argv[2])
+staging = artifact.staging_dir(final)
+_manifest_folder(staging, "new")
+calls = 0
+def replace_or_die(*args, real=os.replace):
+    global calls
+    calls += 1
+    if calls == step:
+        os._exit(9)  # killed before this step: nothing after it runs
+    real(*args)
+artifact.os.replace = replace_or_die
+artifact.shutil.rmtree = lambda *args, **kwargs: os._exit(9)
+artifact.publish(staging, final)
+"""
+
+
+@pytest.mark.parametrize(("step", "left"), [(1, "old"), (2, None), (3, "new")])
+def test_a_kill_at_each_step_of_publish_leaves_old_or_new_and_is_swept(tmp_path: Path, step: int,
+                                                                      left: str | None) -> None:
+    """Publish's steps: move the old folder aside, move the new one in, delete the old one."""
+    final = tmp_path / "node"
+    _manifest_folder(final, "old")
+    died = subprocess.run([sys.executable, "-c", KILLED_PUBLISH, str(step), str(final)], cwd=Path(__file__).parents[1])
+    assert died.returncode == 9, died.stderr
+    shown = read_valid(final)
+    assert (shown.cache_key if shown else None) == left
+    leftovers = [p for p in tmp_path.iterdir() if p != final]
+    assert leftovers and all(p.name.startswith((".tmp-node-", ".old-node-")) for p in leftovers)
+    assert sorted(sweep_leftovers(tmp_path)) == sorted(leftovers)
+    assert [p.name for p in tmp_path.iterdir()] == (["node"] if left else [])
+
+
+def test_leftovers_of_a_live_process_are_kept(tmp_path: Path) -> None:
+    staging = staging_dir(tmp_path / "node")  # this process is alive: a concurrent build's staging
+    assert sweep_leftovers(tmp_path) == [] and staging.is_dir()
+
+
+def test_show_makes_a_hard_linked_view_and_skips_an_up_to_date_one(tmp_path: Path) -> None:
+    stored, view = tmp_path / ".store" / "node" / "k", tmp_path / "node"
+    _manifest_folder(stored, "k1")
+    assert show(stored, view, "k1") and read_valid(view, "k1") is not None
+    assert (view / "model.bin").stat().st_ino == (stored / "model.bin").stat().st_ino
+    assert not show(stored, view, "k1")

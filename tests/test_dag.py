@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
-from tests.conftest import VAL_DATA, WEIGHTS
+from tests.conftest import VAL_DATA, WEIGHTS, build_args, optimize, statuses
+from yolo_optimize.artifact import MANIFEST, Manifest, read_valid, store_folder
 from yolo_optimize.checkpoint import resolve_source
 from yolo_optimize.dag import cache_keys
 from yolo_optimize.images import list_images
@@ -43,8 +48,9 @@ def test_opset_changes_only_the_onnx_subtree() -> None:
 
 
 def test_batch_sizes_change_the_parity_reference_and_everything_checked_against_it() -> None:
-    assert "load" not in changed(replace(REQUEST, batch_sizes=(1, 4)))
-    assert "onnx-export" not in changed(replace(REQUEST, batch_sizes=(1, 4)))
+    checked = {node.name for node in plan(REQUEST) if "reference" in node.parents}
+    assert checked >= {"torchscript-fp32", "onnx-fp32", "openvino-fp16", "tensorrt-fp16"}
+    assert changed(replace(REQUEST, batch_sizes=(1, 4))) == {"reference", *checked}
 
 
 def test_a_stage_revision_rebuilds_its_subtree(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -58,3 +64,34 @@ def test_a_stage_revision_rebuilds_its_subtree(monkeypatch) -> None:  # type: ig
 def test_new_weights_change_every_node(tmp_path) -> None:  # type: ignore[no-untyped-def]
     other = replace(REQUEST, source=replace(REQUEST.source, identity="0" * 64))
     assert changed(other) == set(keys(REQUEST))
+
+
+def test_concurrent_builds_with_other_parameters_keep_every_manifest_consistent(tmp_path: Path) -> None:
+    """Both builds share node names (reference, onnx-export, onnx-fp32) with other keys, into one --out."""
+    common = ("--imgsz", "320", "--precisions", "fp32", "--jobs", "1")
+    first = ("--targets", "onnx", "--batch-sizes", "1,8", *common)
+    second = ("--targets", "onnx,torchscript", "--batch-sizes", "1,2", "--opset", "19", *common)
+    builds = [subprocess.Popen([sys.executable, "-m", "yolo_optimize", *map(str, build_args(tmp_path, *args))],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env={**os.environ, "YOLO_OPTIMIZE_OFFLINE": "1"}) for args in (first, second)]
+    for build in builds:
+        output, _ = build.communicate(timeout=900)
+        assert build.returncode == 0, output
+    model_dir = tmp_path / "yolov5n"
+    for node in ("reference", "onnx-export", "onnx-fp32"):  # one store entry per build: nothing was overwritten
+        assert len(list((model_dir / ".store" / node).iterdir())) == 2, node
+    assert not list(model_dir.rglob(".tmp-*")) and not list(model_dir.rglob(".old-*"))
+    manifests = list(model_dir.rglob(MANIFEST))
+    for path in manifests:
+        manifest = read_valid(path.parent)
+        assert manifest is not None, f"{path.parent} does not verify"
+        for parent, key in manifest.parents.items():
+            assert read_valid(store_folder(model_dir, parent, key), key) is not None, f"{path.parent}: {parent}"
+        if manifest.parity:
+            reference = Manifest.read(store_folder(model_dir, "reference", manifest.parents["reference"]))
+            assert manifest.parity["batch_sizes"] == reference.params["batch_sizes"]
+    again = optimize(*build_args(tmp_path, *first))
+    assert again.returncode == 0 and "built" not in statuses(again.stdout).values(), again.stdout
+    shown = Manifest.read(model_dir / "onnx-fp32")
+    assert shown.parity["batch_sizes"] == [1, 8] and shown.cache_key == read_valid(
+        store_folder(model_dir, "onnx-fp32", shown.cache_key)).cache_key

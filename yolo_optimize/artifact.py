@@ -14,6 +14,9 @@ from yolo_optimize.checkpoint import file_sha256
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
+STORE = ".store"  # every node's folders, by cache key; the artifact folders are views of them
+KEY_CHARS = 16
+STAGING, TRASH = ".tmp-", ".old-"
 
 
 @dataclass
@@ -76,25 +79,79 @@ def read_valid(folder: Path, cache_key: str | None = None) -> Manifest | None:
     return manifest if verify_files(folder, manifest) is None else None
 
 
+def store_folder(model_dir: Path, node: str, cache_key: str) -> Path:
+    """Where the node built with ``cache_key`` lives: content-keyed, so builds with other inputs never collide."""
+    return model_dir / STORE / node / cache_key[:KEY_CHARS]
+
+
 def staging_dir(final: Path) -> Path:
     """A fresh private folder beside ``final``; only a finished build is renamed into place."""
-    path = final.parent / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    path = final.parent / f"{STAGING}{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     path.mkdir(parents=True)
     return path
-
-
-def clear_stale_staging(final: Path) -> None:
-    """Remove staging folders of builds of this node that died (call with the node's lock held)."""
-    for stale in final.parent.glob(f".tmp-{final.name}-*"):
-        shutil.rmtree(stale, ignore_errors=True)
 
 
 def publish(staging: Path, final: Path) -> None:
     """Replace ``final`` by ``staging`` so that readers see the old or the new artifact, never a mix."""
     if final.exists():
-        trash = final.parent / f".old-{final.name}-{uuid.uuid4().hex[:8]}"
+        trash = final.parent / f"{TRASH}{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         os.replace(final, trash)
         os.replace(staging, final)
         shutil.rmtree(trash, ignore_errors=True)
     else:
         os.replace(staging, final)
+
+
+def show(stored: Path, view: Path, cache_key: str) -> bool:
+    """Make ``view`` (the readable artifact folder) a hard-linked copy of ``stored``, atomically.
+
+    Hard links cost no space and leave a plain folder that can be copied or deployed
+    as it is. Returns False when the view already shows this key.
+    """
+    if _shown_key(view) == cache_key:
+        return False
+    staging = staging_dir(view)
+    for source in sorted(stored.rglob("*")):
+        target = staging / source.relative_to(stored)
+        if source.is_dir():
+            target.mkdir()
+        else:
+            _link_or_copy(source, target)
+    publish(staging, view)
+    return True
+
+
+def _shown_key(view: Path) -> str | None:
+    try:
+        return Manifest.read(view).cache_key
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links not allowed
+        shutil.copy2(source, target)
+
+
+def sweep_leftovers(model_dir: Path) -> list[Path]:
+    """Remove staging and replaced folders whose process is gone (a killed or interrupted build)."""
+    removed = []
+    for path in [*model_dir.rglob(f"{STAGING}*"), *model_dir.rglob(f"{TRASH}*")]:
+        if path.is_dir() and not _owner_alive(path.name):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _owner_alive(name: str) -> bool:
+    """Staging and trash names end in ``-<pid>-<random>``: is that process still running?"""
+    try:
+        pid = int(name.rsplit("-", 2)[-2])
+        os.kill(pid, 0)
+    except (ValueError, IndexError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True

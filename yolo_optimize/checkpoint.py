@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickletools
+import zipfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,8 @@ _YOLO_CLASSES = {
                "SPP", "SPPF", "Focus", "Concat", "Contract", "Expand", "GhostConv", "GhostBottleneck"),
     "yolo": ("Detect", "DetectionModel", "Model"),
 }
+_PLAIN_GLOBALS = ("__builtin__.set", "builtins.set", "collections.OrderedDict")
+_TORCH_MODULES = ("torch", "torch._utils")
 _TORCH_CLASSES = ("Conv2d", "BatchNorm2d", "SiLU", "ReLU", "LeakyReLU", "Hardswish", "Identity",
                   "MaxPool2d", "Upsample", "Sequential", "ModuleList", "Dropout")
 
@@ -160,25 +164,55 @@ def _checkpoint_model(path: Path) -> torch.nn.Module:
     import torch
     from yolov5.models.yolo import DetectionModel
 
+    foreign = [name for name in pickle_globals(path) if not _allowed_name(name)]
+    if foreign:
+        raise UserError(f"{path} was refused before loading: its pickle would import {', '.join(sorted(set(foreign)))}, "
+                        f"which is not a YOLOv5 or PyTorch class (nothing in it was run)")
     try:
         with torch.serialization.safe_globals(_allowed_globals()):
             checkpoint: Any = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - any unpickling failure means the same thing to the user
-        raise UserError(f"{path} is not a loadable YOLOv5 checkpoint: {_load_failure(err)}") from None
+        raise UserError(f"{path} was refused: {_load_failure(err)} (nothing in it was run)") from None
     model = checkpoint.get("ema") or checkpoint.get("model") if isinstance(checkpoint, dict) else None
     if not isinstance(model, DetectionModel):
         raise UserError(f"{path} is not a YOLOv5 detection checkpoint (no 'model' DetectionModel inside)")
     return model
 
 
+def pickle_globals(path: Path) -> list[str]:
+    """Every ``module.name`` the checkpoint's pickle imports, read without unpickling anything."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            pickled = next(n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
+            ops = list(pickletools.genops(archive.read(pickled)))
+    except (zipfile.BadZipFile, StopIteration, ValueError, OSError, EOFError):
+        raise UserError(f"{path} is not a PyTorch checkpoint (not a torch.save archive with a data.pkl)") from None
+    found, strings = [], []
+    for op, arg, _ in ops:
+        if op.name == "GLOBAL":
+            found.append(str(arg).replace(" ", "."))
+        elif isinstance(arg, str):
+            strings.append(arg)
+        elif op.name == "STACK_GLOBAL":  # module and name were pushed as strings (or fetched from the memo)
+            found.append(".".join(strings[-2:]) if len(strings) >= 2 else "<a computed name>")
+    return found
+
+
+def _allowed_name(name: str) -> bool:
+    """The prefilter: torch's own tensors and layers, and the allow-listed yolov5 classes under either package."""
+    module, _, _ = name.rpartition(".")
+    yolo = {f"{prefix}models.{m}.{c}" for m, classes in _YOLO_CLASSES.items() for c in classes
+            for prefix in ("", "yolov5.")}
+    return name in yolo or name in _PLAIN_GLOBALS or module in _TORCH_MODULES or module.startswith("torch.nn.modules.")
+
+
 def _load_failure(err: Exception) -> str:
-    """The informative line of torch.load's error (its weights-only advice does not apply here)."""
-    text = str(err)
-    if "WeightsUnpickler error:" in text:
-        detail = text.split("WeightsUnpickler error:", 1)[1].strip().split("\n\n")[0]
-        return f"its pickle holds something outside the allow-list ({detail.strip()})"
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return f"not a PyTorch checkpoint ({(lines or [type(err).__name__])[0][:200]})"
+    """What torch's weights-only loader refused, without its advice to load unsafely."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    detail = next((line for line in lines if "Unsupported" in line or "WeightsUnpickler error" in line),
+                  lines[0] if lines else type(err).__name__)
+    detail = detail.split("WeightsUnpickler error:", 1)[-1].strip()
+    return f"the safe loader refused its contents ({detail.split('. ')[0][:160]})"
 
 
 def _random_model(name: str) -> torch.nn.Module:

@@ -89,16 +89,23 @@ def build(model: str, targets: str, precisions: str, imgsz: int, batch_sizes: st
         batch_sizes=parse_batch_sizes(batch_sizes), opset=opset, device=resolve_device(device),
         parity_images=tuple(str(p.resolve()) for p in images), **int8,
     )
-    check_writable(out)
+    model_dir = out / request.source.model_id
+    check_writable(model_dir)
     nodes = plan(request)
-    runner = Build(nodes, request.source, out / request.source.model_id, device=request.device, jobs=jobs,
-                   force=force)
+    runner = Build(nodes, request.source, model_dir, device=request.device, jobs=jobs, force=force)
     if "load" in runner.pending():
         from yolo_optimize.checkpoint import load_model
 
-        load_model(request.source)  # a bad checkpoint stops here, before anything is written
-    with BuildDisplay(console, [n.name for n in nodes]) as display:
-        results = runner.run(display.event)
+        with console.status(f"checking {request.source.model_id}"):
+            _say(f"checking {request.source.model_id} before building")
+            load_model(request.source)  # a bad checkpoint stops here, before anything is written
+    try:
+        with BuildDisplay(console, [n.name for n in nodes]) as display:
+            results = runner.run(display.event)
+    except KeyboardInterrupt:
+        click.echo("interrupted: nodes in flight were stopped and their staging folders removed; "
+                   "built nodes are kept and the next build resumes", err=True)
+        sys.exit(130)
     console.print(results_table(results))
     failed = [r.node for r in results if r.status == FAILED]
     if failed:
@@ -106,12 +113,19 @@ def build(model: str, targets: str, precisions: str, imgsz: int, batch_sizes: st
         sys.exit(1)
 
 
+def _say(text: str) -> None:
+    """Progress for logs: a spinner shows it on a terminal, a line elsewhere."""
+    if not console.is_terminal:
+        console.print(text)
+
+
 def _int8_inputs(calib_data: Path | None, calib_images: int, gate_data: Path | None, gate_images: int | None,
                  max_map_drop: float) -> dict[str, Any]:
     """Calibration images and a labelled gate set, checked before anything is built."""
     from yolo_optimize.evaluate.dataset import load_dataset
     from yolo_optimize.images import list_images
-    from yolo_optimize.optimize.calibration import GateConfig, cpu_has_vnni
+    from yolo_optimize.cpu import has_vnni
+    from yolo_optimize.optimize.calibration import GateConfig
 
     if calib_data is None:
         raise UserError("INT8 needs real calibration images: pass --calib-data DIR (e.g. ../shared/assets/coco128)")
@@ -122,12 +136,12 @@ def _int8_inputs(calib_data: Path | None, calib_images: int, gate_data: Path | N
         raise UserError(f"the INT8 accuracy gate needs labels and {gate_root} has none: pass --gate-data with a "
                         f"labelled set (YOLO labels/ beside images/)")
     return {"calib_images": tuple(str(p.resolve()) for p in calibration),
-            "int8_weight_type": "QInt8" if cpu_has_vnni() else "QUInt8",
+            "int8_weight_bits": 8 if has_vnni() else 7,
             "gate": GateConfig(str(gate_root), gate_images, max_map_drop)}
 
 
 def check_writable(out: Path) -> None:
-    """Probe the nearest existing folder of ``out`` without leaving anything behind."""
+    """Probe the nearest existing folder of ``out`` (the model's own folder when it exists) without leaving anything."""
     existing = out.absolute()
     while not existing.exists():
         existing = existing.parent
@@ -151,8 +165,8 @@ def check_writable(out: Path) -> None:
 @click.option("--threads", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1),
               help="Threads every runtime gets.")
 @click.option("--min-time", default=1.0, show_default=True, type=click.FloatRange(0), help="Seconds per batch size.")
-@click.option("--repeats", default=2, show_default=True, type=click.IntRange(1),
-              help="Processes per artifact, each paired with a baseline measurement.")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1),
+              help="Interleaved rounds: processes per artifact and per baseline.")
 @click.option("--max-images", type=click.IntRange(1), help="Evaluate accuracy on the first N images only.")
 @click.option("--no-accuracy", is_flag=True, help="Measure speed and memory only.")
 @click.option("--imgsz", type=int, help="Refuse artifacts built for another input size.")
@@ -184,5 +198,4 @@ def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: 
 
 def _progress(status: Any, text: str) -> None:
     status.update(text)
-    if not console.is_terminal:
-        console.print(text)
+    _say(text)

@@ -9,13 +9,14 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from yolo_optimize.dag import BUILT, CACHED, FAILED, SKIPPED, NodeResult
+from yolo_optimize.dag import BUILT, CACHED, FAILED, NOT_NEEDED, SKIPPED, NodeResult
 
-STYLES = {BUILT: "green", CACHED: "cyan", FAILED: "bold red", SKIPPED: "yellow", "running": "magenta"}
+STYLES = {BUILT: "green", CACHED: "cyan", FAILED: "bold red", SKIPPED: "yellow", NOT_NEEDED: "dim",
+          "running": "magenta"}
 
 
 class BuildDisplay:
-    """A live table on a terminal; one line per finished node elsewhere (logs, CI)."""
+    """A live table on a terminal; elsewhere (logs, CI) one line when a node starts and one when it ends."""
 
     def __init__(self, console: Console, nodes: list[str]) -> None:
         self.console = console
@@ -35,10 +36,12 @@ class BuildDisplay:
     def event(self, node: str, result: NodeResult | None) -> None:
         if result is None:
             self.started[node] = time.monotonic()
+            if not self.console.is_terminal:
+                self.console.print(f"{node}: started")
         else:
             self.rows[node] = result
-            if not self.console.is_terminal and result.status != CACHED:
-                self.console.print(f"{node}: {result.status} {_seconds(result)} {result.reason}".rstrip())
+            if not self.console.is_terminal and result.status not in (CACHED, NOT_NEEDED):
+                self.console.print(" ".join(filter(None, (f"{node}:", result.status, _seconds(result), result.reason))))
 
     def _render(self) -> Table:
         table = Table(title="optimize build", title_justify="left")

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -26,12 +27,15 @@ from pathlib import Path
 from filelock import FileLock
 
 from yolo_optimize import __version__
-from yolo_optimize.artifact import Manifest, clear_stale_staging, publish, read_valid, staging_dir
+from yolo_optimize.artifact import (KEY_CHARS, Manifest, publish, read_valid, show, staging_dir, store_folder,
+                                    sweep_leftovers)
 from yolo_optimize.checkpoint import ModelSource
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.stage import Stage, StageContext
 
-BUILT, CACHED, FAILED, SKIPPED = "built", "cached", "failed", "skipped"
+BUILT, CACHED, FAILED, SKIPPED, NOT_NEEDED = "built", "cached", "failed", "skipped", "not needed"
+LOCKS = ".locks"
+INTERRUPT_GRACE_S, INTERRUPT_WAIT_S = 2, 30
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,6 @@ class NodeJob:
     node: Node
     key: str
     parent_keys: dict[str, str]
-    parent_folders: dict[str, str]
     source: ModelSource
     model_dir: Path
     device: str
@@ -97,7 +100,13 @@ class NodeJob:
 
 
 class Build:
-    """Runs the needed part of a DAG for one model, ``jobs`` nodes at a time."""
+    """Runs the needed part of a DAG for one model, ``jobs`` nodes at a time.
+
+    Nodes live in a content-keyed store (``.store/<node>/<key>``); the folders users see
+    (``onnx-fp32/``, ``.cache/load``) are hard-linked views of the store entry this build
+    wanted. A child reads its parents from the store by the keys it expects, so a
+    concurrent build with other parameters can change a view but never a child's inputs.
+    """
 
     def __init__(self, nodes: list[Node], source: ModelSource, model_dir: Path, *, device: str,
                  jobs: int = 1, force: bool = False) -> None:
@@ -108,56 +117,100 @@ class Build:
         self.jobs, self.force = max(1, jobs), force
         self.keys = cache_keys(nodes, source)
 
-    def folder(self, name: str) -> Path:
+    def stored(self, name: str) -> Path:
+        return store_folder(self.model_dir, name, self.keys[name])
+
+    def view(self, name: str) -> Path:
         return self.model_dir / self.nodes[name].folder
 
+    def wanted(self) -> list[str]:
+        """Requested nodes and all their ancestors."""
+        wanted = {name for name, node in self.nodes.items() if node.requested}
+        for name in reversed(self.order):
+            if name in wanted:
+                wanted.update(self.nodes[name].parents)
+        return [name for name in self.order if name in wanted]
+
     def pending(self) -> list[str]:
-        """Nodes that must run: not cached, and an artifact or the parent of one that must run."""
+        """Nodes that must run: not cached, and an artifact or the parent of one that must run.
+
+        A requested node that cannot run here (no CUDA device, say) is pending only to be shown
+        as skipped: its parents are not built for it.
+        """
         must: set[str] = set()
         for name in reversed(self.order):
             node = self.nodes[name]
-            wanted = node.requested or any(name in self.nodes[c].parents for c in must)
-            if wanted and (self.force or read_valid(self.folder(name), self.keys[name]) is None):
+            needed_by = [c for c in must if name in self.nodes[c].parents and not self._unavailable(c)]
+            if (node.requested or needed_by) and (self.force or read_valid(self.stored(name), self.keys[name]) is None):
                 must.add(name)
         return [name for name in self.order if name in must]
 
+    def _unavailable(self, name: str) -> str:
+        return self.nodes[name].stage.unavailable_reason(self.device) or ""
+
     def run(self, on_event: Callable[[str, NodeResult | None], None]) -> list[NodeResult]:
         """Build what is pending; ``on_event(node, None)`` when a node starts, with its result when done."""
-        pending = self.pending()
-        results = {n: NodeResult(n, CACHED) for n in self.order if n not in pending}
-        for result in results.values():
+        sweep_leftovers(self.model_dir)
+        pending, wanted = self.pending(), set(self.wanted())
+        results: dict[str, NodeResult] = {}
+
+        def finished(result: NodeResult) -> None:
+            results[result.node] = result
+            if result.node in wanted and result.status in (BUILT, CACHED):
+                self._show_view(result.node)
             on_event(result.node, result)
+
+        for name in self.order:
+            if name not in pending:
+                finished(self._not_run(name))
         with self._pool(len(pending)) as pool:
             running: dict[Future[NodeResult], str] = {}
-            while pending or running:
-                for name in [n for n in pending if all(p in results for p in self.nodes[n].parents)]:
-                    pending.remove(name)
-                    blocked = self._blocked_reason(name, results)
-                    if blocked:
-                        results[name] = NodeResult(name, SKIPPED, reason=blocked)
-                        on_event(name, results[name])
+            try:
+                while pending or running:
+                    for name in [n for n in pending if self._unavailable(n)
+                                 or all(p in results for p in self.nodes[n].parents)]:
+                        pending.remove(name)
+                        blocked = self._blocked_reason(name, results)
+                        if blocked:
+                            finished(NodeResult(name, SKIPPED, reason=blocked))
+                            continue
+                        on_event(name, None)
+                        running[pool.submit(build_node, self._job(name))] = name
+                    if not running:
                         continue
-                    on_event(name, None)
-                    running[pool.submit(build_node, self._job(name))] = name
-                if not running:
-                    continue
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    name = running.pop(future)
-                    results[name] = _result_of(name, future)
-                    on_event(name, results[name])
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        finished(_result_of(running.pop(future), future))
+            except KeyboardInterrupt:
+                _interrupt_workers(pool, running)
+                raise
         return [results[name] for name in self.order]
 
+    def _not_run(self, name: str) -> NodeResult:
+        """A node that does not run: cached when its store entry verifies, else not needed by this build."""
+        if read_valid(self.stored(name), self.keys[name]) is not None:
+            return NodeResult(name, CACHED)
+        return NodeResult(name, NOT_NEEDED, reason="not needed for the requested artifacts")
+
+    def _show_view(self, name: str) -> None:
+        """Point the node's readable folder at this build's store entry (hard links)."""
+        with FileLock(str(self._lock(f"{name}.view"))):
+            show(self.stored(name), self.view(name), self.keys[name])
+
+    def _lock(self, name: str) -> Path:
+        locks = self.model_dir / LOCKS
+        locks.mkdir(parents=True, exist_ok=True)
+        return locks / f"{name}.lock"
+
     def _blocked_reason(self, name: str, results: dict[str, NodeResult]) -> str:
+        if self._unavailable(name):
+            return self._unavailable(name)
         bad = [p for p in self.nodes[name].parents if results[p].status in (FAILED, SKIPPED)]
-        if bad:
-            return f"needs {', '.join(bad)} ({results[bad[0]].status})"
-        return self.nodes[name].stage.unavailable_reason(self.device) or ""
+        return f"needs {', '.join(bad)} ({results[bad[0]].status})" if bad else ""
 
     def _job(self, name: str) -> NodeJob:
         node = self.nodes[name]
-        return NodeJob(node, self.keys[name], {p: self.keys[p] for p in node.parents},
-                       {p: self.nodes[p].folder for p in node.parents}, self.source,
+        return NodeJob(node, self.keys[name], {p: self.keys[p] for p in node.parents}, self.source,
                        self.model_dir, self.device, max(1, (os.cpu_count() or 1) // self.jobs), self.force)
 
     @contextlib.contextmanager
@@ -165,11 +218,31 @@ class Build:
         if not needed:
             yield None  # type: ignore[misc]
             return
-        pool = ProcessPoolExecutor(max_workers=min(self.jobs, needed), mp_context=get_context("spawn"))
+        pool = ProcessPoolExecutor(max_workers=min(self.jobs, needed), mp_context=get_context("spawn"),
+                                   initializer=_ignore_interrupts)
         try:
             yield pool
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ignore_interrupts() -> None:
+    """Workers take Ctrl-C only while building a node (see ``build_node``); idle, they wait to be shut down."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _interrupt_workers(pool: ProcessPoolExecutor, running: dict[Future[NodeResult], str]) -> None:
+    """Ctrl-C: stop the nodes in flight (each removes its staging folder) and wait for them to say so.
+
+    A terminal's Ctrl-C reaches the workers too; a SIGINT sent to this process alone does
+    not, so workers still busy after a moment are sent one.
+    """
+    _, busy = wait(running, timeout=INTERRUPT_GRACE_S)
+    if busy:
+        for process in list(getattr(pool, "_processes", {}).values()):  # the executor keeps no public handle
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGINT)
+        wait(busy, timeout=INTERRUPT_WAIT_S)
 
 
 def _result_of(name: str, future: Future[NodeResult]) -> NodeResult:
@@ -180,42 +253,62 @@ def _result_of(name: str, future: Future[NodeResult]) -> NodeResult:
 
 
 def build_node(job: NodeJob) -> NodeResult:
-    """Worker entry: build one node under its lock, or find it built by a concurrent run."""
-    final = job.model_dir / job.node.folder
-    locks = job.model_dir / ".locks"
+    """Worker entry: build one node under its key's lock, or find it built by a concurrent run."""
+    final = store_folder(job.model_dir, job.node.name, job.key)
+    locks = job.model_dir / LOCKS
     locks.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(locks / f"{job.node.name}.lock")):
-        if not job.force and read_valid(final, job.key) is not None:
-            return NodeResult(job.node.name, CACHED, reason="built by a concurrent run")
-        clear_stale_staging(final)
-        staging = staging_dir(final)
-        started = time.perf_counter()
-        log = job.model_dir / ".logs" / f"{job.node.name}.log"
-        try:
-            with _output_to(log):
-                manifest = _run_stage(job, staging)
-            manifest.build_seconds = round(time.perf_counter() - started, 3)
-            manifest.write(staging)
-            publish(staging, final)
-        except StageSkipped as skip:
-            shutil.rmtree(staging, ignore_errors=True)
-            return NodeResult(job.node.name, SKIPPED, reason=str(skip))
-        except Exception as err:  # noqa: BLE001 - reported as this node's failure
-            shutil.rmtree(staging, ignore_errors=True)
-            with open(log, "a") as handle:
-                traceback.print_exc(file=handle)
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            return NodeResult(job.node.name, FAILED, time.perf_counter() - started, reason=f"{reason} (log: {log})")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with FileLock(str(locks / f"{job.node.name}-{job.key[:KEY_CHARS]}.lock")):
+            if not job.force and read_valid(final, job.key) is not None:
+                return NodeResult(job.node.name, CACHED, reason="built by a concurrent run")
+            return _build_locked(job, final)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _build_locked(job: NodeJob, final: Path) -> NodeResult:
+    staging = staging_dir(final)
+    started = time.perf_counter()
+    log = job.model_dir / ".logs" / f"{job.node.name}.log"
+    try:
+        with _output_to(log):
+            manifest = _run_stage(job, staging)
+        manifest.build_seconds = round(time.perf_counter() - started, 3)
+        manifest.write(staging)
+        publish(staging, final)
+    except StageSkipped as skip:
+        return NodeResult(job.node.name, SKIPPED, reason=str(skip))
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        raise
+    except Exception as err:  # noqa: BLE001 - reported as this node's failure
+        with open(log, "a") as handle:
+            traceback.print_exc(file=handle)
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return NodeResult(job.node.name, FAILED, time.perf_counter() - started, reason=f"{reason} (log: {log})")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already when published
     size = sum(f["bytes"] for f in manifest.files.values())
     return NodeResult(job.node.name, BUILT, manifest.build_seconds, size)
+
+
+def _verified_parents(job: NodeJob) -> dict[str, Path]:
+    """Each parent's store entry, checked against the key this node was planned with."""
+    parents = {}
+    for parent, key in job.parent_keys.items():
+        folder = store_folder(job.model_dir, parent, key)
+        if read_valid(folder, key) is None:
+            raise RuntimeError(f"parent {parent} ({key[:KEY_CHARS]}) is missing or does not verify; build again")
+        parents[parent] = folder
+    return parents
 
 
 def _run_stage(job: NodeJob, staging: Path) -> Manifest:
     from yolo_optimize.parity import check_parity
 
     stage = job.node.stage
-    parents = {p: job.model_dir / folder for p, folder in job.parent_folders.items()}
-    ctx = StageContext(job.source, staging, parents, job.device, job.threads)
+    ctx = StageContext(job.source, staging, _verified_parents(job), job.device, job.threads)
     _limit_threads(job.threads)
     output = stage.run(ctx)
     manifest = Manifest(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.stage import Stage, StageContext, StageOutput
 
 REFERENCE_FILE = "reference.npz"
@@ -19,16 +20,25 @@ NMS_CONF, NMS_IOU, MATCH_IOU = 0.25, 0.45, 0.5
 class Tolerance:
     """Largest score difference and smallest detection agreement an export may show."""
 
+    precision: str
     max_score_diff: float
     min_agreement: float
 
 
-TOLERANCES = {
-    "fp32": Tolerance(1e-3, 0.95),
-    "fp16": Tolerance(0.05, 0.90),
-    "bf16": Tolerance(0.1, 0.85),
-    "int8": Tolerance(1.0, 0.60),  # a sanity check only: INT8 answers to the mAP gate
-}
+# From tightest to loosest. bf16 keeps 8 bits of mantissa: OpenVINO's bf16 execution of yolov5n was reported
+# 0.067-0.080 off in scores with 0.947-1.0 agreement on 4 images (issue 8), hence 0.15 for more images.
+TOLERANCES = {t.precision: t for t in (
+    Tolerance("fp32", 1e-3, 0.95),
+    Tolerance("fp16", 0.05, 0.90),
+    Tolerance("bf16", 0.15, 0.85),
+    Tolerance("int8", 1.0, 0.60),  # a sanity check only: INT8 answers to the mAP gate
+)}
+
+
+def tolerance_for(file_precision: str, compute_precision: str) -> Tolerance:
+    """The looser of the file's and the arithmetic's tolerance: an FP32 IR run in bf16 is held to bf16's."""
+    order = list(TOLERANCES)
+    return TOLERANCES[max(file_precision, compute_precision, key=order.index)]
 
 
 @dataclass(frozen=True)
@@ -79,18 +89,20 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
                 score_diff = max(score_diff, float(np.abs(got[..., 4:] - want[..., 4:]).max()))
                 agree, count = detection_agreement(got, want)
                 matched, total = matched + agree, total + count
-        executed = runner.executed_precision
-    tolerance = TOLERANCES[manifest.precision or "fp32"]
+        executed, compute = runner.executed_precision, runner.compute_precision
+    tolerance = tolerance_for(manifest.precision or "fp32", compute)
     result = {
         "images": len(images), "batch_sizes": list(batch_sizes), "executed_precision": executed,
+        "compute_precision": compute, "cpu": cpu_facts(),
         "max_abs_diff_boxes_px": round(box_diff, 6), "max_abs_diff_scores": round(score_diff, 6),
         "detection_agreement": round(matched / total, 4) if total else 1.0,
-        "tolerance": {"max_score_diff": tolerance.max_score_diff, "min_agreement": tolerance.min_agreement},
+        "tolerance": asdict(tolerance),
     }
     result["passed"] = score_diff <= tolerance.max_score_diff and result["detection_agreement"] >= tolerance.min_agreement
     if not result["passed"]:
-        raise RuntimeError(f"parity failed: score diff {score_diff:.4g}, detection agreement "
-                           f"{result['detection_agreement']:.3f} (tolerance {tolerance})")
+        raise RuntimeError(f"parity failed (runs in {executed}, {tolerance.precision} tolerance): score diff "
+                           f"{score_diff:.4g} (at most {tolerance.max_score_diff}), detection agreement "
+                           f"{result['detection_agreement']:.3f} (at least {tolerance.min_agreement})")
     return result
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import QUICK_EVAL, VAL_DATA, eval_args, optimize
+from tests.conftest import QUICK_EVAL, VAL_DATA, brief, eval_args, optimize
 from yolo_optimize.artifact import Manifest
 
 FP32_EXPORTS = ("torchscript-fp32", "onnx-fp32", "openvino-fp32")
@@ -37,13 +37,34 @@ def test_every_row_is_measured_at_every_batch_size_in_two_processes(evaluated: P
                 latency = batch["latency"]
                 assert 0 < latency["p50_ms"] <= latency["p99_ms"] and len(latency["samples_ms"]) >= 5
                 assert batch["throughput_ips"] > 0
-    pairs = {r["name"]: r["baseline_pairs"] for r in results["rows"]}
-    assert all(len(p) == 2 for name, p in pairs.items() if name != "pytorch-fp32")
+    assert all([m["round"] for m in row["measurements"]] == [0, 1] for row in results["rows"])
+
+
+def test_the_matrix_is_self_consistent(evaluated: Path) -> None:
+    """Speedup = the row's throughput column over the baseline's, and the inverse ratio of their b1 latencies."""
+    rows = matrix(evaluated)
+    baseline = rows["pytorch-fp32"]
+    assert baseline["speedup_b1"] == baseline["speedup_b8"] == 1.0
+    for name, line in rows.items():
+        for batch in (1, 8):
+            ratio = line[f"throughput_b{batch}_ips"] / baseline[f"throughput_b{batch}_ips"]
+            assert line[f"speedup_b{batch}"] == pytest.approx(ratio, rel=2e-3), name
+        assert line["speedup_b1"] == pytest.approx(baseline["latency_b1_p50_ms"] / line["latency_b1_p50_ms"], rel=2e-3)
+
+
+def test_the_schedule_rotates_the_artifacts_behind_the_baseline() -> None:
+    from yolo_optimize.evaluate.evaluator import measurement_schedule
+    from yolo_optimize.evaluate.results import Row
+
+    group = [(Row(name, "m", name.split("-")[0], "fp32", "", None, True), None)
+             for name in ("pytorch-fp32", "a-fp32", "b-fp32", "c-fp32")]
+    schedule = [(round_, row.name[0]) for round_, (row, _) in measurement_schedule(group, 3)]  # type: ignore[arg-type]
+    assert schedule == [(0, "p"), (0, "a"), (0, "b"), (0, "c"), (1, "p"), (1, "b"), (1, "c"), (1, "a"),
+                        (2, "p"), (2, "c"), (2, "a"), (2, "b")]
 
 
 def test_matrix_files_agree_with_results_json(evaluated: Path) -> None:
     rows = matrix(evaluated)
-    assert rows["pytorch-fp32"]["speedup_b1"] == 1.0
     csv_lines = (evaluated / "matrix.csv").read_text().splitlines()
     assert len(csv_lines) == len(rows) + 1
     markdown = (evaluated / "matrix.md").read_text()
@@ -60,7 +81,7 @@ def test_corrupted_artifact_is_reported_and_the_rest_still_run(small_artifacts: 
     with open(root / "yolov5n" / "openvino-fp32" / "yolov5n_openvino_model" / "yolov5n.bin", "r+b") as handle:
         handle.write(b"corrupt")
     result = optimize(*eval_args(root, tmp_path / "report", *QUICK_EVAL))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, brief(result)
     rows = matrix(tmp_path / "report")
     assert rows["openvino-fp32"]["status"] == "failed: sha256 mismatch for yolov5n_openvino_model/yolov5n.bin"
     assert rows["onnx-fp32"]["status"] == "ok" and rows["pytorch-fp32"]["status"] == "ok"
@@ -74,7 +95,7 @@ def test_artifact_that_crashes_its_runtime(small_artifacts: Path, tmp_path: Path
     manifest = Manifest.read(folder)
     manifest.write(folder)  # a consistent manifest: only the runtime can find the fault
     result = optimize(*eval_args(root, tmp_path / "report", *QUICK_EVAL))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, brief(result)
     rows = matrix(tmp_path / "report")
     assert rows["onnx-fp32"]["status"].startswith("failed: runtime failed")
     assert rows["openvino-fp32"]["status"] == "ok"

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 
-from yolo_optimize.evaluate.measure import peak_rss, time_batch
+from yolo_optimize.artifact import Manifest
+from yolo_optimize.evaluate.evaluator import _in_own_process
+from yolo_optimize.evaluate.measure import MeasureJob, peak_rss, time_batch
 from yolo_optimize.evaluate.results import LatencyStats
 
 
@@ -27,3 +32,16 @@ def test_a_batch_size_the_runtime_refuses_is_reported_not_dropped() -> None:
 
 def test_peak_rss_is_positive_and_bounded_by_this_process() -> None:
     assert 10 * 2**20 < peak_rss() < 64 * 2**30
+
+
+def test_a_measurement_reports_its_own_process_peak_not_its_parents(small_artifacts: Path) -> None:
+    """A parent holding 2 GiB spawns the worker: the worker's peak must not include them."""
+    folder = small_artifacts / "yolov5n" / "onnx-fp32"
+    ballast = np.ones(2**31, dtype=np.uint8)  # touched, so resident in this process
+    assert peak_rss() > 2**31
+    with tempfile.TemporaryDirectory() as work:
+        pixels = Path(work) / "images.npy"
+        np.save(pixels, np.zeros((1, 640, 640, 3), np.uint8))
+        measurement, _ = _in_own_process(MeasureJob(folder, Manifest.read(folder), pixels, (1,), 0.0, 1, "cpu", False))
+    assert 100 < measurement.peak_rss_mb < 1500, measurement.peak_rss_mb  # ONNX Runtime with yolov5n: ~0.5 GB
+    assert int(ballast[-1]) == 1

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from tests.conftest import brief, build_args, optimize, statuses
+
 
 def test_plain_torch_jit_load_reads_metadata_and_runs(built: Path) -> None:
     extra = {"config.txt": ""}
@@ -18,8 +20,12 @@ def test_plain_torch_jit_load_reads_metadata_and_runs(built: Path) -> None:
             assert module(torch.zeros(batch, 3, 640, 640))[0].shape == (batch, 25200, 85)
 
 
-def test_fp16_is_skipped_with_its_reason_on_cpu(built: Path) -> None:
+def test_fp16_needs_cuda_and_says_so_without_building_anything_for_it(tmp_path: Path) -> None:
+    result = optimize(*build_args(tmp_path, "--targets", "torchscript", "--precisions", "fp16"))
+    assert result.returncode == 0, brief(result)
     if torch.cuda.is_available():
-        assert (built / "torchscript-fp16" / "manifest.json").is_file()
+        assert statuses(result.stdout)["torchscript-fp16"] == "built"
     else:
-        assert not (built / "torchscript-fp16").exists()
+        assert statuses(result.stdout)["torchscript-fp16"] == "skipped"
+        assert "FP16 TorchScript needs a CUDA device" in result.stdout
+        assert not (tmp_path / "yolov5n" / ".store").exists(), "nothing is built for a node that cannot run"

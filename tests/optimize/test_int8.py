@@ -1,16 +1,25 @@
-"""INT8: calibrated on real images, Detect decode kept in float, gated on labelled images, honest about precision."""
+"""INT8: calibrated on real images, Detect head kept in float, gated on labelled images, honest about precision."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnxruntime as ort
 import openvino as ov
 import pytest
+from onnx import numpy_helper
 
-from tests.conftest import CALIB_DATA, INT8_ARGS, VAL_DATA, build_args, optimize
+from tests.conftest import CALIB_DATA, INT8_ARGS, VAL_DATA, brief, build_args, optimize
 from yolo_optimize.artifact import Manifest, read_valid
+from yolo_optimize.cpu import has_native_bf16, has_vnni
+
+
+# ONNX Runtime computes a convolution in int8 only where it can fuse DQ -> Conv -> Q; NNCF quantizes the inputs
+# of operations, not their outputs, so ONNX Runtime runs its convolutions in float (read back from the runtime).
+EXECUTED = {"onnx": "fp32 (int8 file, convolutions dequantized to float)", "openvino": "int8+fp32"}
 
 
 @pytest.mark.parametrize("target", ["onnx", "openvino"])
@@ -22,7 +31,12 @@ def test_int8_artifact_passes_its_gate_and_records_it(built_int8: Path, target: 
     assert gate["gate_data"] == str(CALIB_DATA.resolve()) and gate["gate_images"] == 24
     assert gate["route"] and 0.2 < gate["fp32_map50_95"] < 0.7
     assert gate["attempts"][-1]["route"] == gate["route"] and gate["attempts"][-1]["passed"]
-    assert manifest.parity and manifest.parity["executed_precision"] == "int8+fp32"
+    low, high = gate["drop_90ci_points"]
+    assert low <= gate["drop_points"] <= high and high - low > 0.1, "24 gate images cannot pin the drop down"
+    assert gate["bootstrap_resamples"] == 100 and "--max-map-drop" in gate["rule"]
+    assert gate["verdict"] == ("within noise of the limit" if low <= 3.0 <= high else "clear")
+    assert manifest.parity and manifest.parity["executed_precision"] == EXECUTED[target]
+    assert manifest.parity["tolerance"]["precision"] == "int8"
 
 
 def test_onnx_int8_keeps_the_detect_head_in_float(built_int8: Path) -> None:
@@ -41,6 +55,21 @@ def test_onnx_int8_keeps_the_detect_head_in_float(built_int8: Path) -> None:
     assert all(getattr(produced_by.get(n.input[1]), "op_type", None) != "DequantizeLinear" for n in output_convs)
     assert sum(n.op_type == "QuantizeLinear" for n in model.graph.node) > 20
     assert {p.key: p.value for p in model.metadata_props}["precision"] == "int8"
+
+
+def test_onnx_int8_weights_fit_the_cpu_it_was_built_on(built_int8: Path) -> None:
+    """7-bit weights without VNNI (u8 x s8 sums cannot saturate), 8-bit with it, and the file says which."""
+    model = onnx.load(str(built_int8 / "onnx-int8" / "yolov5n.onnx"))
+    metadata = {p.key: p.value for p in model.metadata_props}
+    weights = [numpy_helper.to_array(i) for i in model.graph.initializer if i.data_type == onnx.TensorProto.INT8
+               and len(i.dims) == 4]
+    assert len(weights) > 20
+    widest = max(int(np.abs(w.astype(np.int16)).max()) for w in weights)
+    if has_vnni():
+        assert metadata["weight_bits"] == "8" and metadata["requires_vnni"] == "true" and widest > 64
+    else:
+        assert metadata["weight_bits"] == "7" and metadata["requires_vnni"] == "false" and widest <= 64
+    assert Manifest.read(built_int8 / "onnx-int8").info["built_on_cpu"]["vnni"] == has_vnni()
     session = ort.InferenceSession(str(built_int8 / "onnx-int8" / "yolov5n.onnx"), providers=["CPUExecutionProvider"])
     assert session.get_outputs()[0].shape[1:] == [25200, 85]
 
@@ -55,28 +84,40 @@ def test_openvino_int8_ir_is_quantized_and_runs_in_plain_openvino(built_int8: Pa
     assert {"Sigmoid", "Convolution"} <= kept_types
 
 
-def test_bf16_is_its_own_artifact_and_reports_how_it_ran(built_int8: Path) -> None:
-    manifest = read_valid(built_int8 / "openvino-bf16")
-    assert manifest is not None and manifest.parity and manifest.parity["passed"]
-    assert manifest.parity["executed_precision"] in ("bf16", "fp32")  # fp32 where the CPU has no bf16
-    assert Manifest.read(built_int8 / "openvino-fp32").parity["executed_precision"] == "fp32"
+def test_bf16_and_fp16_are_different_things_on_every_cpu(built_int8: Path) -> None:
+    bf16, fp16 = read_valid(built_int8 / "openvino-bf16"), read_valid(built_int8 / "openvino-fp16")
+    assert bf16 is not None and bf16.parity and bf16.parity["passed"] and fp16 is not None and fp16.parity
+    if has_native_bf16():
+        assert bf16.parity["executed_precision"] == "bf16" and bf16.parity["tolerance"]["precision"] == "bf16"
+    else:
+        assert bf16.parity["executed_precision"] == "fp32 (no native bf16 on this CPU)"
+    assert fp16.parity["executed_precision"] == "fp32 (fp16 weights)" and fp16.parity["compute_precision"] == "fp32"
+    assert fp16.metadata["compile_config"] == {"INFERENCE_PRECISION_HINT": "f32"}
+    assert bf16.metadata["compile_config"] == {"INFERENCE_PRECISION_HINT": "bf16"}
+    fp32 = Manifest.read(built_int8 / "openvino-fp32").parity
+    assert fp32["executed_precision"] == "fp32" and fp32["tolerance"]["precision"] == "fp32"
+    assert fp32["cpu"]["native_bf16"] == has_native_bf16()
 
 
 def test_every_artifact_records_the_precision_it_executed_in(built_int8: Path) -> None:
+    labels = {"fp32": {"fp32"}, "fp16": {"fp32 (fp16 cast up)", "fp32 (fp16 weights)"}, "int8": set(EXECUTED.values()),
+              "bf16": {"bf16", "fp32 (no native bf16 on this CPU)"}}
     for folder in built_int8.iterdir():
         if (folder / "manifest.json").is_file():
-            assert Manifest.read(folder).parity["executed_precision"], folder.name
+            manifest = Manifest.read(folder)
+            assert manifest.parity["executed_precision"] in labels[manifest.precision], folder.name
 
 
 def test_impossible_gate_fails_the_node_and_reports_the_drop(built_int8: Path, tmp_path: Path) -> None:
+    shutil.copytree(built_int8.parent, tmp_path, dirs_exist_ok=True)  # never touch the folder other tests read
     # Two calibration images: with a good calibration, INT8 can match FP32 on 8 gate images, which a 0 limit passes.
-    result = optimize(*build_args(built_int8.parent, "--targets", "onnx", "--precisions", "int8",
+    result = optimize(*build_args(tmp_path, "--targets", "onnx", "--precisions", "int8",
                                   "--calib-data", CALIB_DATA, "--calib-images", "2", "--gate-images", "8",
                                   "--max-map-drop", "0"))
-    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.returncode == 1, brief(result)
     assert "accuracy gate failed" in result.stdout and "points > --max-map-drop 0.0" in result.stdout
-    assert "points lost per route" in result.stdout
-    assert read_valid(built_int8 / "onnx-int8") is not None, "the earlier INT8 artifact must stay intact"
+    assert "points lost per route" in result.stdout and "90% CI" in result.stdout
+    assert read_valid(tmp_path / "yolov5n" / "onnx-int8") is not None, "the earlier INT8 artifact must stay intact"
 
 
 def test_int8_without_calibration_data_names_the_option(tmp_path: Path) -> None:
@@ -101,5 +142,5 @@ def test_gate_set_without_labels(tmp_path: Path) -> None:
 
 def test_int8_for_a_target_that_cannot_do_it_is_skipped_with_the_reason(tmp_path: Path) -> None:
     result = optimize(*build_args(tmp_path, "--targets", "torchscript", "--precisions", "int8", *INT8_ARGS))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, brief(result)
     assert "INT8 is not available for torchscript" in result.stdout

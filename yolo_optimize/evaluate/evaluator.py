@@ -1,9 +1,11 @@
-"""The evaluation protocol: every artifact in its own processes, interleaved with the baseline.
+"""The evaluation protocol: every artifact in its own processes, in interleaved rounds with the baseline.
 
-Timings on a busy or power-managed host are bimodal per process, so each artifact
-is measured ``repeats`` times, each time right after a fresh measurement of the
-PyTorch baseline (B A1 B A2 ... per round); speedups are taken pair by pair and
-summarized by their median and range.
+A process on these hosts runs in a fast mode or a 1.4-1.65x slower one and keeps it for
+its life, so one process per artifact decides nothing. Each round measures the PyTorch
+baseline and then every artifact once, each in a fresh process, the artifacts' order
+rotated from round to round (so none is always measured right after the baseline); the
+report compares rows by their fastest process and shows the medians beside them
+(``report.py``). Every raw sample is kept.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from yolo_optimize.cpu import has_vnni
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.accuracy import Accuracy, coco_results, mean_average_precision
 from yolo_optimize.evaluate.dataset import Dataset, PreparedImages, load_dataset, prepare_images
@@ -74,9 +78,17 @@ def _row(candidate: Candidate, settings: EvalSettings) -> Row:
     target, _, precision = candidate.name.partition("-")
     row = Row(candidate.name, candidate.model, target, precision, str(candidate.folder),
               _file_mb(candidate), bool(manifest and manifest.metadata.get("pretrained")), error=candidate.error)
+    row.cpu_note = _cpu_note(manifest.metadata) if manifest else ""
     if manifest and settings.imgsz and _imgsz(candidate) != settings.imgsz:
         row.error = f"artifact imgsz {_imgsz(candidate)} differs from --imgsz {settings.imgsz}"
     return row
+
+
+def _cpu_note(metadata: dict[str, Any]) -> str:
+    """The file's own CPU note; a warning instead when it needs VNNI and this CPU lacks it."""
+    if metadata.get("requires_vnni") and not has_vnni():
+        return "built for VNNI CPUs: this CPU has none, so its INT8 sums may saturate"
+    return str(metadata.get("cpu_note", ""))
 
 
 def _file_mb(candidate: Candidate) -> float | None:
@@ -90,14 +102,11 @@ def _imgsz(candidate: Candidate) -> int:
     return int(candidate.manifest.metadata["imgsz"][0])
 
 
-def _measure_group(group: list[tuple[Row, Candidate]], prepared: dict[int, PreparedImages], dataset: Dataset,
+def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], dataset: Dataset,
                    settings: EvalSettings, progress: Progress) -> None:
-    """Rounds of (baseline, artifact) pairs; accuracy from each row's first measurement."""
-    baseline = [(r, c) for r, c in group if r.target == BASELINE_TARGET]
-    others = [(r, c) for r, c in group if r.target != BASELINE_TARGET]
-    pairs = [pair for other in others for pair in (*baseline, other)] if others else baseline
-    schedule = pairs * settings.repeats
-    for step, (row, candidate) in enumerate(schedule, 1):
+    """``repeats`` rounds of (baseline, every artifact in rotated order); accuracy from each row's first measurement."""
+    schedule = measurement_schedule(group, settings.repeats)
+    for step, (round_, (row, candidate)) in enumerate(schedule, 1):
         if row.error:
             continue
         progress(f"[{step}/{len(schedule)}] {row.model} {row.name} (measurement {len(row.measurements) + 1})")
@@ -110,15 +119,28 @@ def _measure_group(group: list[tuple[Row, Candidate]], prepared: dict[int, Prepa
         except Exception as err:  # noqa: BLE001 - the row fails, the others go on
             row.error = f"runtime failed: {_one_line(err)}"
             continue
+        measurement.round = round_
         row.measurements.append(measurement)
-        if row.target != BASELINE_TARGET and baseline and baseline[0][0].measurements:
-            row.baseline_pairs.append(len(baseline[0][0].measurements) - 1)
         if found is not None:
             row.accuracy = mean_average_precision(coco_results(found, dataset, images), dataset)
     if settings.accuracy:
         for row, _ in group:
             if not row.pretrained:
                 row.accuracy = Accuracy(None, None, len(dataset.images), "n/a (random weights)")
+
+
+Pair = tuple[Row, Candidate]
+
+
+def measurement_schedule(group: list[Pair], repeats: int) -> list[tuple[int, Pair]]:
+    """(round, pair): the baseline first in every round, then the artifacts, starting one further along each round."""
+    baseline = [pair for pair in group if pair[0].target == BASELINE_TARGET]
+    others = [pair for pair in group if pair[0].target != BASELINE_TARGET]
+    schedule: list[tuple[int, Pair]] = []
+    for round_ in range(repeats):
+        shift = round_ % len(others) if others else 0
+        schedule += [(round_, pair) for pair in [*baseline, *others[shift:], *others[:shift]]]
+    return schedule
 
 
 def _in_own_process(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:

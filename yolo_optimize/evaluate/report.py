@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.table import Table
 
+from yolo_optimize.cpu import cpu_facts, cpu_model
 from yolo_optimize.evaluate.discover import BASELINE_TARGET
 from yolo_optimize.evaluate.results import SCHEMA_VERSION, Report, Row
 
@@ -30,19 +31,26 @@ def build_report(rows: list[Row], settings: dict[str, Any]) -> Report:
 
 
 def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[str, Any]:
-    """One line of the matrix: per-batch speedups (pairwise medians) and the row's other figures."""
+    """One line of the matrix: per-batch speedups from the fastest processes, medians beside them.
+
+    Speedup = the row's fastest process over the baseline's fastest process (both measured
+    ``repeats`` times), so it equals the ratio of the throughputs (and of the b1 latencies)
+    the matrix shows; the ratio of the medians is kept as ``speedup_b<N>_median``.
+    """
     cells: dict[str, Any] = {"model": row.model, "artifact": row.name, "precision": row.precision}
     if row.error or not row.measurements:
         return {**cells, "status": f"failed: {row.error or 'not measured'}"}
     for batch in batch_sizes:
-        speedups = _pairwise_speedups(row, baseline, batch)
-        throughputs = [t for m in row.measurements if (t := m.throughput(batch)) is not None]
-        cells[f"speedup_b{batch}"] = round(statistics.median(speedups), 3) if speedups else None
-        cells[f"speedup_b{batch}_range"] = [round(min(speedups), 3), round(max(speedups), 3)] if speedups else None
-        cells[f"throughput_b{batch}_ips"] = round(statistics.median(throughputs), 2) if throughputs else None
-        if not throughputs:
+        mine, base = _throughputs(row, batch), _throughputs(baseline, batch) if baseline else []
+        if not mine:
             cells[f"speedup_b{batch}"] = _batch_error(row, batch)
-    latencies = [b.latency.p50_ms for m in row.measurements for b in m.batches if b.batch == 1 and b.latency]
+            continue
+        cells[f"throughput_b{batch}_ips"] = round(max(mine), 2)
+        cells[f"throughput_b{batch}_median_ips"] = round(statistics.median(mine), 2)
+        cells[f"speedup_b{batch}"] = round(max(mine) / max(base), 3) if base else None
+        cells[f"speedup_b{batch}_median"] = round(statistics.median(mine) / statistics.median(base), 3) if base else None
+    fastest_b1 = max(row.measurements, key=lambda m: m.throughput(1) or 0.0)
+    b1 = next((b for b in fastest_b1.batches if b.batch == 1 and b.latency), None)
     accuracy, base_accuracy = row.accuracy, baseline.accuracy if baseline else None
     delta = (accuracy.map50_95 - base_accuracy.map50_95
              if accuracy and base_accuracy and accuracy.map50_95 is not None and base_accuracy.map50_95 is not None
@@ -50,27 +58,22 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
     return {
         **cells,
         "executed_precision": row.measurements[0].executed_precision,
-        "latency_b1_p50_ms": round(statistics.median(latencies), 3) if latencies else None,
+        "latency_b1_p50_ms": b1.latency.p50_ms if b1 and b1.latency else None,
         "peak_rss_mb": round(statistics.median(m.peak_rss_mb for m in row.measurements), 1),
         "file_mb": row.file_mb,
         "map50_95": accuracy.map50_95 if accuracy else None,
         "map50": accuracy.map50 if accuracy else None,
         "map50_95_delta": round(delta, 4) if delta is not None else None,
         "accuracy_note": accuracy.note if accuracy else "not measured",
+        "cpu_note": row.cpu_note,
         "repeats": len(row.measurements),
         "unstable": _unstable(row, batch_sizes),
         "status": "ok",
     }
 
 
-def _pairwise_speedups(row: Row, baseline: Row | None, batch: int) -> list[float]:
-    """Each measurement of the row over the baseline measurement taken just before it."""
-    if baseline is None or not baseline.measurements:
-        return []
-    if row is baseline:
-        return [1.0] * len(row.measurements)
-    pairs = zip(row.measurements, (baseline.measurements[i] for i in row.baseline_pairs))
-    return [a / b for m, base in pairs if (a := m.throughput(batch)) and (b := base.throughput(batch))]
+def _throughputs(row: Row, batch: int) -> list[float]:
+    return [t for m in row.measurements if (t := m.throughput(batch))]
 
 
 def _batch_error(row: Row, batch: int) -> str:
@@ -79,27 +82,17 @@ def _batch_error(row: Row, batch: int) -> str:
 
 
 def _unstable(row: Row, batch_sizes: list[int]) -> bool:
-    for batch in batch_sizes:
-        values = [t for m in row.measurements if (t := m.throughput(batch))]
-        if len(values) > 1 and max(values) / min(values) - 1 > UNSTABLE_SPREAD:
-            return True
-    return False
+    """The row's processes disagree by more than UNSTABLE_SPREAD at some batch size (a slow-mode process)."""
+    return any(len(values) > 1 and max(values) / min(values) - 1 > UNSTABLE_SPREAD
+               for values in (_throughputs(row, batch) for batch in batch_sizes))
 
 
 def environment(threads: int) -> dict[str, Any]:
     return {
-        "cpu": _cpu_model(), "cores": os.cpu_count(), "threads": threads, "os": platform.platform(),
+        "cpu": cpu_model(), "cpu_facts": cpu_facts(), "cores": os.cpu_count(), "threads": threads, "os": platform.platform(),
         "python": platform.python_version(), "packages": {p: _version(p) for p in PACKAGES},
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-
-
-def _cpu_model() -> str:
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return platform.processor()
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
 
 
 def _version(package: str) -> str:
@@ -128,14 +121,14 @@ def matrix_columns(batch_sizes: list[int]) -> list[tuple[str, str]]:
     speed = [(f"speedup_b{b}", f"b{b} speedup") for b in batch_sizes]
     return [("model", "model"), ("artifact", "artifact"), ("executed_precision", "runs in"), *speed,
             ("latency_b1_p50_ms", "b1 p50 ms"), ("peak_rss_mb", "peak MB"), ("file_mb", "file MB"),
-            ("map50_95", "mAP50-95"), ("map50_95_delta", "ΔmAP"), ("status", "status")]
+            ("map50_95", "mAP50-95"), ("map50_95_delta", "ΔmAP"), ("status", "status"), ("cpu_note", "CPU note")]
 
 
 def cell(line: dict[str, Any], key: str) -> str:
     value = line.get(key)
     if key.startswith("speedup_b") and isinstance(value, float):
-        low, high = line.get(f"{key}_range") or (value, value)
-        text = f"{value:.2f}x" + (f" ({low:.2f}-{high:.2f})" if high - low >= 0.01 else "")
+        median = line.get(f"{key}_median") or value
+        text = f"{value:.2f}x" + (f" (median {median:.2f}x)" if abs(median - value) >= 0.05 * value else "")
         return text + (" !" if line.get("unstable") else "")
     if key == "map50_95" and value is None:
         return line.get("accuracy_note", "")
@@ -165,8 +158,11 @@ def html_page(report: Report, columns: list[tuple[str, str]]) -> str:
 
 def _legend(report: Report) -> str:
     env = report.environment
-    return (f"Speedup = throughput over PyTorch FP32 eager at the same batch size, median of pairwise repeats "
-            f"(range in brackets; ! = repeats differ by more than {UNSTABLE_SPREAD:.0%}). {env['cpu']}, "
+    return (f"Speedup = throughput over PyTorch FP32 eager at the same batch size, each row's fastest of "
+            f"{report.settings['repeats']} processes over the baseline's fastest (processes on this kind of host "
+            f"run in a fast or a slower mode; the median is shown where it differs by 5% or more; ! = a row's "
+            f"processes differ by more than {UNSTABLE_SPREAD:.0%}). 'runs in' is the precision the runtime "
+            f"reported computing in. {env['cpu']} ({', '.join(env['cpu_facts']['isa']) or 'no AVX2'}), "
             f"{env['threads']} threads, {env['date']}.")
 
 

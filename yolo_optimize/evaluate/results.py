@@ -9,7 +9,7 @@ import numpy as np
 
 from yolo_optimize.evaluate.accuracy import Accuracy
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: rounds instead of baseline pairs; speedups from each row's fastest process
 
 
 @dataclass
@@ -50,6 +50,7 @@ class Measurement:
     cuda_peak_mb: float | None
     executed_precision: str
     threads: int
+    round: int = 0  # the interleaved round it was taken in
 
     def throughput(self, batch: int) -> float | None:
         return next((b.throughput_ips for b in self.batches if b.batch == batch), None)
@@ -68,7 +69,7 @@ class Row:
     pretrained: bool
     measurements: list[Measurement] = field(default_factory=list)
     accuracy: Accuracy | None = None
-    baseline_pairs: list[int] = field(default_factory=list)  # per measurement: the baseline measurement taken just before
+    cpu_note: str = ""  # what the artifact's arithmetic assumes of the CPU, and whether this one has it
     error: str = ""  # set when the row could not be measured at all
 
 

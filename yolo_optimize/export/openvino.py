@@ -10,6 +10,14 @@ from yolo_optimize.formats import FORMATS
 from yolo_optimize.stage import Stage, StageContext, StageOutput
 
 RT_INFO_SECTION = "model_info"
+# What each artifact means on CPU, whatever the CPU: fp32 computes in f32 (set explicitly, since OpenVINO
+# would use bf16 on CPUs that have it); fp16 is the FP16-compressed IR computed in f32 (half the file, FP32
+# arithmetic: pinned, so that it is never silently the same thing as bf16); bf16 computes in bf16 where
+# the CPU has it natively (f32 elsewhere, and the runner says so); int8's float parts, the Detect head
+# among them, compute in f32. OpenVINO's CPU plugin does not read this hint from the IR (its rt_info
+# "runtime_options" carry only KV-cache and dynamic-quantization keys), so the metadata tells a deployer
+# to pass it to compile_model, as the runner does.
+EXECUTION_HINTS = {"fp32": "f32", "fp16": "f32", "int8": "f32", "bf16": "bf16"}
 
 
 @dataclass(frozen=True)
@@ -19,6 +27,7 @@ class OpenVinoConfig:
 
 class OpenVinoExport(Stage):
     name = "openvino"
+    revision = 2  # 2: the execution hint is in the metadata
     tools = ("openvino",)
     target = "openvino"
 
@@ -27,7 +36,8 @@ class OpenVinoExport(Stage):
 
         model = ov.convert_model(str(ctx.parent_entry("onnx-fp32")))
         metadata = {**ctx.parent_manifest("onnx-fp32").metadata, "format": self.target,
-                    "precision": self.config.precision}
+                    "precision": self.config.precision,
+                    "compile_config": {"INFERENCE_PRECISION_HINT": EXECUTION_HINTS[self.config.precision]}}
         embed_metadata(model, metadata)
         entry = FORMATS[self.target].entry_for(ctx.source.model_id)
         (ctx.out_dir / entry).parent.mkdir()

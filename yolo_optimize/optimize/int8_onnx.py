@@ -1,145 +1,75 @@
-"""INT8 ONNX: ONNX Runtime static QDQ quantization, per-channel weights, the Detect head in float.
+"""INT8 ONNX: NNCF's ONNX backend writes a QDQ graph that ONNX Runtime runs, the Detect head in float.
 
-Weights are s8 on CPUs with VNNI (ONNX Runtime's guidance) and u8 without it: on an
-AVX2-only host, measured on 32 coco128 images, u8 activations x s8 7-bit weights (the
-documented reduce_range setting) lost 4.2 points of mAP50-95 while u8 x u8 per-channel
-lost 1.0 and ran no slower than FP32; symmetric s8 activations ran 1.5-2x slower than FP32.
-
-Activation ranges are MinMax averaged over the calibration images (ONNX Runtime's
-CalibMovingAverage), not the extremes of all of them: with the Detect head in float and all
-128 coco128 images, 1.40 points lost on the gate against 1.52 (Percentile 99.99: 2.1,
-Entropy: 2.6, both also far slower and memory-hungry).
-
-When the accuracy gate fails, the most quantization-sensitive convolutions (lowest
-signal-to-quantization-noise ratio of their outputs, measured on calibration images)
-are kept in float, a few more at each step; the last step quantizes activations
-symmetrically to s8 (the slowest scheme on CPUs without VNNI). The first attempt that
-passes the gate is kept.
+Weights are signed 8-bit, symmetric per channel; activations unsigned 8-bit. How many weight
+bits depends on the CPU that will run it: ONNX Runtime's u8 x s8 kernels are exact on CPUs
+with VNNI, but on CPUs without it (AVX2 only) they add pairs of u8 x s8 products in
+16 bits, which saturates for full 8-bit weights. There the weights are kept to 7 bits
+(NNCF's overflow fix on every layer), which cannot saturate; on VNNI CPUs they use all
+8 bits, and the file says in its metadata that it needs VNNI to compute exactly.
+Measured on this project's AVX2-only host (bench/onnx_int8_routes.py): this recipe lost
+less mAP than ONNX Runtime's own quantize_static with every calibration and
+sensitivity option the project tried (README).
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from yolo_optimize.optimize.calibration import Gate, GateRecord, Int8Config, calibration_inputs, candidate_manifest
+from yolo_optimize.cpu import cpu_facts
+from yolo_optimize.optimize.calibration import Int8Config
 from yolo_optimize.optimize.head import onnx_head_nodes
+from yolo_optimize.optimize.nncf_int8 import NncfInt8
 from yolo_optimize.optimize.onnx_io import save_onnx
-from yolo_optimize.stage import Stage, StageContext, StageOutput
 
-PARENT = "onnx-fp32"
-SENSITIVITY_IMAGES = 4
+VNNI_NOTE = "8-bit weights: exact on CPUs with VNNI (AVX512-VNNI, AVX-VNNI, AMX); may saturate on AVX2-only CPUs"
+NO_VNNI_NOTE = "7-bit weights (NNCF overflow fix): exact on every x86 CPU"
 
 
 @dataclass(frozen=True)
 class OnnxInt8Config(Int8Config):
-    weight_type: str  # "QInt8" with VNNI, "QUInt8" without (see the module docstring)
-    per_channel: bool = True
-    sensitivity_steps: tuple[int, ...] = (8, 16, 24)
+    weight_bits: int  # 8 where the building CPU has VNNI, 7 where it has not (see the module docstring)
     precision: str = "int8"
 
 
-class OnnxInt8(Stage):
+class OnnxInt8(NncfInt8):
     name = "onnx-int8"
-    revision = 2  # 2: the Detect output convolutions stay in float too
-    tools = ("onnx", "onnxruntime")
+    revision = 3  # 3: NNCF's ONNX backend instead of ONNX Runtime's quantize_static
+    tools = ("onnx", "onnxruntime", "nncf")
     target = "onnx"
+    parent = "onnx-fp32"
+    config: OnnxInt8Config
 
-    def run(self, ctx: StageContext) -> StageOutput:
+    def backend_settings(self) -> dict[str, Any]:
+        from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
+
+        fix = OverflowFix.ENABLE if self.config.weight_bits == 7 else OverflowFix.DISABLE
+        return {"advanced_parameters": AdvancedQuantizationParameters(overflow_fix=fix)}
+
+    def cpu_metadata(self) -> dict[str, Any]:
+        needs_vnni = self.config.weight_bits == 8
+        return {"weight_bits": self.config.weight_bits, "requires_vnni": needs_vnni,
+                "cpu_note": VNNI_NOTE if needs_vnni else NO_VNNI_NOTE, "built_on_cpu": cpu_facts()}
+
+    def model_input(self, images: np.ndarray) -> Any:
+        return {"images": images}
+
+    def read(self, path: Path) -> Any:
         import onnx
 
-        parent = ctx.parent_manifest(PARENT)
-        entry = str(parent.entry)
-        candidate = ctx.out_dir / entry
-        with tempfile.TemporaryDirectory(prefix="yolo-optimize-int8-") as work:
-            # ONNX Runtime writes '<model>-inferred.onnx' beside its input: keep that out of the published parent
-            source = Path(shutil.copy(ctx.parent_entry(PARENT), work))
-            head = onnx_head_nodes(onnx.load(str(source)))
-            record, excluded, symmetric = self._quantize_within_gate(source, candidate, head, ctx)
-        record.require_pass()
-        metadata = {**parent.metadata, "precision": "int8", "kept_in_float": head + excluded}
-        save_onnx(onnx.load(str(candidate)), candidate, metadata)
-        return StageOutput(entry=entry, metadata=metadata,
-                           info={"gate": record.result(excluded=excluded, symmetric_activations=symmetric),
-                                 "kept_in_float": head + excluded, "weight_type": self.config.weight_type})
+        return onnx.load(str(path))
 
-    def _quantize_within_gate(self, source: Path, candidate: Path, head: list[str],
-                              ctx: StageContext) -> tuple[GateRecord, list[str], bool]:
-        """Quantize, score on the gate, and take the accuracy-aware routes until one passes or none is left."""
-        calibration = calibration_inputs(self.config.calib_images, self.config.imgsz)
-        gate = Gate(self.config.gate, self.config.imgsz, ctx.threads)
-        try:
-            record = GateRecord(self.config.gate, gate.map_of(ctx.parents[PARENT], ctx.parent_manifest(PARENT)))
-            route, excluded, symmetric = "static QDQ, per-channel weights, Detect head in float", [], False
-            score = self._quantize_and_score(source, candidate, calibration, head, symmetric, gate, ctx)
-            attempts = iter(self._accuracy_aware_attempts(source, candidate, calibration))
-            while not record.add(route, score) and (attempt := next(attempts, None)):
-                route, excluded, symmetric = attempt
-                score = self._quantize_and_score(source, candidate, calibration, head + excluded, symmetric, gate, ctx)
-        finally:
-            gate.close()
-        return record, excluded, symmetric
+    def head_ops(self, model: Any) -> list[str]:
+        return onnx_head_nodes(model)
 
-    def _accuracy_aware_attempts(self, source: Path, candidate: Path,
-                                 calibration: list[np.ndarray]) -> Iterator[tuple[str, list[str], bool]]:
-        """(route, convolutions kept in float, symmetric activations) in the order tried; ranked lazily."""
-        ranked = self._sensitive_convs(source, candidate, calibration[:SENSITIVITY_IMAGES])
-        for count in self.config.sensitivity_steps:
-            yield f"accuracy-aware: {count} most sensitive convolutions kept in float", ranked[:count], False
-        yield "accuracy-aware: symmetric s8 activations", [], True
+    def save(self, model: Any, path: Path, metadata: dict[str, Any]) -> None:
+        save_onnx(model, path, metadata)
 
-    def _quantize_and_score(self, source: Path, candidate: Path, calibration: list[np.ndarray], exclude: list[str],
-                            symmetric: bool, gate: Gate, ctx: StageContext) -> float:
-        self._quantize(source, candidate, calibration, exclude, symmetric)
-        manifest = candidate_manifest(ctx.parent_manifest(PARENT), node="onnx-int8", precision="int8",
-                                      entry=candidate.name)
-        return gate.map_of(candidate.parent, manifest)
+    def outputs(self, model: Any, inputs: list[Any]) -> list[np.ndarray]:
+        import onnxruntime as ort
 
-    def _quantize(self, source: Path, candidate: Path, calibration: list[np.ndarray], exclude: list[str],
-                  symmetric: bool) -> None:
-        from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
-
-        activations, weights = ("QInt8", "QInt8") if symmetric else ("QUInt8", self.config.weight_type)
-        quantize_static(str(source), str(candidate), _Reader(calibration), quant_format=QuantFormat.QDQ,
-                        per_channel=self.config.per_channel, activation_type=QuantType[activations],
-                        weight_type=QuantType[weights], nodes_to_exclude=exclude,
-                        calibrate_method=CalibrationMethod.MinMax,
-                        extra_options={"ActivationSymmetric": symmetric, "CalibMovingAverage": True})
-
-    def _sensitive_convs(self, source: Path, candidate: Path, calibration: list[np.ndarray]) -> list[str]:
-        """Conv nodes ordered from the noisiest output (lowest SQNR of its QDQ) to the cleanest."""
-        import onnx
-        from onnxruntime.quantization import qdq_loss_debug as debug
-
-        with tempfile.TemporaryDirectory() as work:
-            augmented = {}
-            for label, path in (("float", source), ("qdq", candidate)):
-                augmented[label] = str(Path(work) / f"{label}.onnx")
-                debug.modify_model_output_intermediate_tensors(str(path), augmented[label])
-            activations = {label: debug.collect_activations(path, _Reader(calibration))
-                           for label, path in augmented.items()}
-        errors = debug.compute_activation_error(debug.create_activation_matching(activations["qdq"],
-                                                                                 activations["float"]))
-        producers = {out: node.name for node in onnx.load(str(source)).graph.node if node.op_type == "Conv"
-                     for out in node.output}
-        scored = [(errors[t].get("xmodel_err", float("inf")), producers[t]) for t in errors if t in producers]
-        return [name for _, name in sorted(scored)]
-
-
-class _Reader:
-    """onnxruntime's CalibrationDataReader protocol over prepared inputs."""
-
-    def __init__(self, inputs: list[np.ndarray]) -> None:
-        self._items: Iterator[dict[str, Any]] = iter({"images": x} for x in inputs)
-
-    def get_next(self) -> dict[str, Any] | None:
-        return next(self._items, None)
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return self._items
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return [session.run(None, item)[0] for item in inputs]

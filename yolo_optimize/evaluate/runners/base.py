@@ -23,9 +23,25 @@ class Runner(ABC):
         return self.folder / self.manifest.entry
 
     @property
-    def executed_precision(self) -> str:
-        """The precision the runtime actually computes in (may differ from the file's)."""
+    def file_precision(self) -> str:
         return self.manifest.precision or "fp32"
+
+    @property
+    def compute_precision(self) -> str:
+        """The precision of the float arithmetic as the runtime reports it (for INT8 files: their float parts)."""
+        return self.file_precision
+
+    @property
+    def precision_note(self) -> str:
+        """Why the compute precision differs from the file's, when it does."""
+        return ""
+
+    @property
+    def executed_precision(self) -> str:
+        """The label shown everywhere: ``int8+fp32``, ``bf16``, ``fp32 (fp16 cast up)``..."""
+        if self.file_precision == "int8":
+            return f"int8+{self.compute_precision}"
+        return f"{self.compute_precision} ({self.precision_note})" if self.precision_note else self.compute_precision
 
     @abstractmethod
     def activate(self) -> None: ...

@@ -1,4 +1,5 @@
-"""OpenVINO: the fp32 IR runs in f32 (set explicitly: CPUs with bf16 would otherwise use it).
+"""OpenVINO: each artifact computes in the precision its name promises (export/openvino.py's EXECUTION_HINTS),
+read back from the compiled model.
 
 The IR has a dynamic batch; like ``benchmark_app -shape`` and a fixed-batch deployment,
 the runner compiles one static-shape model per batch size it meets (the first call at a
@@ -12,10 +13,9 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.evaluate.runners.base import Runner
+from yolo_optimize.export.openvino import EXECUTION_HINTS
 
-# fp32 and int8 (its float parts, the Detect decode among them) run in f32, bf16 in bf16; fp16 keeps the
-# device's default. The precision actually used is read back from the compiled model.
-EXECUTION_HINTS = {"fp32": "f32", "int8": "f32", "bf16": "bf16"}
+OV_PRECISIONS = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
 
 
 class OpenVinoRunner(Runner):
@@ -25,10 +25,8 @@ class OpenVinoRunner(Runner):
         import openvino as ov
 
         self.core = ov.Core()
-        self.config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "PERFORMANCE_HINT": "LATENCY"}
-        hint = EXECUTION_HINTS.get(self.manifest.precision or "fp32")
-        if hint:
-            self.config["INFERENCE_PRECISION_HINT"] = hint
+        self.config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "PERFORMANCE_HINT": "LATENCY",
+                                       "INFERENCE_PRECISION_HINT": EXECUTION_HINTS[self.file_precision]}
         self.target = "GPU" if self.device == "cuda" and "GPU" in self.core.available_devices else "CPU"
         self.model = self.core.read_model(str(self.entry))
         self.requests: dict[int, Any] = {}
@@ -43,10 +41,15 @@ class OpenVinoRunner(Runner):
         return self.requests[batch]
 
     @property
-    def executed_precision(self) -> str:
+    def compute_precision(self) -> str:
         precision = self.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
-        executed = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}.get(precision, precision)
-        return f"int8+{executed}" if self.manifest.precision == "int8" else executed
+        return OV_PRECISIONS.get(precision, precision)
+
+    @property
+    def precision_note(self) -> str:
+        if self.file_precision == "bf16" and self.compute_precision != "bf16":
+            return "no native bf16 on this CPU"
+        return "fp16 weights" if self.file_precision == "fp16" else ""
 
     def infer(self, images: np.ndarray) -> np.ndarray:
         """The output is a view of the request's buffer, valid until the next call at this batch size."""

@@ -1,0 +1,137 @@
+"""Every INT8 ONNX route we considered: mAP lost on the gate set and on coco_val128, and ONNX Runtime speed.
+
+    python bench/onnx_int8_routes.py --artifact artifacts/yolov5n/onnx-fp32 --assets ../shared/assets
+
+Routes (all with per-channel symmetric s8 weights, u8 or s8 asymmetric activations, the Detect head in
+float, ranges from every coco128 image):
+- nncf-7bit: NNCF's ONNX backend, MIXED preset, fast bias correction, overflow fix on every layer
+  (7-bit weights: what ``onnx-int8`` builds on CPUs without VNNI);
+- nncf-8bit: the same with full 8-bit weights (what it builds on VNNI CPUs);
+- nncf-first-layer: NNCF's own default (7 bits on the first layer only);
+- ort-all: ONNX Runtime's quantize_static, every op (the project's previous default; weights 7-bit via
+  reduce_range, ranges averaged per image);
+- ort-conv: quantize_static on Conv only (QDQ on Conv inputs and outputs, SiLU in float).
+Accuracy: mAP50-95 drop in points with a 90% paired-bootstrap interval. Speed: batch 1 and 8
+throughput of each route and of the FP32 parent, in fresh processes, --repeats interleaved rounds.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from common import save, timing_parser
+
+from yolo_optimize.artifact import Manifest
+from yolo_optimize.evaluate.evaluator import _in_own_process
+from yolo_optimize.evaluate.measure import MeasureJob
+from yolo_optimize.images import list_images
+from yolo_optimize.optimize.calibration import Gate, GateConfig, calibration_inputs, candidate_manifest
+from yolo_optimize.optimize.head import onnx_head_nodes
+
+ROUTES = ("nncf-7bit", "nncf-8bit", "nncf-first-layer", "ort-all", "ort-conv")
+
+
+def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarray]) -> None:
+    import onnx
+
+    head = onnx_head_nodes(onnx.load(str(source)))
+    if route.startswith("nncf"):
+        import nncf
+        from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
+
+        fix = {"nncf-7bit": OverflowFix.ENABLE, "nncf-8bit": OverflowFix.DISABLE,
+               "nncf-first-layer": OverflowFix.FIRST_LAYER}[route]
+        quantized = nncf.quantize(onnx.load(str(source)), nncf.Dataset([{"images": x} for x in calibration]),
+                                  preset=nncf.QuantizationPreset.MIXED, subset_size=len(calibration),
+                                  ignored_scope=nncf.IgnoredScope(names=head, validate=False),
+                                  advanced_parameters=AdvancedQuantizationParameters(overflow_fix=fix))
+        onnx.save(quantized, str(target))
+        return
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    class Reader:
+        def __init__(self) -> None:
+            self.items = iter({"images": x} for x in calibration)
+
+        def get_next(self) -> dict[str, Any] | None:
+            return next(self.items, None)
+
+    with tempfile.TemporaryDirectory() as work:  # quantize_static writes '<model>-inferred.onnx' beside its input
+        private = Path(shutil.copy(source, work))
+        quantize_static(str(private), str(target), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        reduce_range=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        nodes_to_exclude=head, calibrate_method=CalibrationMethod.MinMax,
+                        op_types_to_quantize=["Conv"] if route == "ort-conv" else None,
+                        extra_options={"CalibMovingAverage": True})
+
+
+def accuracy(folders: dict[str, Path], parent: Manifest, data: Path, threads: int) -> dict[str, dict[str, Any]]:
+    from yolo_optimize.optimize.calibration import GateRecord
+
+    gate = Gate(GateConfig(str(data), None, 1.0), parent.metadata["imgsz"][0], threads)
+    try:
+        record = GateRecord(gate.config, gate.score(folders["fp32"], parent), gate)
+        for route, folder in folders.items():
+            if route != "fp32":
+                manifest = candidate_manifest(parent, node="onnx-int8", precision="int8", entry=str(parent.entry))
+                record.add(route, gate.score(folder, manifest))
+    finally:
+        gate.close()
+    return {a["route"]: {k: a[k] for k in ("map50_95", "drop_points", "drop_90ci_points")} for a in record.attempts}
+
+
+def speed(folders: dict[str, Path], parent: Manifest, pixels: Path, args: Any) -> dict[str, dict[str, list[float]]]:
+    found: dict[str, dict[str, list[float]]] = {name: {"b1": [], "b8": []} for name in folders}
+    for _ in range(args.repeats):
+        for name, folder in folders.items():
+            manifest = candidate_manifest(parent, node=f"onnx-{name}", precision="fp32" if name == "fp32" else "int8",
+                                          entry=str(parent.entry))
+            measurement, _ = _in_own_process(MeasureJob(folder, manifest, pixels, (1, 8), args.seconds, args.threads,
+                                                        "cpu", detect=False))
+            for batch in measurement.batches:
+                found[name][f"b{batch.batch}"].append(batch.throughput_ips or 0.0)
+    return found
+
+
+def main() -> None:
+    parser = timing_parser(__doc__, seconds=2.0)
+    parser.add_argument("--artifact", type=Path, default=Path("artifacts/yolov5n/onnx-fp32"))
+    parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
+    parser.add_argument("--routes", default=",".join(ROUTES))
+    args = parser.parse_args()
+    parent = Manifest.read(args.artifact)
+    imgsz = parent.metadata["imgsz"][0]
+    calibration = calibration_inputs(tuple(str(p) for p in list_images(args.assets / "coco128")), imgsz)
+    with tempfile.TemporaryDirectory() as work:
+        folders = {"fp32": args.artifact}
+        for route in args.routes.split(","):
+            folders[route] = Path(work) / route
+            folders[route].mkdir()
+            quantize(route, args.artifact / str(parent.entry), folders[route] / str(parent.entry), calibration)
+            print(f"quantized {route}")
+        result: dict[str, Any] = {"gate": accuracy(folders, parent, args.assets / "coco128", args.threads),
+                                  "coco_val128": accuracy(folders, parent, args.assets / "coco_val128", args.threads)}
+        pixels = Path(work) / "images.npy"
+        np.save(pixels, np.stack([np.asarray(x[0].transpose(1, 2, 0) * 255, np.uint8) for x in calibration[:8]]))
+        result["throughput_ips"] = speed(folders, parent, pixels, args)
+    print(f"{'route':18} {'gate drop (90% CI)':>24} {'val drop (90% CI)':>24} {'b1 img/s':>9} {'b8 img/s':>9}")
+    for route in folders:
+        cells = []
+        for key in ("gate", "coco_val128"):
+            entry = result[key].get(route)
+            cells.append(f"{entry['drop_points']:.2f} ({entry['drop_90ci_points'][0]:.2f}..{entry['drop_90ci_points'][1]:.2f})"
+                         if entry else "reference")
+        b1, b8 = (statistics.median(result["throughput_ips"][route][b]) for b in ("b1", "b8"))
+        print(f"{route:18} {cells[0]:>24} {cells[1]:>24} {b1:9.2f} {b8:9.2f}")
+    save(args.save, "onnx_int8_routes", {**result, "settings": {"artifact": str(args.artifact), "routes": args.routes,
+                                                                "repeats": args.repeats, "seconds": args.seconds}},
+         args.threads)
+
+
+if __name__ == "__main__":
+    main()

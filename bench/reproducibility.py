@@ -1,0 +1,76 @@
+"""Do two consecutive ``optimize eval`` runs of the same artifacts agree? (rankings and speedups)
+
+    python bench/reproducibility.py artifacts/ [--repeats 3] [--batch-sizes 1,8]
+
+Runs ``optimize eval --no-accuracy`` twice on the same artifacts and prints, per batch size,
+whether the two runs rank the artifacts the same (artifacts whose throughputs are within
+TIE of each other in a run count as tied, in either order) and the largest relative
+disagreement between the two runs' speedups. Goal: same ranking, every speedup within 10%.
+Both reports and a summary are saved under bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from common import save
+
+TIE, GOAL = 0.05, 0.10
+
+
+def evaluate(artifacts: Path, out: Path, args: argparse.Namespace) -> dict[str, dict]:
+    subprocess.run([sys.executable, "-m", "yolo_optimize", "eval", str(artifacts), "--no-accuracy", "--out", str(out),
+                    "--repeats", str(args.repeats), "--batch-sizes", args.batch_sizes, "--min-time",
+                    str(args.min_time), "--threads", str(args.threads)], check=True)
+    return {line["artifact"]: line for line in json.loads((out / "results.json").read_text())["matrix"]
+            if line["status"] == "ok"}
+
+
+def rank_conflicts(first: dict[str, dict], second: dict[str, dict], batch: int) -> list[str]:
+    """Pairs ordered one way in one run and the other way in the other, neither run calling them tied."""
+    key = f"throughput_b{batch}_ips"
+    conflicts = []
+    for a, b in itertools.combinations(sorted(set(first) & set(second)), 2):
+        orders = []
+        for run in (first, second):
+            ratio = run[a][key] / run[b][key]
+            orders.append(0 if abs(ratio - 1) <= TIE else (1 if ratio > 1 else -1))
+        if orders[0] * orders[1] < 0:
+            conflicts.append(f"{a} vs {b}: {first[a][key]}/{first[b][key]} then {second[a][key]}/{second[b][key]}")
+    return conflicts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("artifacts", type=Path)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch-sizes", default="1,8")
+    parser.add_argument("--min-time", type=float, default=1.0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--save", type=Path, default=Path("bench/results"))
+    args = parser.parse_args()
+    runs = [evaluate(args.artifacts, args.save / f"reproducibility-run{n}", args) for n in (1, 2)]
+    summary: dict[str, dict] = {}
+    for batch in (int(b) for b in args.batch_sizes.split(",")):
+        key = f"speedup_b{batch}"
+        gaps = {name: abs(runs[0][name][key] / runs[1][name][key] - 1) for name in set(runs[0]) & set(runs[1])}
+        worst = max(gaps, key=gaps.__getitem__)
+        conflicts = rank_conflicts(*runs, batch)
+        summary[f"b{batch}"] = {"same_ranking": not conflicts, "rank_conflicts": conflicts,
+                                "largest_speedup_disagreement": round(gaps[worst], 4), "worst_artifact": worst,
+                                "speedups": {name: [runs[0][name][key], runs[1][name][key]] for name in sorted(gaps)},
+                                "goal_met": not conflicts and gaps[worst] <= GOAL}
+        print(f"b{batch}: ranking {'agrees' if not conflicts else 'DIFFERS: ' + '; '.join(conflicts)}; largest speedup "
+              f"disagreement {gaps[worst]:.1%} ({worst}); goal {'met' if summary[f'b{batch}']['goal_met'] else 'MISSED'}")
+    save(args.save, "reproducibility", {"settings": vars(args) | {"artifacts": str(args.artifacts),
+                                                                   "save": str(args.save)}, "summary": summary},
+         args.threads)
+
+
+if __name__ == "__main__":
+    main()

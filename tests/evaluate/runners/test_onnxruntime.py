@@ -1,0 +1,46 @@
+"""The ONNX Runtime runner reads back whether an INT8 file's convolutions run in int8 or in float."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from yolo_optimize.artifact import Manifest
+from yolo_optimize.evaluate.runners.onnxruntime import OnnxRuntimeRunner
+
+
+def qdq_conv(path: Path, *, quantized_output: bool) -> None:
+    """x -> Q -> DQ -> Conv(int8 weights through DQ) [-> Q -> DQ] -> y."""
+    constants = [numpy_helper.from_array(np.array(0.02, np.float32), "scale"),
+                 numpy_helper.from_array(np.array(128, np.uint8), "zero"),
+                 numpy_helper.from_array(np.ones((4, 3, 3, 3), np.int8), "w_q"),
+                 numpy_helper.from_array(np.array(0.01, np.float32), "w_scale"),
+                 numpy_helper.from_array(np.array(0, np.int8), "w_zero")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "scale", "zero"], ["x_q"]),
+             helper.make_node("DequantizeLinear", ["x_q", "scale", "zero"], ["x_dq"]),
+             helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zero"], ["w"]),
+             helper.make_node("Conv", ["x_dq", "w"], ["conv" if quantized_output else "y"], pads=[1, 1, 1, 1])]
+    if quantized_output:
+        nodes += [helper.make_node("QuantizeLinear", ["conv", "scale", "zero"], ["conv_q"]),
+                  helper.make_node("DequantizeLinear", ["conv_q", "scale", "zero"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], constants)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9), str(path))
+
+
+@pytest.mark.parametrize(("quantized_output", "kernels", "label"), [
+    (True, (1, 1), "int8+fp32"),
+    (False, (0, 1), "fp32 (int8 file, convolutions dequantized to float)"),
+])
+def test_int8_convolutions_are_read_back_from_onnx_runtime(tmp_path: Path, quantized_output: bool,
+                                                          kernels: tuple[int, int], label: str) -> None:
+    qdq_conv(tmp_path / "model.onnx", quantized_output=quantized_output)
+    manifest = Manifest("onnx-int8", "onnx-int8", "m", "onnx", "int8", "model.onnx", "k", {}, {}, {}, {})
+    with OnnxRuntimeRunner(tmp_path, manifest, threads=1) as runner:
+        output = runner.infer(np.random.default_rng(0).random((1, 3, 8, 8), np.float32))
+        assert runner.convolutions == kernels and runner.executed_precision == label
+    assert output.shape == (1, 4, 8, 8)

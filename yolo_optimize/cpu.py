@@ -1,0 +1,50 @@
+"""This CPU's instruction-set facts that change how an artifact computes (read from /proc/cpuinfo, no imports).
+
+Precision decisions depend on them: OpenVINO runs FP32 IRs in bf16 by default where
+the CPU has native bf16; ONNX Runtime's u8 x s8 INT8 kernels are exact only with VNNI
+(without it they can saturate in 16-bit intermediate sums).
+"""
+
+from __future__ import annotations
+
+import platform
+from functools import cache
+from pathlib import Path
+
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+REPORTED_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16",
+                  "amx_int8")
+
+
+@cache
+def cpu_flags() -> frozenset[str]:
+    """The kernel's flag list for the first CPU (empty where /proc/cpuinfo is not readable)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return frozenset()
+    return frozenset(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
+
+
+def has_vnni() -> bool:
+    return any(flag in cpu_flags() for flag in VNNI_FLAGS)
+
+
+def has_native_bf16() -> bool:
+    return any(flag in cpu_flags() for flag in BF16_FLAGS)
+
+
+def cpu_model() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or "unknown"
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
+
+
+def cpu_facts() -> dict[str, object]:
+    """What manifests and reports record about the CPU that built or measured an artifact."""
+    return {"model": cpu_model(), "machine": platform.machine(),
+            "isa": [flag for flag in REPORTED_FLAGS if flag in cpu_flags()],
+            "vnni": has_vnni(), "native_bf16": has_native_bf16()}

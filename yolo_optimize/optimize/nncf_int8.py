@@ -1,0 +1,105 @@
+"""INT8 with NNCF, one recipe for both backends it quantizes (an ONNX graph or an OpenVINO IR).
+
+The recipe: the MIXED preset (symmetric per-channel weights, asymmetric activations),
+ranges from every calibration image, NNCF's fast bias correction, and the whole Detect
+head (its output convolutions and the decode after them) kept in float. The candidate
+is scored on the gate set through the same runner as its FP32 parent; when the drop is
+over the limit, NNCF's accuracy-aware route (``quantize_with_accuracy_control``) reverts
+the most harmful quantizers until it fits or its iterations run out.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from yolo_optimize.optimize.calibration import Gate, GateRecord, Int8Config, calibration_inputs, candidate_manifest
+from yolo_optimize.stage import Stage, StageContext, StageOutput
+
+ROUTE = "NNCF MIXED, Detect head in float"
+ACCURACY_CONTROL_ROUTE = "accuracy-aware: nncf.quantize_with_accuracy_control"
+ACCURACY_CONTROL_ITERATIONS = 8  # these two bound the time the accuracy-aware route may take:
+RANKING_IMAGES = 32  # NNCF re-validates once per quantizer group (about 70 for yolov5) on this many images
+
+
+class NncfInt8(Stage):
+    """An INT8 stage quantizing its FP32 parent with NNCF; subclasses read, save and run one backend's models."""
+
+    parent: ClassVar[str]
+    config: Int8Config
+
+    def run(self, ctx: StageContext) -> StageOutput:
+        import nncf
+
+        parent = ctx.parent_manifest(self.parent)
+        entry = str(parent.entry)
+        model = self.read(ctx.parent_entry(self.parent))
+        head = self.head_ops(model)
+        calibration = nncf.Dataset([self.model_input(x) for x in calibration_inputs(self.config.calib_images,
+                                                                                       self.config.imgsz)])
+        settings = {"preset": nncf.QuantizationPreset.MIXED, "subset_size": len(self.config.calib_images),
+                    "ignored_scope": nncf.IgnoredScope(names=head, validate=False), **self.backend_settings()}
+        gate = Gate(self.config.gate, self.config.imgsz, ctx.threads)
+        try:
+            record = GateRecord(self.config.gate, gate.score(ctx.parents[self.parent], parent), gate)
+            quantized = nncf.quantize(model, calibration, **settings)
+            if not record.add(ROUTE, self._score(quantized, ctx, gate, entry)):
+                quantized = self._with_accuracy_control(model, calibration, gate, settings)
+                record.add(ACCURACY_CONTROL_ROUTE, self._score(quantized, ctx, gate, entry))
+        finally:
+            gate.close()
+        record.require_pass()
+        metadata = {**parent.metadata, "precision": "int8", "kept_in_float": head, **self.cpu_metadata()}
+        self.save(quantized, ctx.out_dir / entry, metadata)
+        return StageOutput(entry=entry, metadata=metadata,
+                           info={"gate": record.result(), "kept_in_float": head, **self.cpu_metadata()})
+
+    def _score(self, quantized: Any, ctx: StageContext, gate: Gate, entry: str) -> Any:
+        """Save the candidate into the staging folder and measure it like any artifact."""
+        manifest = candidate_manifest(ctx.parent_manifest(self.parent), node=self.name, precision="int8", entry=entry)
+        self.save(quantized, ctx.out_dir / entry, manifest.metadata)
+        return gate.score(ctx.out_dir, manifest)
+
+    def _with_accuracy_control(self, model: Any, calibration: Any, gate: Gate, settings: dict[str, Any]) -> Any:
+        import nncf
+        from nncf.quantization.advanced_parameters import AdvancedAccuracyRestorerParameters
+
+        from yolo_optimize.evaluate.accuracy import detections
+
+        def validate(candidate: Any, inputs: Any) -> float:
+            outputs = self.outputs(candidate, list(inputs))
+            return gate.score_outputs([d for output in outputs for d in detections(output)]).map50_95
+
+        return nncf.quantize_with_accuracy_control(
+            model, calibration, nncf.Dataset([self.model_input(x) for x in gate.inputs()]), validate,
+            max_drop=self.config.gate.max_map_drop / 100, drop_type=nncf.DropType.ABSOLUTE, **settings,
+            advanced_accuracy_restorer_parameters=AdvancedAccuracyRestorerParameters(
+                max_num_iterations=ACCURACY_CONTROL_ITERATIONS, ranking_subset_size=RANKING_IMAGES))
+
+    def backend_settings(self) -> dict[str, Any]:
+        """Extra ``nncf.quantize`` arguments of this backend."""
+        return {}
+
+    def cpu_metadata(self) -> dict[str, Any]:
+        """What the artifact records about the CPU its arithmetic was chosen for."""
+        return {}
+
+    def model_input(self, images: np.ndarray) -> Any:
+        """One calibration item as NNCF's backend feeds it to the model."""
+        return images
+
+    @abstractmethod
+    def read(self, path: Path) -> Any: ...
+
+    @abstractmethod
+    def head_ops(self, model: Any) -> list[str]: ...
+
+    @abstractmethod
+    def save(self, model: Any, path: Path, metadata: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def outputs(self, model: Any, inputs: list[Any]) -> list[np.ndarray]:
+        """Raw outputs of a model NNCF hands to validation (an in-memory candidate, not a saved file)."""
