@@ -3,8 +3,8 @@
     python bench/reproducibility.py artifacts/ [--repeats 3] [--batch-sizes 1,8]
 
 Runs ``optimize eval --no-accuracy`` twice on the same artifacts and prints, per batch size,
-whether the two runs rank the artifacts the same (artifacts whose throughputs are within
-TIE of each other in a run count as tied, in either order) and the largest relative
+whether the two runs rank the artifacts the same by speedup (artifacts within TIE of each
+other in a run count as tied, in either order) and the largest relative
 disagreement between the two runs' speedups. Goal: same ranking, every speedup within 10%.
 Both reports and a summary are saved under bench/results/.
 """
@@ -33,7 +33,7 @@ def evaluate(artifacts: Path, out: Path, args: argparse.Namespace) -> dict[str, 
 
 def rank_conflicts(first: dict[str, dict], second: dict[str, dict], batch: int) -> list[str]:
     """Pairs ordered one way in one run and the other way in the other, neither run calling them tied."""
-    key = f"throughput_b{batch}_ips"
+    key = f"speedup_b{batch}"
     conflicts = []
     for a, b in itertools.combinations(sorted(set(first) & set(second)), 2):
         orders = []

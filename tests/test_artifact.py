@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,21 @@ def test_a_kill_at_each_step_of_publish_leaves_old_or_new_and_is_swept(tmp_path:
 def test_leftovers_of_a_live_process_are_kept(tmp_path: Path) -> None:
     staging = staging_dir(tmp_path / "node")  # this process is alive: a concurrent build's staging
     assert sweep_leftovers(tmp_path) == [] and staging.is_dir()
+
+
+def test_leftovers_of_a_zombie_are_swept(tmp_path: Path) -> None:
+    """A killed worker nobody has reaped yet (as in containers whose init does not reap) is dead."""
+    child = subprocess.Popen(["true"])
+    stat = Path(f"/proc/{child.pid}/stat")
+    deadline = time.monotonic() + 10
+    while stat.read_text().rpartition(")")[2].split()[0] != "Z" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    leftover = tmp_path / f".tmp-node-{child.pid}-0badc0de"
+    leftover.mkdir()
+    try:
+        assert sweep_leftovers(tmp_path) == [leftover] and not leftover.exists()
+    finally:
+        child.wait()
 
 
 def test_show_makes_a_hard_linked_view_and_skips_an_up_to_date_one(tmp_path: Path) -> None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.conftest import WEIGHTS
-from yolo_optimize.checkpoint import load_model, resolve_source
+from yolo_optimize.checkpoint import load_model, pickle_globals, resolve_source
 from yolo_optimize.errors import UserError
 
 
@@ -56,14 +55,15 @@ def test_unknown_model_name(model: str) -> None:
 def test_corrupt_checkpoint(tmp_path: Path) -> None:
     corrupt = tmp_path / "corrupt.pt"
     corrupt.write_bytes(WEIGHTS.read_bytes()[: 100_000])
-    with pytest.raises(UserError, match="not a loadable YOLOv5 checkpoint"):
+    with pytest.raises(UserError, match="is not a PyTorch checkpoint"):
         load_model(resolve_source(str(corrupt)))
 
 
-def test_pickle_outside_the_allow_list_is_refused(tmp_path: Path) -> None:
+def test_pickle_outside_the_allow_list_is_refused_before_loading(tmp_path: Path) -> None:
     hostile = tmp_path / "hostile.pt"
-    hostile.write_bytes(pickle.dumps({"model": Path("/")}))
-    with pytest.raises(UserError, match="allow-list"):
+    torch.save({"model": Path("/")}, hostile)
+    assert any(name.startswith("pathlib.") for name in pickle_globals(hostile))
+    with pytest.raises(UserError, match="refused before loading: its pickle would import pathlib"):
         load_model(resolve_source(str(hostile)))
 
 

@@ -146,11 +146,24 @@ def sweep_leftovers(model_dir: Path) -> list[Path]:
 
 
 def _owner_alive(name: str) -> bool:
-    """Staging and trash names end in ``-<pid>-<random>``: is that process still running?"""
+    """Staging and trash names end in ``-<pid>-<random>``: is that process still running?
+
+    A killed worker whose parent died stays a zombie until some init reaps it, and in
+    containers nobody may: ``kill(pid, 0)`` succeeds on zombies, so /proc's state decides.
+    """
     try:
         pid = int(name.rsplit("-", 2)[-2])
+    except (ValueError, IndexError):
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    if Path("/proc/self/stat").exists():
+        try:
+            return stat.read_text().rpartition(")")[2].split()[0] not in ("Z", "X")
+        except (OSError, IndexError):
+            return False
+    try:
         os.kill(pid, 0)
-    except (ValueError, IndexError, ProcessLookupError):
+    except ProcessLookupError:
         return False
     except PermissionError:
         return True

@@ -93,13 +93,13 @@ def build(model: str, targets: str, precisions: str, imgsz: int, batch_sizes: st
     check_writable(model_dir)
     nodes = plan(request)
     runner = Build(nodes, request.source, model_dir, device=request.device, jobs=jobs, force=force)
-    if "load" in runner.pending():
-        from yolo_optimize.checkpoint import load_model
-
-        with console.status(f"checking {request.source.model_id}"):
-            _say(f"checking {request.source.model_id} before building")
-            load_model(request.source)  # a bad checkpoint stops here, before anything is written
     try:
+        if "load" in runner.pending():
+            from yolo_optimize.checkpoint import load_model
+
+            with console.status(f"checking {request.source.model_id}"):
+                _say(f"checking {request.source.model_id} before building")
+                load_model(request.source)  # a bad checkpoint stops here, before anything is written
         with BuildDisplay(console, [n.name for n in nodes]) as display:
             results = runner.run(display.event)
     except KeyboardInterrupt:
@@ -184,8 +184,12 @@ def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: 
                             device=resolve_device(device), min_time_s=min_time, repeats=repeats,
                             max_images=max_images, accuracy=not no_accuracy, imgsz=imgsz)
     check_writable(out)
-    with console.status("evaluating") as status:
-        rows = evaluate(directory, settings, progress=lambda text: _progress(status, text))
+    try:
+        with console.status("evaluating") as status:
+            rows = evaluate(directory, settings, progress=lambda text: _progress(status, text))
+    except KeyboardInterrupt:
+        click.echo("interrupted: nothing was written", err=True)
+        sys.exit(130)
     report = build_report(rows, {**settings.__dict__, "data": str(data) if data else None,
                                  "batch_sizes": list(settings.batch_sizes)})
     console.print(rich_table(report))

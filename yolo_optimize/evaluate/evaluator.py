@@ -4,8 +4,8 @@ A process on these hosts runs in a fast mode or a 1.4-1.65x slower one and keeps
 its life, so one process per artifact decides nothing. Each round measures the PyTorch
 baseline and then every artifact once, each in a fresh process, the artifacts' order
 rotated from round to round (so none is always measured right after the baseline); the
-report compares rows by their fastest process and shows the medians beside them
-(``report.py``). Every raw sample is kept.
+report takes each speedup as the median over rounds of the ratio to the baseline of the
+same round (``report.py``). Every raw sample is kept.
 """
 
 from __future__ import annotations

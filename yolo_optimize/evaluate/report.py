@@ -31,26 +31,26 @@ def build_report(rows: list[Row], settings: dict[str, Any]) -> Report:
 
 
 def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[str, Any]:
-    """One line of the matrix: per-batch speedups from the fastest processes, medians beside them.
+    """One line of the matrix: per-batch speedups from the interleaved rounds and the row's other figures.
 
-    Speedup = the row's fastest process over the baseline's fastest process (both measured
-    ``repeats`` times), so it equals the ratio of the throughputs (and of the b1 latencies)
-    the matrix shows; the ratio of the medians is kept as ``speedup_b<N>_median``.
+    Speedup = the median over rounds of the row's throughput divided by the baseline's in the
+    same round (range in ``speedup_b<N>_range``): the host's drifts from one round to the
+    next cancel in each ratio. Throughput and latency columns are the medians of the row's
+    processes, so the speedup is close to, not exactly, their ratio to the baseline's.
     """
     cells: dict[str, Any] = {"model": row.model, "artifact": row.name, "precision": row.precision}
     if row.error or not row.measurements:
         return {**cells, "status": f"failed: {row.error or 'not measured'}"}
     for batch in batch_sizes:
-        mine, base = _throughputs(row, batch), _throughputs(baseline, batch) if baseline else []
+        mine = _by_round(row, batch)
         if not mine:
             cells[f"speedup_b{batch}"] = _batch_error(row, batch)
             continue
-        cells[f"throughput_b{batch}_ips"] = round(max(mine), 2)
-        cells[f"throughput_b{batch}_median_ips"] = round(statistics.median(mine), 2)
-        cells[f"speedup_b{batch}"] = round(max(mine) / max(base), 3) if base else None
-        cells[f"speedup_b{batch}_median"] = round(statistics.median(mine) / statistics.median(base), 3) if base else None
-    fastest_b1 = max(row.measurements, key=lambda m: m.throughput(1) or 0.0)
-    b1 = next((b for b in fastest_b1.batches if b.batch == 1 and b.latency), None)
+        ratios = round_ratios(row, baseline, batch) if baseline else []
+        cells[f"throughput_b{batch}_ips"] = round(statistics.median(mine.values()), 2)
+        cells[f"speedup_b{batch}"] = round(statistics.median(ratios), 3) if ratios else None
+        cells[f"speedup_b{batch}_range"] = [round(min(ratios), 3), round(max(ratios), 3)] if ratios else None
+    latencies = [b.latency.p50_ms for m in row.measurements for b in m.batches if b.batch == 1 and b.latency]
     accuracy, base_accuracy = row.accuracy, baseline.accuracy if baseline else None
     delta = (accuracy.map50_95 - base_accuracy.map50_95
              if accuracy and base_accuracy and accuracy.map50_95 is not None and base_accuracy.map50_95 is not None
@@ -58,7 +58,7 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
     return {
         **cells,
         "executed_precision": row.measurements[0].executed_precision,
-        "latency_b1_p50_ms": b1.latency.p50_ms if b1 and b1.latency else None,
+        "latency_b1_p50_ms": round(statistics.median(latencies), 3) if latencies else None,
         "peak_rss_mb": round(statistics.median(m.peak_rss_mb for m in row.measurements), 1),
         "file_mb": row.file_mb,
         "map50_95": accuracy.map50_95 if accuracy else None,
@@ -72,8 +72,14 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
     }
 
 
-def _throughputs(row: Row, batch: int) -> list[float]:
-    return [t for m in row.measurements if (t := m.throughput(batch))]
+def round_ratios(row: Row, baseline: Row, batch: int) -> list[float]:
+    """The row's throughput over the baseline's, round by round (rounds where both were measured)."""
+    mine, base = _by_round(row, batch), _by_round(baseline, batch)
+    return [mine[r] / base[r] for r in sorted(mine) if r in base]
+
+
+def _by_round(row: Row, batch: int) -> dict[int, float]:
+    return {m.round: t for m in row.measurements if (t := m.throughput(batch))}
 
 
 def _batch_error(row: Row, batch: int) -> str:
@@ -84,7 +90,7 @@ def _batch_error(row: Row, batch: int) -> str:
 def _unstable(row: Row, batch_sizes: list[int]) -> bool:
     """The row's processes disagree by more than UNSTABLE_SPREAD at some batch size (a slow-mode process)."""
     return any(len(values) > 1 and max(values) / min(values) - 1 > UNSTABLE_SPREAD
-               for values in (_throughputs(row, batch) for batch in batch_sizes))
+               for values in (list(_by_round(row, batch).values()) for batch in batch_sizes))
 
 
 def environment(threads: int) -> dict[str, Any]:
@@ -127,8 +133,8 @@ def matrix_columns(batch_sizes: list[int]) -> list[tuple[str, str]]:
 def cell(line: dict[str, Any], key: str) -> str:
     value = line.get(key)
     if key.startswith("speedup_b") and isinstance(value, float):
-        median = line.get(f"{key}_median") or value
-        text = f"{value:.2f}x" + (f" (median {median:.2f}x)" if abs(median - value) >= 0.05 * value else "")
+        low, high = line.get(f"{key}_range") or (value, value)
+        text = f"{value:.2f}x" + (f" ({low:.2f}-{high:.2f})" if high - low >= 0.01 else "")
         return text + (" !" if line.get("unstable") else "")
     if key == "map50_95" and value is None:
         return line.get("accuracy_note", "")
@@ -158,12 +164,13 @@ def html_page(report: Report, columns: list[tuple[str, str]]) -> str:
 
 def _legend(report: Report) -> str:
     env = report.environment
-    return (f"Speedup = throughput over PyTorch FP32 eager at the same batch size, each row's fastest of "
-            f"{report.settings['repeats']} processes over the baseline's fastest (processes on this kind of host "
-            f"run in a fast or a slower mode; the median is shown where it differs by 5% or more; ! = a row's "
-            f"processes differ by more than {UNSTABLE_SPREAD:.0%}). 'runs in' is the precision the runtime "
-            f"reported computing in. {env['cpu']} ({', '.join(env['cpu_facts']['isa']) or 'no AVX2'}), "
-            f"{env['threads']} threads, {env['date']}.")
+    return (f"Speedup = throughput over PyTorch FP32 eager at the same batch size: the median over "
+            f"{report.settings['repeats']} interleaved rounds of the artifact's throughput divided by the "
+            f"baseline's in the same round (range over rounds in brackets; each measurement is its own process; "
+            f"! = a row's processes differ by more than {UNSTABLE_SPREAD:.0%}). Latency and throughput are the "
+            f"medians of the row's processes, so speedups are close to, not exactly, their ratios. 'runs in' is "
+            f"the precision the runtime reported computing in. {env['cpu']} "
+            f"({', '.join(env['cpu_facts']['isa']) or 'no AVX2'}), {env['threads']} threads, {env['date']}.")
 
 
 def rich_table(report: Report) -> Table:

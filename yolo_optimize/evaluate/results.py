@@ -9,7 +9,7 @@ import numpy as np
 
 from yolo_optimize.evaluate.accuracy import Accuracy
 
-SCHEMA_VERSION = 2  # 2: rounds instead of baseline pairs; speedups from each row's fastest process
+SCHEMA_VERSION = 2  # 2: interleaved rounds instead of baseline pairs; speedups from per-round ratios
 
 
 @dataclass

@@ -43,11 +43,11 @@ class OnnxInt8(NncfInt8):
     parent = "onnx-fp32"
     config: OnnxInt8Config
 
-    def backend_settings(self) -> dict[str, Any]:
+    def advanced_parameters(self) -> Any:
         from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
 
         fix = OverflowFix.ENABLE if self.config.weight_bits == 7 else OverflowFix.DISABLE
-        return {"advanced_parameters": AdvancedQuantizationParameters(overflow_fix=fix)}
+        return AdvancedQuantizationParameters(overflow_fix=fix)
 
     def cpu_metadata(self) -> dict[str, Any]:
         needs_vnni = self.config.weight_bits == 8

@@ -41,11 +41,11 @@ class NncfInt8(Stage):
         calibration = nncf.Dataset([self.model_input(x) for x in calibration_inputs(self.config.calib_images,
                                                                                        self.config.imgsz)])
         settings = {"preset": nncf.QuantizationPreset.MIXED, "subset_size": len(self.config.calib_images),
-                    "ignored_scope": nncf.IgnoredScope(names=head, validate=False), **self.backend_settings()}
+                    "ignored_scope": nncf.IgnoredScope(names=head, validate=False)}
         gate = Gate(self.config.gate, self.config.imgsz, ctx.threads)
         try:
             record = GateRecord(self.config.gate, gate.score(ctx.parents[self.parent], parent), gate)
-            quantized = nncf.quantize(model, calibration, **settings)
+            quantized = nncf.quantize(model, calibration, **settings, advanced_parameters=self.advanced_parameters())
             if not record.add(ROUTE, self._score(quantized, ctx, gate, entry)):
                 quantized = self._with_accuracy_control(model, calibration, gate, settings)
                 record.add(ACCURACY_CONTROL_ROUTE, self._score(quantized, ctx, gate, entry))
@@ -76,12 +76,17 @@ class NncfInt8(Stage):
         return nncf.quantize_with_accuracy_control(
             model, calibration, nncf.Dataset([self.model_input(x) for x in gate.inputs()]), validate,
             max_drop=self.config.gate.max_map_drop / 100, drop_type=nncf.DropType.ABSOLUTE, **settings,
+            advanced_quantization_parameters=self.advanced_parameters(),
             advanced_accuracy_restorer_parameters=AdvancedAccuracyRestorerParameters(
                 max_num_iterations=ACCURACY_CONTROL_ITERATIONS, ranking_subset_size=RANKING_IMAGES))
 
-    def backend_settings(self) -> dict[str, Any]:
-        """Extra ``nncf.quantize`` arguments of this backend."""
-        return {}
+    def advanced_parameters(self) -> Any:
+        """This backend's ``AdvancedQuantizationParameters`` (None: NNCF's defaults), given to both NNCF routes.
+
+        ``nncf.quantize`` calls them ``advanced_parameters`` and ``quantize_with_accuracy_control``
+        ``advanced_quantization_parameters``, hence a typed object rather than keyword arguments.
+        """
+        return None
 
     def cpu_metadata(self) -> dict[str, Any]:
         """What the artifact records about the CPU its arithmetic was chosen for."""

@@ -33,6 +33,7 @@ class OnnxRuntimeRunner(Runner):
         with tempfile.TemporaryDirectory(prefix="yolo-optimize-ort-") as work:
             if self.file_precision == "int8":
                 options.optimized_model_filepath = str(Path(work) / "optimized.onnx")
+                options.log_severity_level = 3  # its warning that the copy is hardware-specific: it is only read here
             self.session = ort.InferenceSession(str(self.entry), options, providers=self._providers(ort))
             self.convolutions = _convolution_kernels(options.optimized_model_filepath)
         self.input_name = self.session.get_inputs()[0].name
