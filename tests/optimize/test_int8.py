@@ -118,6 +118,9 @@ def test_a_missed_limit_tries_the_accuracy_aware_route_and_records_both(built_in
     folder = tmp_path / "yolov5n" / "onnx-int8"
     if result.returncode == 0:  # NNCF reverted layers to float until nothing was lost
         attempts = read_valid(folder).info["gate"]["attempts"]
+        if len(attempts) == 1 and attempts[0]["passed"]:
+            pytest.skip(f"on this CPU the default route lost nothing on the 8 gate images ({attempts[0]}): "
+                        "there was nothing to fall back from")
         assert [a["route"] for a in attempts] == [ROUTE, ACCURACY_CONTROL_ROUTE], attempts
         assert not attempts[0]["passed"] and attempts[1]["passed"] and attempts[1]["drop_points"] <= 0
     else:
