@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from yolo_optimize.artifact import Manifest, publish, read_valid, show, staging_dir, sweep_leftovers, verify_files
+from yolo_optimize.artifact import (Manifest, process_state, publish, read_valid, show, staging_dir, sweep_leftovers,
+                                    verify_files)
 
 
 def test_manifest_lists_sha256_of_every_file_and_tool_versions(built: Path) -> None:
@@ -93,9 +94,8 @@ def test_leftovers_of_a_live_process_are_kept(tmp_path: Path) -> None:
 def test_leftovers_of_a_zombie_are_swept(tmp_path: Path) -> None:
     """A killed worker nobody has reaped yet (as in containers whose init does not reap) is dead."""
     child = subprocess.Popen(["true"])
-    stat = Path(f"/proc/{child.pid}/stat")
     deadline = time.monotonic() + 10
-    while stat.read_text().rpartition(")")[2].split()[0] != "Z" and time.monotonic() < deadline:
+    while process_state(child.pid) != "Z" and time.monotonic() < deadline:
         time.sleep(0.05)
     leftover = tmp_path / f".tmp-node-{child.pid}-0badc0de"
     leftover.mkdir()

@@ -155,16 +155,20 @@ def _owner_alive(name: str) -> bool:
         pid = int(name.rsplit("-", 2)[-2])
     except (ValueError, IndexError):
         return False
-    stat = Path(f"/proc/{pid}/stat")
     if Path("/proc/self/stat").exists():
         try:
-            return stat.read_text().rpartition(")")[2].split()[0] not in ("Z", "X")
+            return process_state(pid) not in ("Z", "X")
         except (OSError, IndexError):
             return False
-    try:
+    try:  # no /proc (macOS): signal 0 only says whether the pid exists
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
     return True
+
+
+def process_state(pid: int) -> str:
+    """The one-letter state in /proc/<pid>/stat (R, S, Z for a zombie...); after the name, which may hold ')'."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
