@@ -29,9 +29,9 @@ from common import save, timing_parser
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.evaluator import _in_own_process
 from yolo_optimize.evaluate.measure import MeasureJob
+from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 from yolo_optimize.optimize.calibration import Gate, GateConfig, calibration_inputs, candidate_manifest
-from yolo_optimize.optimize.head import onnx_head_nodes
 
 ROUTES = ("nncf-7bit", "nncf-8bit", "nncf-first-layer", "ort-all", "ort-conv")
 
@@ -39,7 +39,7 @@ ROUTES = ("nncf-7bit", "nncf-8bit", "nncf-first-layer", "ort-all", "ort-conv")
 def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarray]) -> None:
     import onnx
 
-    head = onnx_head_nodes(onnx.load(str(source)))
+    head = family_named("yolov5").onnx_float_nodes(onnx.load(str(source)))
     if route.startswith("nncf"):
         import nncf
         from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
@@ -73,7 +73,8 @@ def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarra
 def accuracy(folders: dict[str, Path], parent: Manifest, data: Path, threads: int) -> dict[str, dict[str, Any]]:
     from yolo_optimize.optimize.calibration import GateRecord
 
-    gate = Gate(GateConfig(str(data), None, 1.0), parent.metadata["imgsz"][0], threads)
+    family = family_named(parent.metadata["family"])
+    gate = Gate(GateConfig(str(data), None, 1.0), family, parent.metadata["imgsz"][0], threads)
     try:
         record = GateRecord(gate.config, gate.score(folders["fp32"], parent), gate)
         for route, folder in folders.items():
@@ -106,7 +107,8 @@ def main() -> None:
     args = parser.parse_args()
     parent = Manifest.read(args.artifact)
     imgsz = parent.metadata["imgsz"][0]
-    calibration = calibration_inputs(tuple(str(p) for p in list_images(args.assets / "coco128")), imgsz)
+    calibration = calibration_inputs(family_named(parent.metadata["family"]),
+                                     tuple(str(p) for p in list_images(args.assets / "coco128")), imgsz)
     with tempfile.TemporaryDirectory() as work:
         folders = {"fp32": args.artifact}
         for route in args.routes.split(","):

@@ -39,7 +39,7 @@ def test_broken_export_fails_parity_in_one_readable_line(built: Path, tmp_path: 
     head_bias.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(head_bias) + np.float32(3), head_bias.name))
     onnx.save(model, str(broken / "yolov5n.onnx"))
     with pytest.raises(RuntimeError) as failure:
-        check_parity(broken, Manifest.read(broken), context(built, broken))
+        check_parity(broken, Manifest.read(broken), context(built, broken), "reference")
     message = str(failure.value)
     assert message.startswith("parity failed (runs in fp32, fp32 tolerance): score diff ") and "\n" not in message
     assert "(at most 0.001)" in message and "Tolerance(" not in message

@@ -36,7 +36,7 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.group()
 @click.version_option(__version__, prog_name="yolo-optimize")
 def main() -> None:
-    """Export, optimize and evaluate YOLOv5 detectors."""
+    """Export, optimize and evaluate YOLOv5, YOLOv8 and YOLO11 detectors."""
 
 
 @main.command()
@@ -49,12 +49,12 @@ def main() -> None:
 @click.option("--out", default="artifacts", show_default=True, type=click.Path(path_type=Path))
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(1), help="Nodes built in parallel.")
 @click.option("--force", is_flag=True, help="Rebuild every node, cached or not.")
-@click.option("--random-weights", is_flag=True, help="Architecture from the yolov5 YAML, random weights.")
+@click.option("--random-weights", is_flag=True, help="Architecture from the family's config, seeded random weights.")
 @click.option("--weights-dir", type=click.Path(path_type=Path), help="First place to look for <model>.pt.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
 @click.option("--opset", default=18, show_default=True, type=click.IntRange(18), help="ONNX opset.")
 @click.option("--parity-data", type=click.Path(path_type=Path),
-              help="Images for the parity check [default: the images bundled with yolov5].")
+              help="Images for the parity check [default: the images bundled with the model's package].")
 @click.option("--parity-images", default=4, show_default=True, type=click.IntRange(1))
 @click.option("--calib-data", type=click.Path(path_type=Path), help="Real images for INT8 calibration (e.g. coco128).")
 @click.option("--calib-images", default=128, show_default=True, type=click.IntRange(1),
@@ -69,22 +69,24 @@ def build(model: str, targets: str, precisions: str, imgsz: int, batch_sizes: st
           force: bool, random_weights: bool, weights_dir: Path | None, device: str, opset: int,
           parity_data: Path | None, parity_images: int, calib_data: Path | None, calib_images: int,
           gate_data: Path | None, gate_images: int | None, max_map_drop: float) -> None:
-    """Export MODEL (yolov5n|s|m|l|x or a .pt path) to every target x precision, cached and in parallel."""
+    """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, or a .pt path) to every target x precision, cached, in parallel."""
     from yolo_optimize.checkpoint import resolve_source
     from yolo_optimize.console import BuildDisplay, results_table
     from yolo_optimize.dag import FAILED, Build
     from yolo_optimize.devices import resolve_device
     from yolo_optimize.formats import parse_batch_sizes, parse_precisions, parse_targets
-    from yolo_optimize.images import bundled_images, list_images
+    from yolo_optimize.families import family_named
+    from yolo_optimize.images import list_images
     from yolo_optimize.pipeline import BuildRequest, plan
 
     if imgsz < 32 or imgsz % 32:
         raise UserError(f"--imgsz must be a positive multiple of 32, got {imgsz}")
-    images = list_images(parity_data or bundled_images())[:parity_images]
+    source = resolve_source(model, random_weights=random_weights, weights_dir=weights_dir)
+    images = list_images(parity_data or family_named(source.family).sample_images())[:parity_images]
     wanted_precisions = tuple(parse_precisions(precisions))
     int8 = _int8_inputs(calib_data, calib_images, gate_data, gate_images, max_map_drop) if "int8" in wanted_precisions else {}
     request = BuildRequest(
-        source=resolve_source(model, random_weights=random_weights, weights_dir=weights_dir),
+        source=source,
         targets=tuple(parse_targets(targets)), precisions=wanted_precisions, imgsz=imgsz,
         batch_sizes=parse_batch_sizes(batch_sizes), opset=opset, device=resolve_device(device),
         parity_images=tuple(str(p.resolve()) for p in images), **int8,

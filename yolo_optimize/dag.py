@@ -31,7 +31,7 @@ from yolo_optimize.artifact import (KEY_CHARS, Manifest, publish, read_valid, sh
                                     sweep_leftovers)
 from yolo_optimize.checkpoint import ModelSource
 from yolo_optimize.errors import StageSkipped
-from yolo_optimize.stage import Stage, StageContext
+from yolo_optimize.stage import REFERENCE, Stage, StageContext
 
 BUILT, CACHED, FAILED, SKIPPED, NOT_NEEDED = "built", "cached", "failed", "skipped", "not needed"
 LOCKS = ".locks"
@@ -40,13 +40,35 @@ INTERRUPT_GRACE_S, INTERRUPT_WAIT_S = 2, 30
 
 @dataclass(frozen=True)
 class Node:
-    """A stage placed in the graph. ``folder`` is relative to the model's artifact dir."""
+    """A stage placed in the graph. ``inputs`` wires each role the stage reads to a node; ``folder`` is
+    relative to the model's artifact dir."""
 
     name: str
     stage: Stage
-    parents: tuple[str, ...]
+    inputs: dict[str, str]  # role (stage.MODEL, SOURCE, REFERENCE) -> parent node name
     folder: str
     requested: bool = False  # asked for by the user (else built only when a requested node needs it)
+
+    @property
+    def parents(self) -> tuple[str, ...]:
+        return tuple(self.inputs.values())
+
+
+def validate(nodes: list[Node]) -> None:
+    """The graph checks itself: unique names, every role its stage reads wired to a node declared before it,
+    and every deployable artifact checked against a reference."""
+    seen: set[str] = set()
+    for node in nodes:
+        if node.name in seen:
+            raise ValueError(f"node {node.name} is declared twice")
+        if set(node.inputs) != set(node.stage.inputs):
+            raise ValueError(f"node {node.name} wires {sorted(node.inputs)}; its stage reads {sorted(node.stage.inputs)}")
+        missing = [p for p in node.parents if p not in seen]
+        if missing:
+            raise ValueError(f"node {node.name} needs {', '.join(missing)}, which is not declared before it")
+        if node.stage.target is not None and REFERENCE not in node.inputs:
+            raise ValueError(f"node {node.name} is a deployable artifact with no parity reference")
+        seen.add(node.name)
 
 
 @dataclass
@@ -70,7 +92,11 @@ def tool_versions(tools: tuple[str, ...]) -> dict[str, str]:
 
 
 def cache_keys(nodes: list[Node], source: ModelSource) -> dict[str, str]:
-    """Key of every node, in topological order; the model's identity is the root."""
+    """Key of every node, in topological order; the model's identity, family and the family's tools are the root."""
+    from yolo_optimize.families import family_named
+
+    model = {"identity": source.identity, "family": source.family,
+             "tools": tool_versions(family_named(source.family).tools)}
     keys: dict[str, str] = {}
     for node in nodes:
         payload = {
@@ -78,8 +104,8 @@ def cache_keys(nodes: list[Node], source: ModelSource) -> dict[str, str]:
             "revision": node.stage.revision,
             "params": node.stage.params,
             "tools": tool_versions(node.stage.tools),
-            "parents": {parent: keys[parent] for parent in node.parents},
-            "model": source.identity if not node.parents else None,
+            "inputs": {role: keys[parent] for role, parent in node.inputs.items()},
+            "model": model if not node.parents else None,
         }
         keys[node.name] = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     return keys
@@ -91,7 +117,7 @@ class NodeJob:
 
     node: Node
     key: str
-    parent_keys: dict[str, str]
+    inputs: dict[str, tuple[str, str]]  # role -> (parent node, the key this node was planned with)
     source: ModelSource
     model_dir: Path
     device: str
@@ -110,8 +136,8 @@ class Build:
 
     def __init__(self, nodes: list[Node], source: ModelSource, model_dir: Path, *, device: str,
                  jobs: int = 1, force: bool = False) -> None:
+        validate(nodes)
         self.nodes = {node.name: node for node in nodes}
-        assert len(self.nodes) == len(nodes), "node names must be unique"
         self.order = [node.name for node in nodes]
         self.source, self.model_dir, self.device = source, model_dir, device
         self.jobs, self.force = max(1, jobs), force
@@ -210,7 +236,7 @@ class Build:
 
     def _job(self, name: str) -> NodeJob:
         node = self.nodes[name]
-        return NodeJob(node, self.keys[name], {p: self.keys[p] for p in node.parents}, self.source,
+        return NodeJob(node, self.keys[name], {role: (p, self.keys[p]) for role, p in node.inputs.items()}, self.source,
                        self.model_dir, self.device, max(1, (os.cpu_count() or 1) // self.jobs), self.force)
 
     @contextlib.contextmanager
@@ -293,30 +319,31 @@ def _build_locked(job: NodeJob, final: Path) -> NodeResult:
     return NodeResult(job.node.name, BUILT, manifest.build_seconds, size)
 
 
-def _verified_parents(job: NodeJob) -> dict[str, Path]:
-    """Each parent's store entry, checked against the key this node was planned with."""
-    parents = {}
-    for parent, key in job.parent_keys.items():
+def _verified_inputs(job: NodeJob) -> dict[str, Path]:
+    """Each input's store entry by role, checked against the key this node was planned with."""
+    folders = {}
+    for role, (parent, key) in job.inputs.items():
         folder = store_folder(job.model_dir, parent, key)
         if read_valid(folder, key) is None:
             raise RuntimeError(f"parent {parent} ({key[:KEY_CHARS]}) is missing or does not verify; build again")
-        parents[parent] = folder
-    return parents
+        folders[role] = folder
+    return folders
 
 
 def _run_stage(job: NodeJob, staging: Path) -> Manifest:
     from yolo_optimize.parity import check_parity
 
     stage = job.node.stage
-    ctx = StageContext(job.source, staging, _verified_parents(job), job.device, job.threads)
+    ctx = StageContext(job.source, staging, _verified_inputs(job), job.device, job.threads)
     _limit_threads(job.threads)
     output = stage.run(ctx)
     manifest = Manifest(
         node=job.node.name, stage=stage.name, model_id=job.source.model_id, target=stage.target,
-        precision=stage.precision, entry=output.entry, cache_key=job.key, parents=job.parent_keys,
-        params=stage.params, tool_versions=tool_versions(stage.tools), metadata=output.metadata, info=output.info,
+        precision=stage.precision, entry=output.entry, cache_key=job.key,
+        parents={parent: key for parent, key in job.inputs.values()}, params=stage.params,
+        tool_versions=tool_versions(stage.tools), metadata=output.metadata, info=output.info,
     )
-    if stage.target is not None:
+    if REFERENCE in ctx.inputs:
         manifest.parity = check_parity(staging, manifest, ctx)
     return manifest
 

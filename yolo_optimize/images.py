@@ -1,4 +1,4 @@
-"""Image discovery and the one preprocessing every runtime gets: letterbox, RGB, /255."""
+"""Image discovery, and the uint8 NHWC -> float32 NCHW conversion every runtime input goes through."""
 
 from __future__ import annotations
 
@@ -22,34 +22,6 @@ def list_images(folder: Path) -> list[Path]:
     if not found:
         raise UserError(f"no images ({', '.join(sorted(IMAGE_SUFFIXES))}) under {folder}")
     return found
-
-
-def bundled_images() -> Path:
-    """The sample images shipped inside the yolov5 package (bus.jpg, zidane.jpg)."""
-    from yolo_optimize.checkpoint import yaml_config
-
-    return yaml_config("yolov5n").parents[1] / "data" / "images"
-
-
-def letterbox(path: Path, imgsz: int) -> tuple[np.ndarray, tuple[int, int], float, tuple[float, float]]:
-    """Square ``imgsz`` RGB uint8 image as yolov5's val.py makes it.
-
-    Returns the image, the original (h, w), the resize ratio and the (x, y) padding,
-    which together map boxes back to the original image.
-    """
-    import cv2
-    from yolov5.utils.augmentations import letterbox as yolov5_letterbox
-
-    bgr = cv2.imread(str(path))
-    if bgr is None:
-        raise UserError(f"cannot read image {path}")
-    h0, w0 = bgr.shape[:2]
-    ratio = imgsz / max(h0, w0)
-    if ratio != 1:
-        interpolation = cv2.INTER_LINEAR if ratio > 1 else cv2.INTER_AREA
-        bgr = cv2.resize(bgr, (round(w0 * ratio), round(h0 * ratio)), interpolation=interpolation)
-    boxed, _, (pad_w, pad_h) = yolov5_letterbox(bgr, imgsz, auto=False, scaleup=False)
-    return np.ascontiguousarray(boxed[..., ::-1]), (h0, w0), ratio, (pad_w, pad_h)
 
 
 def to_input(images: np.ndarray) -> np.ndarray:

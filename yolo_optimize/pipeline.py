@@ -27,7 +27,7 @@ from yolo_optimize.optimize.int8_onnx import OnnxInt8, OnnxInt8Config
 from yolo_optimize.optimize.int8_openvino import OpenVinoInt8, OpenVinoInt8Config
 from yolo_optimize.optimize.simplify import OnnxSimplify, SimplifyConfig
 from yolo_optimize.parity import ReferenceConfig, ReferenceStage
-from yolo_optimize.stage import Stage, StageContext, StageOutput
+from yolo_optimize.stage import MODEL, REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
 ONNX_CONSUMERS = ("onnx", "openvino", "tensorrt")
 
@@ -52,31 +52,32 @@ def plan(request: BuildRequest) -> list[Node]:
     r = request
     wanted = {f"{t}-{p}" for t in r.targets for p in r.precisions}
     nodes = [
-        Node("load", LoadStage(LoadConfig()), (), ".cache/load"),
+        Node("load", LoadStage(LoadConfig()), {}, ".cache/load"),
         Node("reference", ReferenceStage(ReferenceConfig(r.imgsz, r.parity_images, r.batch_sizes)),
-             ("load",), ".cache/reference"),
+             {MODEL: "load"}, ".cache/reference"),
     ]
     if "torchscript" in r.targets:
         nodes += [_artifact("torchscript", p, TorchScriptExport(TorchScriptConfig(r.imgsz, p, r.device)),
-                            ("load",), wanted) for p in r.precisions if p in FORMATS["torchscript"].precisions]
+                            {MODEL: "load"}, wanted) for p in r.precisions if p in FORMATS["torchscript"].precisions]
     if any(t in r.targets for t in ONNX_CONSUMERS):
-        nodes.append(Node("onnx-export", OnnxExport(OnnxExportConfig(r.imgsz, r.opset)), ("load",), ".cache/onnx-export"))
-        nodes.append(_artifact("onnx", "fp32", OnnxSimplify(SimplifyConfig(r.imgsz)), ("onnx-export",), wanted))
+        nodes.append(Node("onnx-export", OnnxExport(OnnxExportConfig(r.imgsz, r.opset)), {MODEL: "load"},
+                          ".cache/onnx-export"))
+        nodes.append(_artifact("onnx", "fp32", OnnxSimplify(SimplifyConfig(r.imgsz)), _from("onnx-export"), wanted))
     if "fp16" in r.precisions and ("onnx" in r.targets or "tensorrt" in r.targets):
-        nodes.append(_artifact("onnx", "fp16", OnnxFp16(OnnxFp16Config()), ("onnx-fp32",), wanted))
+        nodes.append(_artifact("onnx", "fp16", OnnxFp16(OnnxFp16Config()), _from("onnx-fp32"), wanted))
     if "int8" in r.precisions and "onnx" in r.targets and r.gate:
         config = OnnxInt8Config(r.imgsz, r.calib_images, r.gate, r.int8_weight_bits)
-        nodes.append(_artifact("onnx", "int8", OnnxInt8(config), ("onnx-fp32",), wanted))
+        nodes.append(_artifact("onnx", "int8", OnnxInt8(config), _from("onnx-fp32"), wanted))
     if "openvino" in r.targets:
         float_precisions = [p for p in ("fp32", "fp16", "bf16") if p in r.precisions or p == "fp32"]
-        nodes += [_artifact("openvino", p, OpenVinoExport(OpenVinoConfig(p)), ("onnx-fp32",), wanted)
+        nodes += [_artifact("openvino", p, OpenVinoExport(OpenVinoConfig(p)), _from("onnx-fp32"), wanted)
                   for p in float_precisions]
     if "int8" in r.precisions and "openvino" in r.targets and r.gate:
         config = OpenVinoInt8Config(r.imgsz, r.calib_images, r.gate)
-        nodes.append(_artifact("openvino", "int8", OpenVinoInt8(config), ("openvino-fp32",), wanted))
+        nodes.append(_artifact("openvino", "int8", OpenVinoInt8(config), _from("openvino-fp32"), wanted))
     if "tensorrt" in r.targets:
         nodes += [_artifact("tensorrt", p, TensorRTBuild(TensorRTConfig(r.imgsz, p, r.batch_sizes)),
-                            (f"onnx-{p}",), wanted) for p in r.precisions if p in FORMATS["tensorrt"].precisions]
+                            _from(f"onnx-{p}"), wanted) for p in r.precisions if p in FORMATS["tensorrt"].precisions]
     return nodes + _unsupported(r)
 
 
@@ -84,7 +85,7 @@ def _unsupported(request: BuildRequest) -> list[Node]:
     """Requested target x precision pairs that no stage produces: shown as skipped, with the reason."""
     return [Node(f"{t}-{p}", Unsupported(UnsupportedConfig(f"{p.upper()} is not available for {t} "
                                                            f"(it supports {', '.join(FORMATS[t].precisions)})")),
-                 (), f"{t}-{p}", requested=True)
+                 {}, f"{t}-{p}", requested=True)
             for t in request.targets for p in request.precisions if p not in FORMATS[t].precisions]
 
 
@@ -95,6 +96,7 @@ class UnsupportedConfig:
 
 class Unsupported(Stage):
     name = "unsupported"
+    inputs = ()
     tools = ()
 
     def unavailable_reason(self, device: str) -> str | None:
@@ -104,6 +106,12 @@ class Unsupported(Stage):
         raise AssertionError(self.config.reason)
 
 
-def _artifact(target: str, precision: str, stage: Stage, parents: tuple[str, ...], wanted: set[str]) -> Node:
+def _from(source: str) -> dict[str, str]:
+    """A transforming stage's inputs: the artifact it transforms."""
+    return {SOURCE: source}
+
+
+def _artifact(target: str, precision: str, stage: Stage, inputs: dict[str, str], wanted: set[str]) -> Node:
+    """A deployable node: its inputs plus the parity reference every artifact is checked against."""
     name = f"{target}-{precision}"
-    return Node(name, stage, (*parents, "reference"), name, requested=name in wanted)
+    return Node(name, stage, {**inputs, REFERENCE: "reference"}, name, requested=name in wanted)

@@ -12,24 +12,29 @@ from typing import Any, ClassVar
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.checkpoint import ModelSource
 
+# The roles in which a stage receives its inputs; the planner decides which node fills each.
+MODEL = "model"  # the load node: the model's facts (a stage that exports from PyTorch loads the model itself)
+SOURCE = "source"  # the artifact this stage transforms (the ONNX file an OpenVINO export converts...)
+REFERENCE = "reference"  # the PyTorch outputs a deployable artifact's parity is checked against
+
 
 @dataclass(frozen=True)
 class StageContext:
-    """What a running stage may use: its model source, its parents' folders, where to write."""
+    """What a running stage may use: its model source, its inputs' folders by role, where to write."""
 
     source: ModelSource
     out_dir: Path  # private staging folder, renamed into place on success
-    parents: dict[str, Path]  # parent node -> its published folder
+    inputs: dict[str, Path]  # role -> the verified folder of the node the planner wired to it
     device: str
     threads: int
 
-    def parent_manifest(self, node: str) -> Manifest:
-        return Manifest.read(self.parents[node])
+    def manifest(self, role: str) -> Manifest:
+        return Manifest.read(self.inputs[role])
 
-    def parent_entry(self, node: str) -> Path:
-        manifest = self.parent_manifest(node)
-        assert manifest.entry, f"{node} has no entry file"
-        return self.parents[node] / manifest.entry
+    def entry(self, role: str) -> Path:
+        manifest = self.manifest(role)
+        assert manifest.entry, f"the {role} input ({manifest.node}) has no entry file"
+        return self.inputs[role] / manifest.entry
 
 
 @dataclass
@@ -45,6 +50,7 @@ class Stage(ABC):
     """One node's work. Subclasses declare ``name``, ``tools`` and a frozen dataclass config."""
 
     name: ClassVar[str]
+    inputs: ClassVar[tuple[str, ...]]  # the roles it reads (MODEL, SOURCE, REFERENCE); deployable ones need REFERENCE
     tools: ClassVar[tuple[str, ...]]  # distributions whose versions enter the cache key
     target: ClassVar[str | None] = None  # the format of the deployable artifact; None: intermediate
     # Enters the cache key: bump it when the stage's output changes for the same config and tool

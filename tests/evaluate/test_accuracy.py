@@ -11,6 +11,7 @@ from tests.conftest import CALIB_DATA, VAL_DATA, WEIGHTS
 from yolo_optimize.checkpoint import load_model, resolve_source
 from yolo_optimize.evaluate.accuracy import coco_results, detections, mean_average_precision
 from yolo_optimize.evaluate.dataset import load_dataset, prepare_images
+from yolo_optimize.families import family_named
 from yolo_optimize.images import to_input
 
 ULTRALYTICS_MAP50_95, ULTRALYTICS_MAP50 = 0.343, 0.528
@@ -19,13 +20,14 @@ ULTRALYTICS_MAP50_95, ULTRALYTICS_MAP50 = 0.343, 0.528
 def test_pytorch_fp32_map_on_the_whole_set_agrees_with_ultralytics(tmp_path: Path) -> None:
     dataset = load_dataset(VAL_DATA)
     assert len(dataset.images) == 128 and len(dataset.ground_truth["annotations"]) == 898
-    prepared = prepare_images(dataset, 640, tmp_path)
+    yolov5 = family_named("yolov5")
+    prepared = prepare_images(dataset, yolov5, 640, tmp_path)
     model = load_model(resolve_source(str(WEIGHTS)))
     images = np.load(prepared.pixels)
     found: list[np.ndarray] = []
     with torch.inference_mode():
         for start in range(0, len(images), 8):
-            found += detections(model(torch.from_numpy(to_input(images[start:start + 8])))[0].numpy())
+            found += detections(yolov5, model(torch.from_numpy(to_input(images[start:start + 8]))).numpy())
     accuracy = mean_average_precision(coco_results(found, dataset, prepared), dataset)
     assert abs(accuracy.map50_95 - ULTRALYTICS_MAP50_95) <= 0.02, accuracy
     assert abs(accuracy.map50 - ULTRALYTICS_MAP50) <= 0.02, accuracy

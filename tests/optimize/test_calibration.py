@@ -9,13 +9,14 @@ import pytest
 
 from tests.conftest import CALIB_DATA
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.families import family_named
 from yolo_optimize.optimize.calibration import Gate, GateConfig, GateRecord
 
 
 def test_a_route_over_the_limit_fails_the_gate_naming_every_route_with_its_interval(built: Path) -> None:
     """FP32 against itself loses nothing; a model that finds nothing loses all its mAP and fails."""
     config = GateConfig(str(CALIB_DATA), images=8, max_map_drop=1.0)
-    gate = Gate(config, imgsz=640, threads=2)
+    gate = Gate(config, family_named("yolov5"), imgsz=640, threads=2)
     try:
         reference = gate.score(built / "onnx-fp32", Manifest.read(built / "onnx-fp32"))
         record = GateRecord(config, reference, gate)

@@ -1,4 +1,4 @@
-"""COCO mAP with one protocol for every artifact: yolov5's NMS, then faster-coco-eval (COCOeval)."""
+"""COCO mAP with one protocol for every artifact of a model: its family's own NMS and settings, then COCOeval."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.evaluate.dataset import Dataset, PreparedImages
-
-CONF_THRESHOLD, IOU_THRESHOLD, MAX_DETECTIONS = 0.001, 0.6, 300
+from yolo_optimize.families.detection import Detector
 
 
 @dataclass
@@ -22,14 +21,9 @@ class Accuracy:
     note: str = ""  # why a value is absent or not meaningful
 
 
-def detections(raw: np.ndarray) -> list[np.ndarray]:
-    """Raw [B, anchors, 5 + nc] -> per image [N, 6] (x1, y1, x2, y2, score, class) in letterboxed pixels."""
-    import torch
-    from yolov5.utils.general import non_max_suppression
-
-    kept = non_max_suppression(torch.from_numpy(np.ascontiguousarray(raw, dtype=np.float32)), CONF_THRESHOLD,
-                               IOU_THRESHOLD, multi_label=True, max_det=MAX_DETECTIONS)
-    return [k.numpy() for k in kept]
+def detections(family: Detector, raw: np.ndarray) -> list[np.ndarray]:
+    """Raw output -> per image [N, 6] (x1, y1, x2, y2, score, class) in letterboxed pixels, as its family validates."""
+    return family.decode(raw, family.map_conf, family.map_iou, multi_label=True, max_det=family.map_max_det)
 
 
 def coco_results(found: list[np.ndarray], dataset: Dataset, prepared: PreparedImages) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """Evaluation data: a YOLO-format folder or a COCO ``instances_*.json``, read and checked once.
 
-Ground truth becomes a COCO dict a single time; images are letterboxed a single
+Ground truth becomes a COCO dict a single time; images are preprocessed a single
 time per input size into one ``.npy`` that every measurement process memory-maps.
 """
 
@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.images import IMAGE_SUFFIXES, letterbox
+from yolo_optimize.families.base import Family
+from yolo_optimize.images import IMAGE_SUFFIXES
 
 COCO_CLASSES = 80
 
@@ -33,7 +34,7 @@ class Dataset:
 
 @dataclass(frozen=True)
 class PreparedImages:
-    """Letterboxed uint8 NHWC images on disk plus what maps boxes back to each original image."""
+    """Preprocessed uint8 NHWC images on disk plus what maps boxes back to each original image."""
 
     pixels: Path  # .npy, memory-mapped by the workers
     original_shapes: np.ndarray  # [N, 2] (h, w)
@@ -129,11 +130,11 @@ def _coco_images_folder(annotations: Path) -> Path:
     raise UserError(f"no images folder for {annotations} (looked for images/{split} and {split} under {root})")
 
 
-def prepare_images(dataset: Dataset, imgsz: int, folder: Path, threads: int = 2) -> PreparedImages:
-    """Letterbox every image once for ``imgsz``; the result is shared by every artifact of that size."""
+def prepare_images(dataset: Dataset, family: Family, imgsz: int, folder: Path, threads: int = 2) -> PreparedImages:
+    """Preprocess every image once, as ``family`` does, for ``imgsz``; shared by every artifact of that size."""
     with ThreadPoolExecutor(threads) as pool:
-        boxed = list(pool.map(lambda p: letterbox(p, imgsz), dataset.images))
-    pixels = folder / f"images-{imgsz}.npy"
-    np.save(pixels, np.stack([b[0] for b in boxed]))
-    return PreparedImages(pixels, np.array([b[1] for b in boxed]), np.array([b[2] for b in boxed]),
-                          np.array([b[3] for b in boxed]))
+        done = list(pool.map(lambda p: family.preprocess(p, imgsz), dataset.images))
+    pixels = folder / f"images-{family.name}-{imgsz}.npy"
+    np.save(pixels, np.stack([d.pixels for d in done]))
+    return PreparedImages(pixels, np.array([d.original_shape for d in done]), np.array([d.ratio for d in done]),
+                          np.array([d.pad for d in done]))

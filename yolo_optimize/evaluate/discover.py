@@ -21,6 +21,8 @@ class Candidate:
     name: str
     model: str
     error: str = ""
+    target: str = ""  # from the manifest's typed fields ("" when it is unreadable)
+    precision: str = ""
 
 
 def discover(root: Path) -> list[Candidate]:
@@ -49,9 +51,16 @@ def _candidate(path: Path) -> Candidate | None:
         return Candidate(folder, None, folder.name, folder.parent.name, f"unreadable manifest: {err}")
     if manifest.target is None:
         return None
-    problem = verify_files(folder, manifest)
+    problem = verify_files(folder, manifest) or _missing_family(manifest)
     name = f"{manifest.target}-{manifest.precision}"
-    return Candidate(folder, None if problem else manifest, name, manifest.model_id, problem or "")
+    return Candidate(folder, None if problem else manifest, name, manifest.model_id, problem or "", manifest.target,
+                     manifest.precision or "")
+
+
+def _missing_family(manifest: Manifest) -> str | None:
+    if "family" in manifest.metadata:
+        return None
+    return "built by an older yolo-optimize that did not record the model family; rebuild it"
 
 
 def _imgsz(found: list[Candidate], model: str) -> list[int]:
@@ -65,13 +74,14 @@ def _baseline(load_folder: Path, model: str, imgsz: list[int]) -> Candidate:
     try:
         load = Manifest.read(load_folder)
     except (OSError, ValueError, TypeError):
-        return Candidate(load_folder, None, name, model, "no build record of the source checkpoint (.cache/load)")
+        return Candidate(load_folder, None, name, model, "no build record of the source checkpoint (.cache/load)",
+                         BASELINE_TARGET, "fp32")
     manifest = replace(load, target=BASELINE_TARGET, precision="fp32", metadata={**load.metadata, "imgsz": imgsz})
-    return Candidate(load_folder, manifest, name, model)
+    return Candidate(load_folder, manifest, name, model, target=BASELINE_TARGET, precision="fp32")
 
 
 def _order(candidate: Candidate) -> tuple[str, int, int, str]:
-    target, _, precision = candidate.name.partition("-")
     targets = list(FORMATS)
-    return (candidate.model, targets.index(target) if target in targets else len(targets),
-            PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS), candidate.name)
+    return (candidate.model, targets.index(candidate.target) if candidate.target in targets else len(targets),
+            PRECISIONS.index(candidate.precision) if candidate.precision in PRECISIONS else len(PRECISIONS),
+            candidate.name)

@@ -28,7 +28,8 @@ from yolo_optimize.evaluate.dataset import Dataset, PreparedImages, load_dataset
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover
 from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import Measurement, Row
-from yolo_optimize.images import bundled_images
+from yolo_optimize.families import family_named
+from yolo_optimize.families.base import Family
 
 
 @dataclass(frozen=True)
@@ -50,22 +51,25 @@ Progress = Callable[[str], None]
 def evaluate(root: Path, settings: EvalSettings, progress: Progress) -> list[Row]:
     """Measure every artifact under ``root``; rows that fail carry their reason, the rest still run."""
     candidates = discover(root)
-    dataset = _dataset(settings)
+    dataset = _dataset(settings, candidates)
     rows = [_row(c, settings) for c in candidates]
     with tempfile.TemporaryDirectory(prefix="yolo-optimize-eval-") as work:
         prepared: dict[int, PreparedImages] = {}
         for model in dict.fromkeys(r.model for r in rows):
             group = [(r, c) for r, c in zip(rows, candidates) if r.model == model and not r.error]
             for imgsz in {_imgsz(c) for _, c in group}:
-                progress(f"letterboxing {len(dataset.images)} images to {imgsz}")
-                prepared[imgsz] = prepare_images(dataset, imgsz, Path(work), settings.threads)
+                progress(f"preprocessing {len(dataset.images)} images for {model} at {imgsz}")
+                prepared[imgsz] = prepare_images(dataset, _family(group[0][1]), imgsz, Path(work), settings.threads)
             _measure_group(group, prepared, dataset, settings, progress)
     return rows
 
 
-def _dataset(settings: EvalSettings) -> Dataset:
+def _dataset(settings: EvalSettings, candidates: list[Candidate]) -> Dataset:
     if settings.data is None:
-        return load_dataset(bundled_images(), max_images=settings.max_images)
+        family = next((_family(c) for c in candidates if c.manifest), None)
+        if family is None:
+            raise UserError("no artifact could be read; pass --data to say which images to measure with")
+        return load_dataset(family.sample_images(), max_images=settings.max_images)
     dataset = load_dataset(settings.data, max_images=settings.max_images)
     if settings.accuracy and dataset.ground_truth is None:
         raise UserError(f"no labels found for {settings.data} (expected labels/<split>/*.txt beside "
@@ -75,8 +79,7 @@ def _dataset(settings: EvalSettings) -> Dataset:
 
 def _row(candidate: Candidate, settings: EvalSettings) -> Row:
     manifest = candidate.manifest
-    target, _, precision = candidate.name.partition("-")
-    row = Row(candidate.name, candidate.model, target, precision, str(candidate.folder),
+    row = Row(candidate.name, candidate.model, candidate.target, candidate.precision, str(candidate.folder),
               _file_mb(candidate), bool(manifest and manifest.metadata.get("pretrained")), error=candidate.error)
     row.cpu_note = _cpu_note(manifest.metadata) if manifest else ""
     if manifest and settings.imgsz and _imgsz(candidate) != settings.imgsz:
@@ -95,6 +98,11 @@ def _file_mb(candidate: Candidate) -> float | None:
     if candidate.manifest is None or candidate.manifest.target == BASELINE_TARGET:
         return None
     return round(sum(f["bytes"] for f in candidate.manifest.files.values()) / 1e6, 2)
+
+
+def _family(candidate: Candidate) -> Family:
+    assert candidate.manifest
+    return family_named(candidate.manifest.metadata["family"])
 
 
 def _imgsz(candidate: Candidate) -> int:

@@ -12,6 +12,8 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.results import BatchResult, LatencyStats, Measurement
+from yolo_optimize.families import family_named
+from yolo_optimize.families.detection import Detector
 from yolo_optimize.images import to_input
 
 MIN_RUNS, WARMUP_RUNS = 5, 2
@@ -23,7 +25,7 @@ Infer = Callable[[np.ndarray], np.ndarray]
 class MeasureJob:
     folder: Path
     manifest: Manifest
-    pixels: Path  # letterboxed uint8 images (.npy)
+    pixels: Path  # preprocessed uint8 images (.npy)
     batch_sizes: tuple[int, ...]
     min_time_s: float
     threads: int
@@ -47,7 +49,8 @@ def measure(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
         peak_rss_mb = peak_rss() / 2**20
         measurement = Measurement(round(load_s, 4), round(first_inference_s, 4), batches, round(peak_rss_mb, 1),
                                   _cuda_peak_mb(job.device), runner.executed_precision, job.threads)
-        found = detect_all(runner.infer, images, _accuracy_batch(batches)) if job.detect else None
+        family = family_named(job.manifest.metadata["family"])
+        found = detect_all(family, runner.infer, images, _accuracy_batch(batches)) if job.detect else None
     return measurement, found
 
 
@@ -69,12 +72,12 @@ def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float) -> BatchResul
     return BatchResult(size, latency, round(size / (latency.p50_ms / 1e3), 3))
 
 
-def detect_all(infer: Infer, images: np.ndarray, batch: int) -> list[np.ndarray]:
+def detect_all(family: Detector, infer: Infer, images: np.ndarray, batch: int) -> list[np.ndarray]:
     from yolo_optimize.evaluate.accuracy import detections
 
     found: list[np.ndarray] = []
     for start in range(0, len(images), batch):
-        found += detections(infer(to_input(images[start:start + batch])))
+        found += detections(family, infer(to_input(images[start:start + batch])))
     return found
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from yolo_optimize.stage import Stage, StageContext, StageOutput
+from yolo_optimize.stage import MODEL, Stage, StageContext, StageOutput
 
 MAX_BATCH = 1024  # the exporter needs a bound; the graph itself has none
 
@@ -20,7 +20,8 @@ class OnnxExport(Stage):
     """Raw export; the deployable ONNX is its simplified child (optimize/simplify.py)."""
 
     name = "onnx-export"
-    tools = ("torch", "onnx", "onnxscript", "yolov5")
+    inputs = (MODEL,)
+    tools = ("torch", "onnx", "onnxscript")
 
     def run(self, ctx: StageContext) -> StageOutput:
         import torch
@@ -35,7 +36,7 @@ class OnnxExport(Stage):
                           opset_version=self.config.opset, input_names=["images"], output_names=["output0"],
                           dynamic_shapes=({0: batch},), verbose=False)
         _check_opset(ctx.out_dir / entry, self.config.opset)
-        return StageOutput(entry=entry, metadata=ctx.parent_manifest("load").metadata)
+        return StageOutput(entry=entry, metadata=ctx.manifest(MODEL).metadata)
 
 
 def _check_opset(path: Path, wanted: int) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.stage import Stage, StageContext, StageOutput
+from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
 RT_INFO_SECTION = "model_info"
 # What each artifact means on CPU, whatever the CPU: fp32 computes in f32 (set explicitly, since OpenVINO
@@ -27,6 +27,7 @@ class OpenVinoConfig:
 
 class OpenVinoExport(Stage):
     name = "openvino"
+    inputs = (SOURCE, REFERENCE)
     revision = 2  # 2: the execution hint is in the metadata
     tools = ("openvino",)
     target = "openvino"
@@ -34,8 +35,8 @@ class OpenVinoExport(Stage):
     def run(self, ctx: StageContext) -> StageOutput:
         import openvino as ov
 
-        model = ov.convert_model(str(ctx.parent_entry("onnx-fp32")))
-        metadata = {**ctx.parent_manifest("onnx-fp32").metadata, "format": self.target,
+        model = ov.convert_model(str(ctx.entry(SOURCE)))
+        metadata = {**ctx.manifest(SOURCE).metadata, "format": self.target,
                     "precision": self.config.precision,
                     "compile_config": {"INFERENCE_PRECISION_HINT": EXECUTION_HINTS[self.config.precision]}}
         embed_metadata(model, metadata)

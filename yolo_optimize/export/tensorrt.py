@@ -22,7 +22,7 @@ import numpy as np
 
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.stage import Stage, StageContext, StageOutput
+from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
 PRECISIONS = ("fp32", "fp16")
 MIN_TENSORRT_MAJOR = 10
@@ -315,6 +315,7 @@ class TensorRTBuild(Stage):
     """Engine from the ONNX of the same precision (TensorRT 11 takes precision from the graph)."""
 
     name = "tensorrt"
+    inputs = (SOURCE, REFERENCE)
     tools = ("tensorrt",)
     target = "tensorrt"
 
@@ -329,12 +330,11 @@ class TensorRTBuild(Stage):
         reason = tensorrt_unavailable_reason()
         if reason:
             raise StageSkipped(reason)
-        parent = f"onnx-{self.config.precision}"
         entry = FORMATS[self.target].entry_for(ctx.source.model_id)
-        info = build_engine(ctx.parent_entry(parent), ctx.out_dir / entry, precision=self.config.precision,
+        info = build_engine(ctx.entry(SOURCE), ctx.out_dir / entry, precision=self.config.precision,
                             batch_sizes=self.config.batch_sizes, imgsz=self.config.imgsz,
                             workspace_gib=self.config.workspace_gib)
-        metadata = {**ctx.parent_manifest(parent).metadata, "format": self.target,
+        metadata = {**ctx.manifest(SOURCE).metadata, "format": self.target,
                     "batch": {"min": 1, "max": max(self.config.batch_sizes)}}
         (ctx.out_dir / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
         return StageOutput(entry=entry, metadata=metadata, info=info)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from yolo_optimize.loading import artifact_metadata
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.stage import Stage, StageContext, StageOutput
+from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 
 METADATA_FILE = "config.txt"
 
@@ -21,7 +21,8 @@ class TorchScriptConfig:
 
 class TorchScriptExport(Stage):
     name = "torchscript"
-    tools = ("torch", "yolov5")
+    inputs = (MODEL, REFERENCE)
+    tools = ("torch",)
     target = "torchscript"
 
     def unavailable_reason(self, device: str) -> str | None:
@@ -39,7 +40,7 @@ class TorchScriptExport(Stage):
         example = torch.zeros(1, 3, self.config.imgsz, self.config.imgsz, device=ctx.device)
         if half:
             model, example = model.half(), example.half()
-        metadata = artifact_metadata(ctx.parent_manifest("load").metadata, target=self.target,
+        metadata = artifact_metadata(ctx.manifest(MODEL).metadata, target=self.target,
                                      precision=self.config.precision, imgsz=self.config.imgsz)
         metadata["input"]["dtype"] = "float16" if half else "float32"
         with torch.no_grad():

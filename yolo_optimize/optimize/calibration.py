@@ -10,17 +10,18 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.families.detection import Detector
 
 BOOTSTRAP_RESAMPLES = 100  # each costs one COCOeval of the gate set (about 0.3 s for 128 images)
 GATE_RULE = ("pass when the measured mAP50-95 drop on the gate set is at most --max-map-drop points; the 90% "
              "interval is a paired bootstrap over the gate images")
 
 
-def calibration_inputs(images: tuple[str, ...], imgsz: int) -> list[np.ndarray]:
-    """One float32 [1, 3, imgsz, imgsz] input per calibration image, letterboxed like every evaluation."""
-    from yolo_optimize.images import letterbox, to_input
+def calibration_inputs(family: Detector, images: tuple[str, ...], imgsz: int) -> list[np.ndarray]:
+    """One float32 [1, 3, imgsz, imgsz] input per calibration image, preprocessed like every evaluation."""
+    from yolo_optimize.images import to_input
 
-    return [to_input(letterbox(Path(p), imgsz)[0][None]) for p in images]
+    return [to_input(family.preprocess(Path(p), imgsz).pixels[None]) for p in images]
 
 
 @dataclass(frozen=True)
@@ -52,19 +53,25 @@ class GateScore:
 class Gate:
     """mAP50-95 of candidate models on the gate set, each run through its own runner."""
 
-    def __init__(self, config: GateConfig, imgsz: int, threads: int) -> None:
+    def __init__(self, config: GateConfig, family: Detector, imgsz: int, threads: int) -> None:
         from yolo_optimize.evaluate.dataset import load_dataset, prepare_images
 
-        self.config, self.threads = config, threads
+        self.config, self.family, self.threads = config, family, threads
         self.dataset = load_dataset(Path(config.data), max_images=config.images)
         self._work = tempfile.TemporaryDirectory(prefix="yolo-optimize-gate-")
-        self.prepared = prepare_images(self.dataset, imgsz, Path(self._work.name), threads)
+        self.prepared = prepare_images(self.dataset, family, imgsz, Path(self._work.name), threads)
         self.pixels = np.load(self.prepared.pixels)
 
     def inputs(self) -> list[np.ndarray]:
         from yolo_optimize.images import to_input
 
         return [to_input(image[None]) for image in self.pixels]
+
+    def score_raw(self, outputs: list[np.ndarray]) -> GateScore:
+        """Score raw model outputs of the gate images, in order."""
+        from yolo_optimize.evaluate.accuracy import detections
+
+        return self.score_outputs([d for output in outputs for d in detections(self.family, output)])
 
     def score_outputs(self, found: list[np.ndarray]) -> GateScore:
         from yolo_optimize.evaluate.accuracy import coco_results, mean_average_precision
@@ -78,7 +85,7 @@ class Gate:
         from yolo_optimize.evaluate.runners import open_runner
 
         with open_runner(folder, manifest, device=device, threads=self.threads) as runner:
-            return self.score_outputs(detect_all(runner.infer, self.pixels, 8))
+            return self.score_outputs(detect_all(self.family, runner.infer, self.pixels, 8))
 
     def close(self) -> None:
         self._work.cleanup()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from yolo_optimize.optimize.onnx_io import save_onnx
-from yolo_optimize.stage import Stage, StageContext, StageOutput
+from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
 
 @dataclass(frozen=True)
@@ -16,6 +16,7 @@ class OnnxFp16Config:
 
 class OnnxFp16(Stage):
     name = "onnx-fp16"
+    inputs = (SOURCE, REFERENCE)
     tools = ("onnx", "onnxruntime", "onnx-ir")
     target = "onnx"
 
@@ -24,14 +25,13 @@ class OnnxFp16(Stage):
         import onnx_ir
         from onnxruntime.transformers.float16 import convert_float_to_float16
 
-        parent = "onnx-fp32"
-        model = convert_float_to_float16(onnx.load(str(ctx.parent_entry(parent))),
+        model = convert_float_to_float16(onnx.load(str(ctx.entry(SOURCE))),
                                          keep_io_types=self.config.keep_io_types)
         graph = onnx_ir.from_proto(model)
         graph.graph.sort()  # the converter appends its output casts after their consumers
         model = onnx_ir.to_proto(graph)
-        metadata = {**ctx.parent_manifest(parent).metadata, "precision": self.config.precision}
-        entry = ctx.parent_manifest(parent).entry
+        metadata = {**ctx.manifest(SOURCE).metadata, "precision": self.config.precision}
+        entry = ctx.manifest(SOURCE).entry
         assert entry
         save_onnx(model, ctx.out_dir / entry, metadata)
         return StageOutput(entry=entry, metadata=metadata)

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.cpu import cpu_facts
+from yolo_optimize.families.detection import Detector
 from yolo_optimize.optimize.calibration import Int8Config
-from yolo_optimize.optimize.head import onnx_head_nodes
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
 from yolo_optimize.optimize.onnx_io import save_onnx
 
@@ -40,7 +40,6 @@ class OnnxInt8(NncfInt8):
     revision = 3  # 3: NNCF's ONNX backend instead of ONNX Runtime's quantize_static
     tools = ("onnx", "onnxruntime", "nncf")
     target = "onnx"
-    parent = "onnx-fp32"
     config: OnnxInt8Config
 
     def advanced_parameters(self) -> Any:
@@ -62,8 +61,8 @@ class OnnxInt8(NncfInt8):
 
         return onnx.load(str(path))
 
-    def head_ops(self, model: Any) -> list[str]:
-        return onnx_head_nodes(model)
+    def float_ops(self, family: Detector, model: Any) -> list[str]:
+        return family.onnx_float_nodes(model)
 
     def save(self, model: Any, path: Path, metadata: dict[str, Any]) -> None:
         save_onnx(model, path, metadata)

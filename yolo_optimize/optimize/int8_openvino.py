@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.export.openvino import embed_metadata
+from yolo_optimize.families.detection import Detector
 from yolo_optimize.optimize.calibration import Int8Config
-from yolo_optimize.optimize.head import openvino_head_ops
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
 
 
@@ -24,15 +24,14 @@ class OpenVinoInt8(NncfInt8):
     revision = 3  # 2: the Detect output convolutions stay in float too; 3: the gate records its bootstrap interval
     tools = ("openvino", "nncf")
     target = "openvino"
-    parent = "openvino-fp32"
 
     def read(self, path: Path) -> Any:
         import openvino as ov
 
         return ov.Core().read_model(str(path))
 
-    def head_ops(self, model: Any) -> list[str]:
-        return openvino_head_ops(model)
+    def float_ops(self, family: Detector, model: Any) -> list[str]:
+        return family.openvino_float_ops(model)
 
     def save(self, model: Any, path: Path, metadata: dict[str, Any]) -> None:
         import openvino as ov

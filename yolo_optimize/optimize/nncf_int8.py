@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
+from yolo_optimize.families import family_named
+from yolo_optimize.families.detection import Detector
 from yolo_optimize.optimize.calibration import Gate, GateRecord, Int8Config, calibration_inputs, candidate_manifest
-from yolo_optimize.stage import Stage, StageContext, StageOutput
+from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
 ROUTE = "NNCF MIXED, Detect head in float"
 ACCURACY_CONTROL_ROUTE = "accuracy-aware: nncf.quantize_with_accuracy_control"
@@ -28,23 +30,24 @@ RANKING_IMAGES = 32  # NNCF re-validates once per quantizer group (about 70 for 
 class NncfInt8(Stage):
     """An INT8 stage quantizing its FP32 parent with NNCF; subclasses read, save and run one backend's models."""
 
-    parent: ClassVar[str]
+    inputs = (SOURCE, REFERENCE)
     config: Int8Config
 
     def run(self, ctx: StageContext) -> StageOutput:
         import nncf
 
-        parent = ctx.parent_manifest(self.parent)
+        parent = ctx.manifest(SOURCE)
         entry = str(parent.entry)
-        model = self.read(ctx.parent_entry(self.parent))
-        head = self.head_ops(model)
-        calibration = nncf.Dataset([self.model_input(x) for x in calibration_inputs(self.config.calib_images,
-                                                                                       self.config.imgsz)])
+        family = family_named(parent.metadata["family"])
+        model = self.read(ctx.entry(SOURCE))
+        head = self.float_ops(family, model)
+        images = calibration_inputs(family, self.config.calib_images, self.config.imgsz)
+        calibration = nncf.Dataset([self.model_input(x) for x in images])
         settings = {"preset": nncf.QuantizationPreset.MIXED, "subset_size": len(self.config.calib_images),
                     "ignored_scope": nncf.IgnoredScope(names=head, validate=False)}
-        gate = Gate(self.config.gate, self.config.imgsz, ctx.threads)
+        gate = Gate(self.config.gate, family, self.config.imgsz, ctx.threads)
         try:
-            record = GateRecord(self.config.gate, gate.score(ctx.parents[self.parent], parent), gate)
+            record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
             quantized = nncf.quantize(model, calibration, **settings, advanced_parameters=self.advanced_parameters())
             if not record.add(ROUTE, self._score(quantized, ctx, gate, entry)):
                 quantized = self._with_accuracy_control(model, calibration, gate, settings)
@@ -59,7 +62,7 @@ class NncfInt8(Stage):
 
     def _score(self, quantized: Any, ctx: StageContext, gate: Gate, entry: str) -> Any:
         """Save the candidate into the staging folder and measure it like any artifact."""
-        manifest = candidate_manifest(ctx.parent_manifest(self.parent), node=self.name, precision="int8", entry=entry)
+        manifest = candidate_manifest(ctx.manifest(SOURCE), node=self.name, precision="int8", entry=entry)
         self.save(quantized, ctx.out_dir / entry, manifest.metadata)
         return gate.score(ctx.out_dir, manifest)
 
@@ -67,11 +70,8 @@ class NncfInt8(Stage):
         import nncf
         from nncf.quantization.advanced_parameters import AdvancedAccuracyRestorerParameters
 
-        from yolo_optimize.evaluate.accuracy import detections
-
         def validate(candidate: Any, inputs: Any) -> float:
-            outputs = self.outputs(candidate, list(inputs))
-            return gate.score_outputs([d for output in outputs for d in detections(output)]).map50_95
+            return gate.score_raw(self.outputs(candidate, list(inputs))).map50_95
 
         return nncf.quantize_with_accuracy_control(
             model, calibration, nncf.Dataset([self.model_input(x) for x in gate.inputs()]), validate,
@@ -100,7 +100,8 @@ class NncfInt8(Stage):
     def read(self, path: Path) -> Any: ...
 
     @abstractmethod
-    def head_ops(self, model: Any) -> list[str]: ...
+    def float_ops(self, family: Detector, model: Any) -> list[str]:
+        """The ops of this backend's model that the family keeps in float."""
 
     @abstractmethod
     def save(self, model: Any, path: Path, metadata: dict[str, Any]) -> None: ...

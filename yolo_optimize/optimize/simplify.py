@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from yolo_optimize.loading import artifact_metadata
 from yolo_optimize.optimize.onnx_io import save_onnx
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.stage import Stage, StageContext, StageOutput
+from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,7 @@ class SimplifyConfig:
 
 class OnnxSimplify(Stage):
     name = "onnx-simplify"
+    inputs = (SOURCE, REFERENCE)
     tools = ("onnx", "onnxsim")
     target = "onnx"
 
@@ -25,10 +26,10 @@ class OnnxSimplify(Stage):
         import onnx
         from onnxsim import simplify
 
-        simplified, ok = simplify(onnx.load(str(ctx.parent_entry("onnx-export"))))
+        simplified, ok = simplify(onnx.load(str(ctx.entry(SOURCE))))
         if not ok:
             raise RuntimeError("onnxsim could not validate the simplified graph")
-        metadata = artifact_metadata(ctx.parent_manifest("onnx-export").metadata, target=self.target,
+        metadata = artifact_metadata(ctx.manifest(SOURCE).metadata, target=self.target,
                                      precision=self.config.precision, imgsz=self.config.imgsz)
         entry = FORMATS[self.target].entry_for(ctx.source.model_id)
         save_onnx(simplified, ctx.out_dir / entry, metadata)

@@ -36,7 +36,7 @@ class TorchEagerRunner(Runner):
         import torch
 
         with torch.inference_mode():
-            return self.model(torch.from_numpy(images).to(self.device))[0].cpu().numpy()
+            return self.model(torch.from_numpy(images).to(self.device)).cpu().numpy()
 
     def deactivate(self) -> None:
         self.model = None

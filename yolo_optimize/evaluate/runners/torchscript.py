@@ -24,7 +24,7 @@ class TorchScriptRunner(Runner):
 
         with torch.inference_mode():
             batch = torch.from_numpy(images).to(self.device, self.dtype)
-            return self.module(batch)[0].float().cpu().numpy()
+            return self.module(batch).float().cpu().numpy()
 
     def deactivate(self) -> None:
         self.module = None

@@ -1,0 +1,111 @@
+"""The Ultralytics family (YOLOv8, YOLO11): its decode against Ultralytics' own, a user's checkpoint, a real build."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.conftest import VAL_DATA, brief, optimize, statuses
+from yolo_optimize.checkpoint import load_model, pickle_globals, resolve_source
+from yolo_optimize.errors import UserError
+from yolo_optimize.evaluate.accuracy import detections
+from yolo_optimize.families import family_named
+from yolo_optimize.images import list_images, to_input
+
+ULTRALYTICS = family_named("ultralytics")
+
+
+def scored(raw: np.ndarray) -> np.ndarray:
+    """A random-weight head scores every class alike (about 1e-4): give the raw output varied, seeded scores."""
+    rng = np.random.default_rng(0)
+    scores = rng.random(raw[:, 4:].shape, dtype=np.float32)
+    scores[rng.random(scores.shape) > 0.003] = 0  # about 2,000 candidates per image: NMS stays quick
+    return np.concatenate([raw[:, :4], scores], axis=1)
+
+
+def test_decode_matches_ultralytics_validator_on_the_same_raw_output() -> None:
+    """Same boxes, scores and classes as DetectionValidator.postprocess at Ultralytics' val settings."""
+    from ultralytics.models.yolo.detect.val import DetectionValidator
+
+    model = load_model(resolve_source("yolo11n", random_weights=True))
+    images = np.stack([ULTRALYTICS.preprocess(p, 640).pixels for p in list_images(VAL_DATA)[:2]])
+    with torch.no_grad():
+        raw = scored(model(torch.from_numpy(to_input(images))).numpy())
+    assert raw.shape == (2, 84, 8400)
+    ours = detections(ULTRALYTICS, raw)
+    validator = DetectionValidator(args={"conf": 0.001, "iou": 0.7, "max_det": 300})
+    validator.end2end = False
+    theirs = validator.postprocess(torch.from_numpy(raw))
+    for mine, reference in zip(ours, theirs):
+        expected = np.concatenate([reference["bboxes"], reference["conf"][:, None], reference["cls"][:, None]], 1)
+        assert len(mine) == 300
+        np.testing.assert_array_equal(rows_sorted(mine), rows_sorted(expected))  # equal scores may swap places
+
+
+def rows_sorted(detected: np.ndarray) -> np.ndarray:
+    return detected[np.lexsort(detected.T[::-1])]
+
+
+def test_yolov5s_nms_would_misread_this_layout() -> None:
+    """Why the family owns its decode: YOLOv5's NMS takes [B, 84, 8400] as 84 anchors of 8400 columns."""
+    model = load_model(resolve_source("yolo11n", random_weights=True))
+    with torch.no_grad():
+        raw = scored(model(torch.zeros(1, 3, 640, 640)).numpy())
+    wrong = family_named("yolov5").decode(raw, 0.001, 0.7, multi_label=False, max_det=300)[0]
+    assert len(wrong) <= 84 and not np.array_equal(wrong, detections(ULTRALYTICS, raw)[0][: len(wrong)])
+
+
+def test_a_checkpoint_saved_the_ultralytics_way_loads_through_the_allow_list(tmp_path: Path) -> None:
+    from ultralytics.nn.tasks import DetectionModel
+    from ultralytics.utils import IterableSimpleNamespace
+    from ultralytics.utils.torch_utils import strip_optimizer
+
+    torch.manual_seed(1)
+    trained = DetectionModel("yolov8n.yaml", nc=3, verbose=False)
+    trained.names = {0: "cat", 1: "dog", 2: "bird"}
+    trained.args = IterableSimpleNamespace(imgsz=640, task="detect")
+    checkpoint = tmp_path / "pets.pt"
+    torch.save({"model": trained, "ema": None, "train_args": {"imgsz": 640}}, checkpoint)
+    strip_optimizer(checkpoint)  # what ultralytics does at the end of training: FP16, args as a dict
+    assert any(n.startswith("ultralytics.nn.modules.") for n in pickle_globals(checkpoint))
+    source = resolve_source(str(checkpoint))
+    assert (source.family, source.model_id, source.pretrained) == ("ultralytics", "pets", True)
+    model = load_model(source)
+    assert model.names == {0: "cat", 1: "dog", 2: "bird"}
+    with torch.no_grad():
+        got = model(torch.zeros(1, 3, 320, 320))
+    assert got.shape == (1, 4 + 3, 40 * 40 + 20 * 20 + 10 * 10)
+
+
+def test_an_ultralytics_classifier_checkpoint_is_refused_in_one_line(tmp_path: Path) -> None:
+    from ultralytics.nn.tasks import ClassificationModel
+
+    checkpoint = tmp_path / "cls.pt"
+    torch.save({"model": ClassificationModel("yolov8n-cls.yaml", nc=3, verbose=False)}, checkpoint)
+    with pytest.raises(UserError, match="an Ultralytics checkpoint but not a detection model"):
+        load_model(resolve_source(str(checkpoint)))
+
+
+def test_yolo11n_builds_to_every_cpu_target_with_parity_and_evaluates(tmp_path: Path) -> None:
+    out = tmp_path / "artifacts"
+    result = optimize("build", "yolo11n", "--random-weights", "--targets", "torchscript,onnx,openvino",
+                      "--precisions", "fp32", "--batch-sizes", "1,2", "--out", out, "--parity-data", VAL_DATA)
+    assert result.returncode == 0, brief(result)
+    assert {statuses(result.stdout)[n] for n in ("torchscript-fp32", "onnx-fp32", "openvino-fp32")} == {"built"}
+    for node in ("torchscript-fp32", "onnx-fp32", "openvino-fp32"):
+        manifest = json.loads((out / "yolo11n-random" / node / "manifest.json").read_text())
+        assert manifest["metadata"]["family"] == "ultralytics" and not manifest["metadata"]["pretrained"]
+        assert manifest["metadata"]["output"]["shape"] == ["batch", 84, "anchors"]
+        assert manifest["parity"]["passed"] and manifest["parity"]["batch_sizes"] == [1, 2]
+        assert manifest["parity"]["max_abs_diff_boxes_px"] < 0.05
+    report = tmp_path / "report"
+    result = optimize("eval", out, "--data", VAL_DATA, "--max-images", "4", "--batch-sizes", "1",
+                      "--min-time", "0.1", "--repeats", "1", "--out", report)
+    assert result.returncode == 0, brief(result)
+    rows = json.loads((report / "results.json").read_text())["rows"]
+    assert {r["name"] for r in rows} == {"pytorch-fp32", "torchscript-fp32", "onnx-fp32", "openvino-fp32"}
+    assert all(r["accuracy"]["note"] == "n/a (random weights)" for r in rows)

@@ -1,0 +1,46 @@
+"""The family registry: one file per family; this table is the only place that lists them."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from yolo_optimize.errors import UserError
+from yolo_optimize.families.base import Family
+from yolo_optimize.families.ultralytics import Ultralytics
+from yolo_optimize.families.yolov5 import YoloV5
+
+FAMILIES: tuple[type[Family], ...] = (YoloV5, Ultralytics)
+
+
+@cache
+def family_named(name: str) -> Family:
+    """The family recorded in a source or manifest under ``name``."""
+    for family in FAMILIES:
+        if family.name == name:
+            return family()
+    raise ValueError(f"unknown model family {name!r}")
+
+
+def all_families() -> list[Family]:
+    return [family_named(f.name) for f in FAMILIES]
+
+
+def family_for_model(model: str) -> Family | None:
+    """The family that builds the model called ``model`` (``yolov5n``, ``yolo11s``...), if any."""
+    return next((f for f in all_families() if model in f.model_names()), None)
+
+
+def known_model_names() -> list[str]:
+    return [name for family in all_families() for name in family.model_names()]
+
+
+def family_for_checkpoint(pickled: list[str], path: object) -> Family:
+    """The family whose classes a checkpoint's pickle names; a UserError (nothing unpickled yet) when none does."""
+    found = [f for f in all_families() if f.recognizes(pickled)]
+    if len(found) != 1:
+        names = ", ".join(f.name for f in all_families())
+        why = "its pickle holds no model class of theirs" if not found else \
+            f"its pickle mixes classes of {', '.join(f.name for f in found)}"
+        raise UserError(f"{path} is not a checkpoint of a supported model family ({names}): {why} "
+                        f"(nothing in it was run)")
+    return found[0]

@@ -1,0 +1,146 @@
+"""The family interface: everything that differs between model families, behind one typed boundary.
+
+Exporters, passes, runners, the DAG and the evaluator call these methods and never ask
+which family they hold. A family knows its model names, recognizes its checkpoints from
+the classes their pickle would import (read before anything is unpickled), loads them
+with an allow-list, builds random-weight models from its configs, preprocesses images
+and decodes raw outputs the way its own repository does, and says which graph nodes
+INT8 must keep in float.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+RANDOM_SEED = 0
+
+
+@dataclass(frozen=True)
+class Preprocessed:
+    """One image as the model takes it (uint8 HWC RGB) and what maps its predictions back to the original."""
+
+    pixels: np.ndarray
+    original_shape: tuple[int, int]  # (h, w)
+    ratio: float
+    pad: tuple[float, float]  # (x, y)
+
+
+@dataclass
+class ParityStats:
+    """How far an artifact's outputs are from the reference's, summed over the batches compared."""
+
+    box_diff: float = 0.0  # largest absolute difference of box coordinates, in input pixels
+    score_diff: float = 0.0  # largest absolute difference of scores/probabilities
+    matched: int = 0  # predictions that agree after the family's decode
+    total: int = 0
+
+    @property
+    def agreement(self) -> float:
+        return self.matched / self.total if self.total else 1.0
+
+    def merged(self, other: ParityStats) -> ParityStats:
+        return ParityStats(max(self.box_diff, other.box_diff), max(self.score_diff, other.score_diff),
+                           self.matched + other.matched, self.total + other.total)
+
+
+class Family(ABC):
+    """One model family. Subclasses are stateless; ``families.family_named`` returns the shared instance."""
+
+    name: ClassVar[str]
+    task: ClassVar[str]  # "detect" or "classify": which metric and which evaluation columns apply
+    tools: ClassVar[tuple[str, ...]]  # distributions whose versions enter the load node's cache key
+    # Training-repo module prefixes of pickled classes -> the installed package's (e.g. "models." -> "yolov5.models.")
+    module_aliases: ClassVar[dict[str, str]] = {}
+    # Module prefixes (after aliasing) whose torch.nn.Module subclasses a checkpoint of this family may contain
+    module_prefixes: ClassVar[tuple[str, ...]] = ()
+    # Plain classes (not modules) a checkpoint may also contain, as importable "module.Class" names
+    extra_classes: ClassVar[tuple[str, ...]] = ()
+    default_imgsz: ClassVar[int]
+    release_url: ClassVar[str | None] = None  # where official weights of a model name are downloaded from ({name})
+
+    @abstractmethod
+    def model_names(self) -> tuple[str, ...]:
+        """Names ``optimize build NAME`` accepts for this family."""
+
+    @abstractmethod
+    def recognizes(self, pickled: list[str]) -> bool:
+        """Whether a checkpoint whose pickle imports these ``module.Class`` names is one of ours."""
+
+    @abstractmethod
+    def config_bytes(self, name: str) -> bytes:
+        """The architecture definition of ``name``; with the seed, the identity of its random-weight model."""
+
+    @abstractmethod
+    def random_model(self, name: str) -> torch.nn.Module:
+        """``name`` built from its config with weights seeded by RANDOM_SEED."""
+
+    @abstractmethod
+    def model_from_checkpoint(self, checkpoint: Any, path: Path) -> torch.nn.Module:
+        """The model inside an already safely unpickled checkpoint (a UserError if there is none)."""
+
+    @abstractmethod
+    def for_export(self, model: torch.nn.Module) -> torch.nn.Module:
+        """FP32, fused, eval mode, returning one tensor (not a tuple): the form every artifact is exported from."""
+
+    @abstractmethod
+    def describe(self, model: torch.nn.Module) -> dict[str, Any]:
+        """Facts every artifact embeds (class names, strides...), JSON-able."""
+
+    @abstractmethod
+    def output_spec(self, facts: dict[str, Any]) -> dict[str, Any]:
+        """The artifact's output: name, shape and layout, for users loading it without this package."""
+
+    @abstractmethod
+    def input_spec(self) -> dict[str, Any]:
+        """The artifact's input: name, layout, dtype and how to preprocess."""
+
+    @abstractmethod
+    def preprocess(self, path: Path, imgsz: int) -> Preprocessed:
+        """One image file as this family's own repository feeds it to the model."""
+
+    @abstractmethod
+    def sample_images(self) -> Path:
+        """Images shipped with the family's package, for parity when the user gives none."""
+
+    @abstractmethod
+    def compare(self, got: np.ndarray, want: np.ndarray) -> ParityStats:
+        """Raw outputs of an artifact against the reference's for the same batch."""
+
+    @abstractmethod
+    def onnx_float_nodes(self, model: Any) -> list[str]:
+        """ONNX node names INT8 passes must keep in float."""
+
+    @abstractmethod
+    def openvino_float_ops(self, model: Any) -> list[str]:
+        """OpenVINO op friendly names INT8 passes must keep in float."""
+
+    def installed_name(self, pickled: str) -> str:
+        """A pickled ``module.Class`` under the installed package's module name."""
+        for prefix, installed in self.module_aliases.items():
+            if pickled.startswith(prefix):
+                return installed + pickled[len(prefix):]
+        return pickled
+
+    def allowed_class(self, pickled: str) -> Any | None:
+        """The class a pickled name refers to when a checkpoint of this family may contain it, else None."""
+        import torch
+
+        name = self.installed_name(pickled)
+        module_name, _, class_name = name.rpartition(".")
+        if name not in self.extra_classes and not module_name.startswith(self.module_prefixes):
+            return None
+        try:
+            found = getattr(importlib.import_module(module_name), class_name)
+        except (ImportError, AttributeError):
+            return None
+        is_module = isinstance(found, type) and issubclass(found, torch.nn.Module)
+        return found if is_module or name in self.extra_classes else None

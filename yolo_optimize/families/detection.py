@@ -1,0 +1,100 @@
+"""What every detector family shares: letterbox preprocessing, the parity comparison and the float head.
+
+Families differ in their raw output layout and its decode (``boxes_and_scores``, ``decode``);
+the comparison is the same for all: box and score differences of the raw outputs, and the
+agreement of the detections each family's own NMS keeps.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from yolo_optimize.errors import UserError
+from yolo_optimize.families.base import Family, ParityStats, Preprocessed
+
+PARITY_CONF, PARITY_IOU, MATCH_IOU = 0.25, 0.45, 0.5
+PAD_VALUE = 114
+
+
+class Detector(Family):
+    """A family whose models map a letterboxed image to boxes with class scores."""
+
+    task = "detect"
+    default_imgsz = 640
+    # NMS settings of the family's own validation, so mAP here matches what its repository reports
+    map_conf: ClassVar[float] = 0.001
+    map_iou: ClassVar[float] = 0.6
+    map_max_det: ClassVar[int] = 300
+
+    @abstractmethod
+    def boxes_and_scores(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Raw output -> ([B, anchors, 4] box coordinates, [B, anchors, k] scores), for comparing outputs."""
+
+    @abstractmethod
+    def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
+               max_det: int) -> list[np.ndarray]:
+        """Raw output -> per image [N, 6] (x1, y1, x2, y2, score, class) in letterboxed pixels, by the family's NMS."""
+
+    def preprocess(self, path: Path, imgsz: int) -> Preprocessed:
+        return letterbox(path, imgsz)
+
+    def input_spec(self) -> dict[str, Any]:
+        return {"name": "images", "layout": "NCHW", "dtype": "float32",
+                "preprocess": f"letterbox to imgsz (pad {PAD_VALUE}), RGB, /255"}
+
+    def compare(self, got: np.ndarray, want: np.ndarray) -> ParityStats:
+        (got_boxes, got_scores), (want_boxes, want_scores) = self.boxes_and_scores(got), self.boxes_and_scores(want)
+        matched, total = self._agreement(got, want)
+        return ParityStats(float(np.abs(got_boxes - want_boxes).max()), float(np.abs(got_scores - want_scores).max()),
+                           matched, total)
+
+    def _agreement(self, got: np.ndarray, want: np.ndarray) -> tuple[int, int]:
+        """Detections that match (same class, IoU >= 0.5) and the larger of the two counts."""
+        import torch
+        from torchvision.ops import box_iou
+
+        matched = total = 0
+        kept = [self.decode(raw, PARITY_CONF, PARITY_IOU, multi_label=False, max_det=300) for raw in (got, want)]
+        for a, b in zip(*(map(torch.from_numpy, k) for k in kept)):
+            total += max(len(a), len(b))
+            if len(a) and len(b):
+                same_class = a[:, 5:6] == b[:, 5][None]
+                iou = box_iou(a[:, :4], b[:, :4]) * same_class
+                matched += int((iou.max(dim=1).values >= MATCH_IOU).sum().clamp(max=len(b)))
+        return matched, total
+
+    def onnx_float_nodes(self, model: Any) -> list[str]:
+        from yolo_optimize.optimize.head import onnx_head_nodes
+
+        return onnx_head_nodes(model)
+
+    def openvino_float_ops(self, model: Any) -> list[str]:
+        from yolo_optimize.optimize.head import openvino_head_ops
+
+        return openvino_head_ops(model)
+
+
+def letterbox(path: Path, imgsz: int) -> Preprocessed:
+    """Square ``imgsz`` RGB uint8 image as YOLOv5's and Ultralytics' validation make it.
+
+    The long side is resized to ``imgsz`` (area interpolation down, linear up), then the
+    short side is padded equally on both sides with grey 114, rounding as both repositories do.
+    """
+    import cv2
+
+    bgr = cv2.imread(str(path))
+    if bgr is None:
+        raise UserError(f"cannot read image {path}")
+    h0, w0 = bgr.shape[:2]
+    ratio = imgsz / max(h0, w0)
+    if ratio != 1:
+        interpolation = cv2.INTER_LINEAR if ratio > 1 else cv2.INTER_AREA
+        bgr = cv2.resize(bgr, (round(w0 * ratio), round(h0 * ratio)), interpolation=interpolation)
+    pad_w, pad_h = (imgsz - bgr.shape[1]) / 2, (imgsz - bgr.shape[0]) / 2
+    boxed = cv2.copyMakeBorder(bgr, round(pad_h - 0.1), round(pad_h + 0.1), round(pad_w - 0.1), round(pad_w + 0.1),
+                               cv2.BORDER_CONSTANT, value=(PAD_VALUE,) * 3)
+    return Preprocessed(np.ascontiguousarray(boxed[..., ::-1]), (h0, w0), ratio, (pad_w, pad_h))

@@ -1,0 +1,116 @@
+"""Ultralytics YOLOv8 and YOLO11 detectors (the ``ultralytics`` package): anchor-free, no objectness.
+
+The exported output is [B, 4 + nc, anchors]: xywh boxes in input pixels, then per-class
+sigmoid scores. Decoding it with YOLOv5's NMS (which expects [B, anchors, 5 + nc] with
+objectness) returns garbage without an error, so this family decodes with Ultralytics' own
+NMS. Checkpoints (``ultralytics.nn.tasks.DetectionModel`` pickled under its installed name,
+FP16 after training) are loaded with the allow-list; configs are the installed YAMLs.
+"""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from yolo_optimize.errors import UserError
+from yolo_optimize.families.base import RANDOM_SEED
+from yolo_optimize.families.detection import Detector
+
+if TYPE_CHECKING:
+    import torch
+
+SIZES = "nsmlx"
+CONFIGS = {"yolov8": "v8/yolov8.yaml", "yolo11": "11/yolo11.yaml"}  # model name prefix -> config under cfg/models
+OUTPUT_LAYOUT = "[batch, 4 + nc, anchors]: xywh (input pixels), then per-class sigmoid scores; no objectness"
+NMS_TIME_LIMIT_S = 60.0  # per image; Ultralytics' default (0.05 s) cuts NMS short on slow hosts, changing the result
+
+
+class Ultralytics(Detector):
+    name = "ultralytics"
+    tools = ("ultralytics",)
+    module_prefixes = ("ultralytics.nn.",)
+    extra_classes = ("ultralytics.utils.IterableSimpleNamespace",)  # a training run's ``model.args``
+    release_url = "https://github.com/ultralytics/assets/releases/download/v8.3.0/{name}.pt"
+    map_iou = 0.7  # Ultralytics' val default (YOLOv5's val.py uses 0.6)
+
+    def model_names(self) -> tuple[str, ...]:
+        return tuple(f"{prefix}{size}" for prefix in CONFIGS for size in SIZES)
+
+    def recognizes(self, pickled: list[str]) -> bool:
+        return any(n.startswith("ultralytics.") for n in pickled)
+
+    def config_bytes(self, name: str) -> bytes:
+        return f"scale={name[-1]}\n".encode() + _config(name).read_bytes()
+
+    def random_model(self, name: str) -> torch.nn.Module:
+        import torch
+        import yaml
+        from ultralytics.nn.tasks import DetectionModel
+
+        torch.manual_seed(RANDOM_SEED)
+        model = DetectionModel(f"{name}.yaml", nc=80, verbose=False)
+        coco = yaml.safe_load((_package_dir() / "cfg" / "datasets" / "coco.yaml").read_text())
+        model.names = {i: coco["names"][i] for i in range(80)}
+        return model
+
+    def model_from_checkpoint(self, checkpoint: Any, path: Path) -> torch.nn.Module:
+        from ultralytics.nn.tasks import DetectionModel
+
+        model = checkpoint.get("ema") or checkpoint.get("model") if isinstance(checkpoint, dict) else None
+        if not isinstance(model, DetectionModel):
+            kind = type(model).__name__ if model is not None else "no model"
+            raise UserError(f"{path} is an Ultralytics checkpoint but not a detection model ({kind}); "
+                            f"only detection models are supported")
+        return model
+
+    def for_export(self, model: torch.nn.Module) -> torch.nn.Module:
+        """FP32, fused; the Detect head in export mode returns the decoded [B, 4 + nc, anchors] tensor alone."""
+        from ultralytics.nn.modules.head import Detect
+
+        model = model.float().requires_grad_(False).fuse(verbose=False).eval()
+        for module in model.modules():
+            if isinstance(module, Detect):
+                if module.end2end:
+                    raise UserError("end-to-end (NMS-free) Ultralytics heads are not supported yet")
+                module.export, module.dynamic, module.format = True, False, "onnx"
+        return model
+
+    def describe(self, model: torch.nn.Module) -> dict[str, Any]:
+        names = [model.names[i] for i in sorted(model.names)] if isinstance(model.names, dict) else list(model.names)
+        return {"names": names, "nc": len(names), "stride": int(model.stride.max()),
+                "strides": [int(s) for s in model.stride]}
+
+    def output_spec(self, facts: dict[str, Any]) -> dict[str, Any]:
+        return {"name": "output0", "shape": ["batch", 4 + facts["nc"], "anchors"], "layout": OUTPUT_LAYOUT}
+
+    def sample_images(self) -> Path:
+        return _package_dir() / "assets"
+
+    def boxes_and_scores(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = raw.transpose(0, 2, 1)
+        return rows[..., :4], rows[..., 4:]
+
+    def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
+               max_det: int) -> list[np.ndarray]:
+        import torch
+        from ultralytics.utils.nms import non_max_suppression
+
+        kept = non_max_suppression(torch.from_numpy(np.ascontiguousarray(raw, dtype=np.float32)), conf, iou,
+                                   multi_label=multi_label, max_det=max_det, max_time_img=NMS_TIME_LIMIT_S)
+        return [k.numpy() for k in kept]
+
+
+def _config(name: str) -> Path:
+    prefix = name[:-1]
+    if prefix not in CONFIGS or name[-1] not in SIZES:
+        raise UserError(f"no Ultralytics config for {name!r}")
+    return _package_dir() / "cfg" / "models" / CONFIGS[prefix]
+
+
+def _package_dir() -> Path:
+    spec = find_spec("ultralytics")
+    assert spec and spec.origin, "ultralytics is not installed"
+    return Path(spec.origin).parent

@@ -1,0 +1,117 @@
+"""YOLOv5 n-x (the ``yolov5`` package): anchor-based, output [B, anchors, 5 + nc] with objectness.
+
+Checkpoints pickle their classes under the training repo's names (``models.common.Conv``);
+they map to the installed ``yolov5`` package. A YOLOv7 checkpoint uses the same module
+names, so recognition also requires that every pickled ``models.*`` class exists in yolov5.
+"""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from yolo_optimize.errors import UserError
+from yolo_optimize.families.base import RANDOM_SEED
+from yolo_optimize.families.detection import Detector
+
+if TYPE_CHECKING:
+    import torch
+
+SIZES = "nsmlx"
+OUTPUT_LAYOUT = "xywh (input pixels), objectness, per-class probabilities"
+
+
+class YoloV5(Detector):
+    name = "yolov5"
+    tools = ("yolov5",)
+    module_aliases = {"models.": "yolov5.models."}
+    module_prefixes = ("yolov5.models.",)
+    release_url = "https://github.com/ultralytics/yolov5/releases/download/v7.0/{name}.pt"
+
+    def model_names(self) -> tuple[str, ...]:
+        return tuple(f"yolov5{size}" for size in SIZES)
+
+    def recognizes(self, pickled: list[str]) -> bool:
+        ours = [n for n in pickled if n.startswith(("models.", "yolov5.models."))]
+        return bool(ours) and all(self.allowed_class(n) is not None for n in ours)
+
+    def config_bytes(self, name: str) -> bytes:
+        return _package_dir().joinpath("models", f"{name}.yaml").read_bytes()
+
+    def random_model(self, name: str) -> torch.nn.Module:
+        import torch
+        import yaml
+
+        _quiet()
+        from yolov5.models.yolo import DetectionModel
+
+        torch.manual_seed(RANDOM_SEED)
+        model = DetectionModel(str(_package_dir() / "models" / f"{name}.yaml"), ch=3, nc=80)
+        coco = yaml.safe_load((_package_dir() / "data" / "coco.yaml").read_text())
+        model.names = [coco["names"][i] for i in range(80)]
+        return model
+
+    def model_from_checkpoint(self, checkpoint: Any, path: Path) -> torch.nn.Module:
+        from yolov5.models.yolo import DetectionModel
+
+        model = checkpoint.get("ema") or checkpoint.get("model") if isinstance(checkpoint, dict) else None
+        if not isinstance(model, DetectionModel):
+            raise UserError(f"{path} is not a YOLOv5 detection checkpoint (no 'model' DetectionModel inside)")
+        return model
+
+    def for_export(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Fused; returns the Detect head's one decoded [B, anchors, 5 + nc] tensor (it returns a 1-tuple)."""
+        _quiet()
+        from yolov5.models.yolo import Detect
+
+        from yolo_optimize.families.modules import FirstOutput
+
+        model = model.float().requires_grad_(False).fuse().eval()
+        for module in model.modules():
+            if isinstance(module, Detect):
+                module.export, module.inplace, module.dynamic = True, False, False
+        return FirstOutput(model).eval()
+
+    def describe(self, model: torch.nn.Module) -> dict[str, Any]:
+        names = model.names if isinstance(model.names, list) else [model.names[i] for i in sorted(model.names)]
+        return {"names": list(names), "nc": len(names), "stride": int(model.stride.max()),
+                "strides": [int(s) for s in model.stride]}
+
+    def output_spec(self, facts: dict[str, Any]) -> dict[str, Any]:
+        return {"name": "output0", "shape": ["batch", "anchors", 5 + facts["nc"]], "layout": OUTPUT_LAYOUT}
+
+    def sample_images(self) -> Path:
+        return _package_dir() / "data" / "images"
+
+    def boxes_and_scores(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return raw[..., :4], raw[..., 4:]
+
+    def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
+               max_det: int) -> list[np.ndarray]:
+        import torch
+
+        _quiet()
+        from yolov5.utils.general import non_max_suppression
+
+        kept = non_max_suppression(torch.from_numpy(np.ascontiguousarray(raw, dtype=np.float32)), conf, iou,
+                                   multi_label=multi_label, max_det=max_det)
+        return [k.numpy() for k in kept]
+
+
+def _package_dir() -> Path:
+    """The installed yolov5 package, located without importing it (its import is slow and chatty)."""
+    spec = find_spec("yolov5")
+    assert spec and spec.origin, "yolov5 is not installed"
+    return Path(spec.origin).parent
+
+
+def _quiet() -> None:
+    """yolov5 logs model summaries at INFO on every load; keep the CLI's output ours."""
+    import logging
+
+    import yolov5.utils.general  # noqa: F401 - configures the 'yolov5' logger we then quiet
+
+    logging.getLogger("yolov5").setLevel(logging.WARNING)
