@@ -25,7 +25,7 @@ from yolo_optimize.evaluate.measure import MeasureJob
 
 def ours(folder: Path, threads: int, seconds: float, pixels: Path) -> float:
     """p50 latency (ms) of batch 1 as ``optimize eval`` measures it."""
-    job = MeasureJob(folder, Manifest.read(folder), pixels, (1,), seconds, threads, "cpu", detect=False)
+    job = MeasureJob(folder, Manifest.read(folder), pixels, (1,), seconds, threads, "cpu", predict=False)
     measurement, _ = _in_own_process(job)
     latency = measurement.batches[0].latency
     assert latency is not None, measurement.batches[0].error

@@ -93,7 +93,7 @@ def speed(folders: dict[str, Path], parent: Manifest, pixels: Path, args: Any) -
             manifest = candidate_manifest(parent, node=f"onnx-{name}", precision="fp32" if name == "fp32" else "int8",
                                           entry=str(parent.entry))
             measurement, _ = _in_own_process(MeasureJob(folder, manifest, pixels, (1, 8), args.seconds, args.threads,
-                                                        "cpu", detect=False))
+                                                        "cpu", predict=False))
             for batch in measurement.batches:
                 found[name][f"b{batch.batch}"].append(batch.throughput_ips or 0.0)
     return found

@@ -28,7 +28,7 @@ BATCH = 8
 
 def ours(folder: Path, threads: int, seconds: float, pixels: Path) -> float:
     """Images/s at batch 8 as ``optimize eval`` measures it."""
-    job = MeasureJob(folder, Manifest.read(folder), pixels, (BATCH,), seconds, threads, "cpu", detect=False)
+    job = MeasureJob(folder, Manifest.read(folder), pixels, (BATCH,), seconds, threads, "cpu", predict=False)
     measurement, _ = _in_own_process(job)
     result = measurement.batches[0]
     assert result.latency is not None, result.error

@@ -46,10 +46,18 @@ def test_random_weights_build_the_architecture_and_are_labelled() -> None:
     assert resolve_source("yolov5s", random_weights=True).identity == source.identity
 
 
-@pytest.mark.parametrize("model", ["yolov9", "resnet50"])
+@pytest.mark.parametrize("model", ["yolov9", "resnet5"])
 def test_unknown_model_name(model: str) -> None:
-    with pytest.raises(UserError, match="unknown model"):
+    with pytest.raises(UserError, match="unknown model .*: use yolov5n-yolov5x; yolov8n-yolov8x, yolo11n-yolo11x; any "
+                                        "torchvision.models classifier"):
         resolve_source(model)
+
+
+def test_a_classifier_without_weights_says_to_bring_them_or_use_random_weights(monkeypatch: pytest.MonkeyPatch,
+                                                                               tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with pytest.raises(UserError, match="resnet50.pt not found in .* torchvision publishes no weights to download"):
+        resolve_source("resnet50", weights_dir=tmp_path)
 
 
 def test_corrupt_checkpoint(tmp_path: Path) -> None:

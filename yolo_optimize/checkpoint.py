@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.families import all_families, family_for_checkpoint, family_for_model, family_named, known_model_names
+from yolo_optimize.families import all_families, family_for_checkpoint, family_for_model, family_named, names_hint
 from yolo_optimize.families.base import RANDOM_SEED, Family
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def resolve_source(model: str, *, random_weights: bool = False, weights_dir: Pat
     name = model.lower()
     family = family_for_model(name)
     if family is None:
-        raise UserError(f"unknown model {model!r}: use one of {', '.join(known_model_names())} or a path to a .pt")
+        raise UserError(f"unknown model {model!r}: use {names_hint()}, or a path to a .pt")
     if random_weights:
         return _random_source(family, name)
     return _checkpoint_source(find_weights(name, weights_dir, family))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import replace
 import sys
 import tempfile
 from collections.abc import Callable
@@ -44,7 +45,8 @@ def main() -> None:
 @click.option("--targets", default="torchscript,onnx,openvino", show_default=True,
               help="Comma list: torchscript, onnx, openvino, tensorrt (trt).")
 @click.option("--precisions", default="fp32,fp16", show_default=True, help="Comma list: fp32, fp16, bf16, int8.")
-@click.option("--imgsz", default=640, show_default=True, type=int, help="Square input size (multiple of 32).")
+@click.option("--imgsz", help="Square input size(s), multiples of 32, comma-separated [default: the family's: 640 "
+                               "for detectors, 224 for classifiers]; with several, each goes to <out>/<model>-<size>.")
 @click.option("--batch-sizes", default="1,8", show_default=True, help="Batch sizes every artifact must accept.")
 @click.option("--out", default="artifacts", show_default=True, type=click.Path(path_type=Path))
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(1), help="Nodes built in parallel.")
@@ -65,54 +67,63 @@ def main() -> None:
 @click.option("--max-map-drop", default=1.0, show_default=True, type=click.FloatRange(0),
               help="Largest mAP50-95 drop (points) an INT8 artifact may show on the gate set.")
 @user_errors
-def build(model: str, targets: str, precisions: str, imgsz: int, batch_sizes: str, out: Path, jobs: int,
+def build(model: str, targets: str, precisions: str, imgsz: str | None, batch_sizes: str, out: Path, jobs: int,
           force: bool, random_weights: bool, weights_dir: Path | None, device: str, opset: int,
           parity_data: Path | None, parity_images: int, calib_data: Path | None, calib_images: int,
           gate_data: Path | None, gate_images: int | None, max_map_drop: float) -> None:
-    """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, or a .pt path) to every target x precision, cached, in parallel."""
+    """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, a torchvision classifier such as resnet18, or a .pt path)
+    to every target x precision, cached, in parallel."""
     from yolo_optimize.checkpoint import resolve_source
-    from yolo_optimize.console import BuildDisplay, results_table
-    from yolo_optimize.dag import FAILED, Build
     from yolo_optimize.devices import resolve_device
-    from yolo_optimize.formats import parse_batch_sizes, parse_precisions, parse_targets
+    from yolo_optimize.formats import parse_batch_sizes, parse_image_sizes, parse_precisions, parse_targets
     from yolo_optimize.families import family_named
     from yolo_optimize.images import list_images
-    from yolo_optimize.pipeline import BuildRequest, plan
+    from yolo_optimize.pipeline import BuildRequest
 
-    if imgsz < 32 or imgsz % 32:
-        raise UserError(f"--imgsz must be a positive multiple of 32, got {imgsz}")
     source = resolve_source(model, random_weights=random_weights, weights_dir=weights_dir)
-    images = list_images(parity_data or family_named(source.family).sample_images())[:parity_images]
+    family = family_named(source.family)
+    sizes = parse_image_sizes(imgsz) if imgsz else (family.default_imgsz,)
+    images = list_images(parity_data or family.sample_images())[:parity_images]
     wanted_precisions = tuple(parse_precisions(precisions))
     int8 = _int8_inputs(calib_data, calib_images, gate_data, gate_images, max_map_drop) if "int8" in wanted_precisions else {}
-    request = BuildRequest(
-        source=source,
-        targets=tuple(parse_targets(targets)), precisions=wanted_precisions, imgsz=imgsz,
+    requests = [BuildRequest(
+        source=replace(source, model_id=f"{source.model_id}-{size}") if len(sizes) > 1 else source,
+        targets=tuple(parse_targets(targets)), precisions=wanted_precisions, imgsz=size,
         batch_sizes=parse_batch_sizes(batch_sizes), opset=opset, device=resolve_device(device),
         parity_images=tuple(str(p.resolve()) for p in images), **int8,
-    )
-    model_dir = out / request.source.model_id
-    check_writable(model_dir)
-    nodes = plan(request)
-    runner = Build(nodes, request.source, model_dir, device=request.device, jobs=jobs, force=force)
+    ) for size in sizes]
+    for request in requests:
+        check_writable(out / request.source.model_id)
     try:
-        if "load" in runner.pending():
-            from yolo_optimize.checkpoint import load_model
-
-            with console.status(f"checking {request.source.model_id}"):
-                _say(f"checking {request.source.model_id} before building")
-                load_model(request.source)  # a bad checkpoint stops here, before anything is written
-        with BuildDisplay(console, [n.name for n in nodes]) as display:
-            results = runner.run(display.event)
+        failed = [f"{request.source.model_id}/{node}" if len(requests) > 1 else node
+                  for request in requests for node in _build_one(request, out, jobs, force)]
     except KeyboardInterrupt:
         click.echo("interrupted: nodes in flight were stopped and their staging folders removed; "
                    "built nodes are kept and the next build resumes", err=True)
         sys.exit(130)
-    console.print(results_table(results))
-    failed = [r.node for r in results if r.status == FAILED]
     if failed:
         click.echo(f"error: {len(failed)} node(s) failed: {', '.join(failed)}", err=True)
         sys.exit(1)
+
+
+def _build_one(request: Any, out: Path, jobs: int, force: bool) -> list[str]:
+    """Build one model at one input size into ``out/<model_id>``; the nodes that failed."""
+    from yolo_optimize.console import BuildDisplay, results_table
+    from yolo_optimize.dag import FAILED, Build
+    from yolo_optimize.pipeline import plan
+
+    nodes = plan(request)
+    runner = Build(nodes, request.source, out / request.source.model_id, device=request.device, jobs=jobs, force=force)
+    if "load" in runner.pending():
+        from yolo_optimize.checkpoint import load_model
+
+        with console.status(f"checking {request.source.model_id}"):
+            _say(f"checking {request.source.model_id} before building")
+            load_model(request.source)  # a bad checkpoint stops here, before anything is written
+    with BuildDisplay(console, [n.name for n in nodes]) as display:
+        results = runner.run(display.event)
+    console.print(results_table(results, title=f"{request.source.model_id} at {request.imgsz}"))
+    return [r.node for r in results if r.status == FAILED]
 
 
 def _say(text: str) -> None:

@@ -56,8 +56,8 @@ class BuildDisplay:
         return table
 
 
-def results_table(results: list[NodeResult]) -> Table:
-    table = Table(title="build results", title_justify="left")
+def results_table(results: list[NodeResult], title: str = "") -> Table:
+    table = Table(title=f"build results{': ' + title if title else ''}", title_justify="left")
     for column, justify in (("node", "left"), ("status", "left"), ("seconds", "right"), ("size", "right"),
                             ("reason", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]

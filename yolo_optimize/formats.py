@@ -73,6 +73,17 @@ def parse_batch_sizes(text: str) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+def parse_image_sizes(text: str) -> tuple[int, ...]:
+    """Comma list of square input sizes, each a positive multiple of 32, sorted and de-duplicated."""
+    try:
+        sizes = sorted({int(n) for n in _split(text)})
+    except ValueError:
+        raise UserError(f"--imgsz must be multiples of 32, got {text!r}") from None
+    if any(size < 32 or size % 32 for size in sizes):
+        raise UserError(f"--imgsz must be positive multiples of 32, got {text!r}")
+    return tuple(sizes)
+
+
 def _split(text: str) -> list[str]:
     names = [n.strip().lower() for n in text.split(",") if n.strip()]
     if not names:

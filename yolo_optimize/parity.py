@@ -22,7 +22,7 @@ REFERENCE_FILE = "reference.npz"
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Largest score difference and smallest detection agreement an export may show."""
+    """Largest score difference and smallest agreement of predictions (detections, top-1 classes) an export may show."""
 
     precision: str
     max_score_diff: float
@@ -95,12 +95,13 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
     result = {
         "images": len(images), "batch_sizes": list(batch_sizes), "executed_precision": executed,
         "compute_precision": compute, "cpu": cpu_facts(),
-        "max_abs_diff_boxes_px": round(stats.box_diff, 6), "max_abs_diff_scores": round(stats.score_diff, 6),
-        "detection_agreement": round(stats.agreement, 4), "tolerance": asdict(tolerance),
+        "max_abs_diff_boxes_px": None if stats.box_diff is None else round(stats.box_diff, 6),
+        "max_abs_diff_scores": round(stats.score_diff, 6), "agreement": round(stats.agreement, 4),
+        "agreement_of": family.agreement_of, "tolerance": asdict(tolerance),
     }
-    result["passed"] = stats.score_diff <= tolerance.max_score_diff and result["detection_agreement"] >= tolerance.min_agreement
+    result["passed"] = stats.score_diff <= tolerance.max_score_diff and result["agreement"] >= tolerance.min_agreement
     if not result["passed"]:
         raise RuntimeError(f"parity failed (runs in {executed}, {tolerance.precision} tolerance): score diff "
-                           f"{stats.score_diff:.4g} (at most {tolerance.max_score_diff}), detection agreement "
-                           f"{result['detection_agreement']:.3f} (at least {tolerance.min_agreement})")
+                           f"{stats.score_diff:.4g} (at most {tolerance.max_score_diff}), agreement of {family.agreement_of} "
+                           f"{result['agreement']:.3f} (at least {tolerance.min_agreement})")
     return result

@@ -9,7 +9,7 @@ import torch
 
 from tests.conftest import CALIB_DATA, VAL_DATA, WEIGHTS
 from yolo_optimize.checkpoint import load_model, resolve_source
-from yolo_optimize.evaluate.accuracy import coco_results, detections, mean_average_precision
+from yolo_optimize.evaluate.accuracy import coco_results, mean_average_precision
 from yolo_optimize.evaluate.dataset import load_dataset, prepare_images
 from yolo_optimize.families import family_named
 from yolo_optimize.images import to_input
@@ -27,7 +27,7 @@ def test_pytorch_fp32_map_on_the_whole_set_agrees_with_ultralytics(tmp_path: Pat
     found: list[np.ndarray] = []
     with torch.inference_mode():
         for start in range(0, len(images), 8):
-            found += detections(yolov5, model(torch.from_numpy(to_input(images[start:start + 8]))).numpy())
+            found += yolov5.predictions(model(torch.from_numpy(to_input(images[start:start + 8]))).numpy())
     accuracy = mean_average_precision(coco_results(found, dataset, prepared), dataset)
     assert abs(accuracy.map50_95 - ULTRALYTICS_MAP50_95) <= 0.02, accuracy
     assert abs(accuracy.map50 - ULTRALYTICS_MAP50) <= 0.02, accuracy

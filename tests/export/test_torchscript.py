@@ -17,7 +17,7 @@ def test_plain_torch_jit_load_reads_metadata_and_runs(built: Path) -> None:
     assert metadata["names"][0] == "person" and metadata["precision"] == "fp32" and metadata["stride"] == 32
     with torch.no_grad():
         for batch in (1, 8):
-            assert module(torch.zeros(batch, 3, 640, 640))[0].shape == (batch, 25200, 85)
+            assert module(torch.zeros(batch, 3, 640, 640)).shape == (batch, 25200, 85)  # one tensor, not a tuple
 
 
 def test_fp16_needs_cuda_and_says_so_without_building_anything_for_it(tmp_path: Path) -> None:

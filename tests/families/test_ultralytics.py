@@ -12,7 +12,6 @@ import torch
 from tests.conftest import VAL_DATA, brief, optimize, statuses
 from yolo_optimize.checkpoint import load_model, pickle_globals, resolve_source
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.accuracy import detections
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images, to_input
 
@@ -36,7 +35,7 @@ def test_decode_matches_ultralytics_validator_on_the_same_raw_output() -> None:
     with torch.no_grad():
         raw = scored(model(torch.from_numpy(to_input(images))).numpy())
     assert raw.shape == (2, 84, 8400)
-    ours = detections(ULTRALYTICS, raw)
+    ours = ULTRALYTICS.predictions(raw)
     validator = DetectionValidator(args={"conf": 0.001, "iou": 0.7, "max_det": 300})
     validator.end2end = False
     theirs = validator.postprocess(torch.from_numpy(raw))
@@ -56,7 +55,7 @@ def test_yolov5s_nms_would_misread_this_layout() -> None:
     with torch.no_grad():
         raw = scored(model(torch.zeros(1, 3, 640, 640)).numpy())
     wrong = family_named("yolov5").decode(raw, 0.001, 0.7, multi_label=False, max_det=300)[0]
-    assert len(wrong) <= 84 and not np.array_equal(wrong, detections(ULTRALYTICS, raw)[0][: len(wrong)])
+    assert len(wrong) <= 84 and not np.array_equal(wrong, ULTRALYTICS.predictions(raw)[0][: len(wrong)])
 
 
 def test_a_checkpoint_saved_the_ultralytics_way_loads_through_the_allow_list(tmp_path: Path) -> None:

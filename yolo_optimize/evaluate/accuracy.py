@@ -1,4 +1,9 @@
-"""COCO mAP with one protocol for every artifact of a model: its family's own NMS and settings, then COCOeval."""
+"""The task metric, with one protocol for every artifact of a model.
+
+Detectors: COCO mAP50-95/mAP50 by COCOeval, after their family's own NMS and settings.
+Classifiers: top-1 agreement with the PyTorch FP32 baseline on the same images (meaningful for
+random weights too) and, where the images are labelled by class folder, top-1 accuracy.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.evaluate.dataset import Dataset, PreparedImages
-from yolo_optimize.families.detection import Detector
+from yolo_optimize.families.base import Family
 
 
 @dataclass
@@ -19,11 +24,38 @@ class Accuracy:
     map50: float | None
     images: int
     note: str = ""  # why a value is absent or not meaningful
+    top1_agreement: float | None = None  # classifiers: share of images whose top-1 class is the baseline's
+    top1: float | None = None  # classifiers: share of labelled images whose top-1 class is the label
 
 
-def detections(family: Detector, raw: np.ndarray) -> list[np.ndarray]:
-    """Raw output -> per image [N, 6] (x1, y1, x2, y2, score, class) in letterboxed pixels, as its family validates."""
-    return family.decode(raw, family.map_conf, family.map_iou, multi_label=True, max_det=family.map_max_det)
+RANDOM_WEIGHTS = "n/a (random weights)"
+
+
+def wants_predictions(family: Family, pretrained: bool) -> bool:
+    """Whether a row's predictions can mean anything: mAP needs real weights; agreement with FP32 does not."""
+    return pretrained or family.task == "classify"
+
+
+def task_accuracy(family: Family, found: list[np.ndarray], dataset: Dataset, prepared: PreparedImages, *,
+                  names: list[str], pretrained: bool, baseline: list[np.ndarray] | None) -> Accuracy:
+    """The family's task metric for one row's predictions (``baseline``: the PyTorch FP32 row's, when measured)."""
+    if family.task == "classify":
+        return classification_accuracy(found, baseline, dataset, names, pretrained=pretrained)
+    return mean_average_precision(coco_results(found, dataset, prepared), dataset)
+
+
+def classification_accuracy(found: list[np.ndarray], baseline: list[np.ndarray] | None, dataset: Dataset,
+                            names: list[str], *, pretrained: bool) -> Accuracy:
+    top1 = [int(p[0]) for p in found]
+    agreement = (round(float(np.mean([a == int(b[0]) for a, b in zip(top1, baseline)])), 4)
+                 if baseline is not None else None)
+    note = "" if baseline is not None else "no agreement: the PyTorch baseline was not measured"
+    labelled = None
+    if dataset.image_classes is not None and pretrained:
+        labelled = round(float(np.mean([names[p] == label for p, label in zip(top1, dataset.image_classes)])), 4)
+    elif dataset.image_classes is not None:
+        note = note or "top-1 n/a (random weights); agreement with FP32 still holds"
+    return Accuracy(None, None, len(found), note, agreement, labelled)
 
 
 def coco_results(found: list[np.ndarray], dataset: Dataset, prepared: PreparedImages) -> list[dict[str, Any]]:

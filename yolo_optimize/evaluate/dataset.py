@@ -30,6 +30,7 @@ class Dataset:
     image_ids: list[int]
     ground_truth: dict[str, Any] | None
     category_ids: list[int]
+    image_classes: list[str] | None = None  # an ImageFolder's class folder per image (classifiers' labels)
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def _yolo_dataset(root: Path, max_images: int | None, nc: int) -> Dataset:
     images = list_images(root)[:max_images]
     labels = [_label_path(image) for image in images]
     if not any(label.is_file() for label in labels):
-        return Dataset(root, images, list(range(len(images))), None, list(range(nc)))
+        return Dataset(root, images, list(range(len(images))), None, list(range(nc)), _class_folders(root, images))
     gt: dict[str, Any] = {"images": [], "annotations": [], "categories": [{"id": i, "name": str(i)} for i in range(nc)]}
     for image_id, (image, label) in enumerate(zip(images, labels)):
         height, width = _image_size(image)
@@ -65,6 +66,14 @@ def _yolo_dataset(root: Path, max_images: int | None, nc: int) -> Dataset:
             gt["annotations"].append({"id": len(gt["annotations"]) + 1, "image_id": image_id, "category_id": cls,
                                       "bbox": box, "area": box[2] * box[3], "iscrowd": 0})
     return Dataset(root, images, list(range(len(images))), gt, list(range(nc)))
+
+
+def _class_folders(root: Path, images: list[Path]) -> list[str] | None:
+    """ImageFolder layout (``root/<class>/<image>``, two classes or more): each image's class name, else None."""
+    if any(image.parent.parent != root for image in images):
+        return None
+    classes = [image.parent.name for image in images]
+    return classes if len(set(classes)) > 1 else None
 
 
 def _label_path(image: Path) -> Path:

@@ -23,7 +23,7 @@ import numpy as np
 
 from yolo_optimize.cpu import has_vnni
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.accuracy import Accuracy, coco_results, mean_average_precision
+from yolo_optimize.evaluate.accuracy import RANDOM_WEIGHTS, Accuracy, task_accuracy, wants_predictions
 from yolo_optimize.evaluate.dataset import Dataset, PreparedImages, load_dataset, prepare_images
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover
 from yolo_optimize.evaluate.measure import MeasureJob, measure
@@ -71,7 +71,8 @@ def _dataset(settings: EvalSettings, candidates: list[Candidate]) -> Dataset:
             raise UserError("no artifact could be read; pass --data to say which images to measure with")
         return load_dataset(family.sample_images(), max_images=settings.max_images)
     dataset = load_dataset(settings.data, max_images=settings.max_images)
-    if settings.accuracy and dataset.ground_truth is None:
+    detectors = any(c.manifest and _family(c).task == "detect" for c in candidates)
+    if settings.accuracy and detectors and dataset.ground_truth is None:
         raise UserError(f"no labels found for {settings.data} (expected labels/<split>/*.txt beside "
                         f"images/<split>); pass --no-accuracy to measure speed only")
     return dataset
@@ -80,7 +81,8 @@ def _dataset(settings: EvalSettings, candidates: list[Candidate]) -> Dataset:
 def _row(candidate: Candidate, settings: EvalSettings) -> Row:
     manifest = candidate.manifest
     row = Row(candidate.name, candidate.model, candidate.target, candidate.precision, str(candidate.folder),
-              _file_mb(candidate), bool(manifest and manifest.metadata.get("pretrained")), error=candidate.error)
+              _file_mb(candidate), bool(manifest and manifest.metadata.get("pretrained")), error=candidate.error,
+              task=manifest.metadata["task"] if manifest else "")
     row.cpu_note = _cpu_note(manifest.metadata) if manifest else ""
     if manifest and settings.imgsz and _imgsz(candidate) != settings.imgsz:
         row.error = f"artifact imgsz {_imgsz(candidate)} differs from --imgsz {settings.imgsz}"
@@ -112,13 +114,19 @@ def _imgsz(candidate: Candidate) -> int:
 
 def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], dataset: Dataset,
                    settings: EvalSettings, progress: Progress) -> None:
-    """``repeats`` rounds of (baseline, every artifact in rotated order); accuracy from each row's first measurement."""
+    """``repeats`` rounds of (baseline, every artifact in rotated order); accuracy from each row's first measurement.
+
+    The baseline goes first, so its predictions are there for the metrics that compare with it
+    (a classifier's top-1 agreement).
+    """
     schedule = measurement_schedule(group, settings.repeats)
+    baseline: list[np.ndarray] | None = None
     for step, (round_, (row, candidate)) in enumerate(schedule, 1):
         if row.error:
             continue
         progress(f"[{step}/{len(schedule)}] {row.model} {row.name} (measurement {len(row.measurements) + 1})")
-        wants_accuracy = settings.accuracy and row.accuracy is None and row.pretrained
+        family = _family(candidate)
+        wants_accuracy = settings.accuracy and row.accuracy is None and wants_predictions(family, row.pretrained)
         images = prepared[_imgsz(candidate)]
         job = MeasureJob(candidate.folder, candidate.manifest, images.pixels, settings.batch_sizes,  # type: ignore[arg-type]
                          settings.min_time_s, settings.threads, settings.device, wants_accuracy)
@@ -130,11 +138,13 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
         measurement.round = round_
         row.measurements.append(measurement)
         if found is not None:
-            row.accuracy = mean_average_precision(coco_results(found, dataset, images), dataset)
+            baseline = found if row.target == BASELINE_TARGET else baseline
+            row.accuracy = task_accuracy(family, found, dataset, images, names=candidate.manifest.metadata["names"],  # type: ignore[union-attr]
+                                         pretrained=row.pretrained, baseline=baseline)
     if settings.accuracy:
-        for row, _ in group:
-            if not row.pretrained:
-                row.accuracy = Accuracy(None, None, len(dataset.images), "n/a (random weights)")
+        for row, candidate in group:
+            if row.accuracy is None and not row.pretrained:
+                row.accuracy = Accuracy(None, None, len(dataset.images), RANDOM_WEIGHTS)
 
 
 Pair = tuple[Row, Candidate]

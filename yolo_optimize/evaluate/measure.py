@@ -13,7 +13,7 @@ import numpy as np
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.results import BatchResult, LatencyStats, Measurement
 from yolo_optimize.families import family_named
-from yolo_optimize.families.detection import Detector
+from yolo_optimize.families.base import Family
 from yolo_optimize.images import to_input
 
 MIN_RUNS, WARMUP_RUNS = 5, 2
@@ -30,7 +30,7 @@ class MeasureJob:
     min_time_s: float
     threads: int
     device: str
-    detect: bool  # also run every image for accuracy (after the timed part)
+    predict: bool  # also run every image for the task metric (after the timed part)
 
 
 def measure(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
@@ -50,7 +50,7 @@ def measure(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
         measurement = Measurement(round(load_s, 4), round(first_inference_s, 4), batches, round(peak_rss_mb, 1),
                                   _cuda_peak_mb(job.device), runner.executed_precision, job.threads)
         family = family_named(job.manifest.metadata["family"])
-        found = detect_all(family, runner.infer, images, _accuracy_batch(batches)) if job.detect else None
+        found = predict_all(family, runner.infer, images, _accuracy_batch(batches)) if job.predict else None
     return measurement, found
 
 
@@ -72,12 +72,11 @@ def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float) -> BatchResul
     return BatchResult(size, latency, round(size / (latency.p50_ms / 1e3), 3))
 
 
-def detect_all(family: Detector, infer: Infer, images: np.ndarray, batch: int) -> list[np.ndarray]:
-    from yolo_optimize.evaluate.accuracy import detections
-
+def predict_all(family: Family, infer: Infer, images: np.ndarray, batch: int) -> list[np.ndarray]:
+    """Every image's predictions as the family's task metric takes them, ``batch`` images at a time."""
     found: list[np.ndarray] = []
     for start in range(0, len(images), batch):
-        found += detections(family, infer(to_input(images[start:start + batch])))
+        found += family.predictions(infer(to_input(images[start:start + batch])))
     return found
 
 

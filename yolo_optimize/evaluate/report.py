@@ -38,7 +38,7 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
     next cancel in each ratio. Throughput and latency columns are the medians of the row's
     processes, so the speedup is close to, not exactly, their ratio to the baseline's.
     """
-    cells: dict[str, Any] = {"model": row.model, "artifact": row.name, "precision": row.precision}
+    cells: dict[str, Any] = {"model": row.model, "artifact": row.name, "precision": row.precision, "task": row.task}
     if row.error or not row.measurements:
         return {**cells, "status": f"failed: {row.error or 'not measured'}"}
     for batch in batch_sizes:
@@ -64,6 +64,8 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
         "map50_95": accuracy.map50_95 if accuracy else None,
         "map50": accuracy.map50 if accuracy else None,
         "map50_95_delta": round(delta, 4) if delta is not None else None,
+        "top1_agreement": accuracy.top1_agreement if accuracy else None,
+        "top1": accuracy.top1 if accuracy else None,
         "accuracy_note": accuracy.note if accuracy else "not measured",
         "cpu_note": row.cpu_note,
         "repeats": len(row.measurements),
@@ -110,7 +112,7 @@ def _version(package: str) -> str:
 
 def write_report(report: Report, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    columns = matrix_columns(report.settings["batch_sizes"])
+    columns = matrix_columns(report)
     files = [out / "results.json", out / "matrix.csv", out / "matrix.md", out / "matrix.html"]
     files[0].write_text(json.dumps(asdict(report), indent=2) + "\n")
     with open(files[1], "w", newline="") as handle:
@@ -122,22 +124,33 @@ def write_report(report: Report, out: Path) -> list[Path]:
     return files
 
 
-def matrix_columns(batch_sizes: list[int]) -> list[tuple[str, str]]:
-    """(key, header) of the matrix, in display order."""
-    speed = [(f"speedup_b{b}", f"b{b} speedup") for b in batch_sizes]
+ACCURACY_COLUMNS = {  # per task: (key, header) of its accuracy columns; the first shows the row's note when empty
+    "detect": [("map50_95", "mAP50-95"), ("map50_95_delta", "ΔmAP")],
+    "classify": [("top1_agreement", "top-1 agr."), ("top1", "top-1")],
+}
+
+
+def matrix_columns(report: Report) -> list[tuple[str, str]]:
+    """(key, header) of the matrix, in display order; accuracy columns for the tasks of the rows present."""
+    speed = [(f"speedup_b{b}", f"b{b} speedup") for b in report.settings["batch_sizes"]]
+    tasks = {line.get("task") for line in report.matrix}
+    accuracy = [column for task, columns in ACCURACY_COLUMNS.items() if task in tasks for column in columns]
     return [("model", "model"), ("artifact", "artifact"), ("executed_precision", "runs in"), *speed,
             ("latency_b1_p50_ms", "b1 p50 ms"), ("peak_rss_mb", "peak MB"), ("file_mb", "file MB"),
-            ("map50_95", "mAP50-95"), ("map50_95_delta", "ΔmAP"), ("status", "status"), ("cpu_note", "CPU note")]
+            *accuracy, ("status", "status"), ("cpu_note", "CPU note")]
 
 
 def cell(line: dict[str, Any], key: str) -> str:
     value = line.get(key)
+    first = {columns[0][0]: task for task, columns in ACCURACY_COLUMNS.items()}
+    if key in first and value is None:
+        return line.get("accuracy_note", "") if line.get("task") == first[key] else ""
+    if key in ("top1_agreement", "top1") and isinstance(value, float):
+        return f"{value:.1%}"
     if key.startswith("speedup_b") and isinstance(value, float):
         low, high = line.get(f"{key}_range") or (value, value)
         text = f"{value:.2f}x" + (f" ({low:.2f}-{high:.2f})" if high - low >= 0.01 else "")
         return text + (" !" if line.get("unstable") else "")
-    if key == "map50_95" and value is None:
-        return line.get("accuracy_note", "")
     if key == "map50_95_delta" and isinstance(value, float):
         return f"{value:+.4f}"
     return "" if value is None else str(value)
@@ -174,7 +187,7 @@ def _legend(report: Report) -> str:
 
 
 def rich_table(report: Report) -> Table:
-    columns = matrix_columns(report.settings["batch_sizes"])
+    columns = matrix_columns(report)
     table = Table(title="speedup matrix", title_justify="left")
     for _, header in columns:
         table.add_column(header, overflow="fold")

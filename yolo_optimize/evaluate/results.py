@@ -67,6 +67,7 @@ class Row:
     folder: str
     file_mb: float | None
     pretrained: bool
+    task: str = ""  # the family's task ("detect", "classify"): which accuracy columns apply
     measurements: list[Measurement] = field(default_factory=list)
     accuracy: Accuracy | None = None
     cpu_note: str = ""  # what the artifact's arithmetic assumes of the CPU, and whether this one has it

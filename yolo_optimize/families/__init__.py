@@ -6,10 +6,11 @@ from functools import cache
 
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import Family
+from yolo_optimize.families.torchvision import TorchvisionClassifier
 from yolo_optimize.families.ultralytics import Ultralytics
 from yolo_optimize.families.yolov5 import YoloV5
 
-FAMILIES: tuple[type[Family], ...] = (YoloV5, Ultralytics)
+FAMILIES: tuple[type[Family], ...] = (YoloV5, Ultralytics, TorchvisionClassifier)
 
 
 @cache
@@ -30,8 +31,8 @@ def family_for_model(model: str) -> Family | None:
     return next((f for f in all_families() if model in f.model_names()), None)
 
 
-def known_model_names() -> list[str]:
-    return [name for family in all_families() for name in family.model_names()]
+def names_hint() -> str:
+    return "; ".join(family.names_hint for family in all_families())
 
 
 def family_for_checkpoint(pickled: list[str], path: object) -> Family:

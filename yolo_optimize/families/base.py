@@ -38,9 +38,9 @@ class Preprocessed:
 class ParityStats:
     """How far an artifact's outputs are from the reference's, summed over the batches compared."""
 
-    box_diff: float = 0.0  # largest absolute difference of box coordinates, in input pixels
+    box_diff: float | None = 0.0  # largest absolute difference of box coordinates, in input pixels (None: no boxes)
     score_diff: float = 0.0  # largest absolute difference of scores/probabilities
-    matched: int = 0  # predictions that agree after the family's decode
+    matched: int = 0  # predictions that agree after the family's decode (detections, or top-1 classes)
     total: int = 0
 
     @property
@@ -48,8 +48,9 @@ class ParityStats:
         return self.matched / self.total if self.total else 1.0
 
     def merged(self, other: ParityStats) -> ParityStats:
-        return ParityStats(max(self.box_diff, other.box_diff), max(self.score_diff, other.score_diff),
-                           self.matched + other.matched, self.total + other.total)
+        boxes = None if self.box_diff is None or other.box_diff is None else max(self.box_diff, other.box_diff)
+        return ParityStats(boxes, max(self.score_diff, other.score_diff), self.matched + other.matched,
+                           self.total + other.total)
 
 
 class Family(ABC):
@@ -65,6 +66,9 @@ class Family(ABC):
     # Plain classes (not modules) a checkpoint may also contain, as importable "module.Class" names
     extra_classes: ClassVar[tuple[str, ...]] = ()
     default_imgsz: ClassVar[int]
+    names_hint: ClassVar[str]  # the model names it builds, in a few words, for error messages
+    agreement_of: ClassVar[str]  # what parity's agreement counts, for the manifest and messages
+    int8_unsupported: ClassVar[str | None] = None  # why INT8 cannot be built for this family yet (None: it can)
     release_url: ClassVar[str | None] = None  # where official weights of a model name are downloaded from ({name})
 
     @abstractmethod
@@ -114,6 +118,10 @@ class Family(ABC):
     @abstractmethod
     def compare(self, got: np.ndarray, want: np.ndarray) -> ParityStats:
         """Raw outputs of an artifact against the reference's for the same batch."""
+
+    @abstractmethod
+    def predictions(self, raw: np.ndarray) -> list[np.ndarray]:
+        """Raw outputs -> per image what the task metric scores (detections, or the top classes)."""
 
     @abstractmethod
     def onnx_float_nodes(self, model: Any) -> list[str]:

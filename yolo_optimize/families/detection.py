@@ -29,6 +29,7 @@ class Detector(Family):
     map_conf: ClassVar[float] = 0.001
     map_iou: ClassVar[float] = 0.6
     map_max_det: ClassVar[int] = 300
+    agreement_of = f"detections after NMS ({PARITY_CONF}/{PARITY_IOU}) matching at IoU {MATCH_IOU}"
 
     @abstractmethod
     def boxes_and_scores(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -38,6 +39,10 @@ class Detector(Family):
     def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
                max_det: int) -> list[np.ndarray]:
         """Raw output -> per image [N, 6] (x1, y1, x2, y2, score, class) in letterboxed pixels, by the family's NMS."""
+
+    def predictions(self, raw: np.ndarray) -> list[np.ndarray]:
+        """Per image [N, 6] (x1, y1, x2, y2, score, class) in letterboxed pixels, as the family's own val decodes."""
+        return self.decode(raw, self.map_conf, self.map_iou, multi_label=True, max_det=self.map_max_det)
 
     def preprocess(self, path: Path, imgsz: int) -> Preprocessed:
         return letterbox(path, imgsz)

@@ -21,3 +21,17 @@ class FirstOutput(torch.nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.model(images)[0]
+
+
+class Normalized(torch.nn.Module):
+    """Folds the per-channel mean/std normalization into the model, so it takes RGB in [0, 1] like every artifact."""
+
+    def __init__(self, model: torch.nn.Module, mean: tuple[float, ...], std: tuple[float, ...], names: list[str]) -> None:
+        super().__init__()
+        self.model = model
+        self.names = names
+        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1))
+        self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1))
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.model((images - self.mean) / self.std)

@@ -30,6 +30,7 @@ NMS_TIME_LIMIT_S = 60.0  # per image; Ultralytics' default (0.05 s) cuts NMS sho
 
 class Ultralytics(Detector):
     name = "ultralytics"
+    names_hint = "yolov8n-yolov8x, yolo11n-yolo11x"
     tools = ("ultralytics",)
     module_prefixes = ("ultralytics.nn.",)
     extra_classes = ("ultralytics.utils.IterableSimpleNamespace",)  # a training run's ``model.args``

@@ -26,6 +26,7 @@ OUTPUT_LAYOUT = "xywh (input pixels), objectness, per-class probabilities"
 
 class YoloV5(Detector):
     name = "yolov5"
+    names_hint = "yolov5n-yolov5x"
     tools = ("yolov5",)
     module_aliases = {"models.": "yolov5.models."}
     module_prefixes = ("yolov5.models.",)

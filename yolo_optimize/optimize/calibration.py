@@ -69,9 +69,7 @@ class Gate:
 
     def score_raw(self, outputs: list[np.ndarray]) -> GateScore:
         """Score raw model outputs of the gate images, in order."""
-        from yolo_optimize.evaluate.accuracy import detections
-
-        return self.score_outputs([d for output in outputs for d in detections(self.family, output)])
+        return self.score_outputs([d for output in outputs for d in self.family.predictions(output)])
 
     def score_outputs(self, found: list[np.ndarray]) -> GateScore:
         from yolo_optimize.evaluate.accuracy import coco_results, mean_average_precision
@@ -81,11 +79,11 @@ class Gate:
 
     def score(self, folder: Path, manifest: Manifest, device: str = "cpu") -> GateScore:
         """Run the artifact in ``folder`` (described by ``manifest``) over the gate set."""
-        from yolo_optimize.evaluate.measure import detect_all
+        from yolo_optimize.evaluate.measure import predict_all
         from yolo_optimize.evaluate.runners import open_runner
 
         with open_runner(folder, manifest, device=device, threads=self.threads) as runner:
-            return self.score_outputs(detect_all(self.family, runner.infer, self.pixels, 8))
+            return self.score_outputs(predict_all(self.family, runner.infer, self.pixels, 8))
 
     def close(self) -> None:
         self._work.cleanup()

@@ -1,0 +1,148 @@
+"""torchvision image classifiers, by any ``torchvision.models`` classification name (resnet18, ...).
+
+Preprocessing is torchvision's own evaluation transform (``ImageClassification``): resize the
+short side to imgsz / 0.875 (bilinear, antialiased), center-crop imgsz. The ImageNet mean/std
+normalization is folded into the exported model, so every artifact takes the same [0, 1] RGB input
+as the detectors. The output is [B, classes] logits. Parity and the task metric compare top-1
+classes: agreement with the FP32 model always (meaningful for random weights too), and top-1
+accuracy where the evaluation images carry labels.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from yolo_optimize.errors import UserError
+from yolo_optimize.families.base import RANDOM_SEED, Family, ParityStats, Preprocessed
+
+if TYPE_CHECKING:
+    import torch
+
+CROP_RATIO = 0.875  # torchvision's evaluation transforms: resize 256, crop 224
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+TOP_K = 5
+
+
+class TorchvisionClassifier(Family):
+    name = "torchvision"
+    names_hint = "any torchvision.models classifier (resnet18, mobilenet_v3_small, ...)"
+    task = "classify"
+    tools = ("torchvision",)
+    module_prefixes = ("torchvision.models.", "torchvision.ops.")
+    default_imgsz = 224
+    agreement_of = "top-1 classes"
+    int8_unsupported = "INT8 for classifiers needs a top-1 accuracy gate, which is not built yet"
+
+    def model_names(self) -> tuple[str, ...]:
+        return _classification_models()
+
+    def recognizes(self, pickled: list[str]) -> bool:
+        return any(n.startswith("torchvision.models.") for n in pickled)
+
+    def config_bytes(self, name: str) -> bytes:
+        return f"torchvision.models.get_model({name!r}, weights=None)".encode()
+
+    def random_model(self, name: str) -> torch.nn.Module:
+        import torch
+        from torchvision import models
+
+        torch.manual_seed(RANDOM_SEED)
+        model = models.get_model(name, weights=None)
+        model.names = list(models.get_model_weights(name).DEFAULT.meta["categories"])
+        return model
+
+    def model_from_checkpoint(self, checkpoint: Any, path: Path) -> torch.nn.Module:
+        import torch
+
+        model = checkpoint.get("model") if isinstance(checkpoint, dict) else checkpoint
+        if not isinstance(model, torch.nn.Module):
+            raise UserError(f"{path} holds no torchvision model (save the model itself, or a dict with 'model')")
+        return model
+
+    def for_export(self, model: torch.nn.Module) -> torch.nn.Module:
+        from yolo_optimize.families.modules import Normalized
+
+        return Normalized(model.float().requires_grad_(False).eval(), MEAN, STD, _class_names(model)).eval()
+
+    def describe(self, model: torch.nn.Module) -> dict[str, Any]:
+        return {"names": list(model.names), "nc": len(model.names)}
+
+    def output_spec(self, facts: dict[str, Any]) -> dict[str, Any]:
+        return {"name": "output0", "shape": ["batch", facts["nc"]], "layout": "class logits (softmax for probabilities)"}
+
+    def input_spec(self) -> dict[str, Any]:
+        return {"name": "images", "layout": "NCHW", "dtype": "float32",
+                "preprocess": f"resize the short side to imgsz / {CROP_RATIO} (bilinear, antialiased), center-crop "
+                              f"imgsz, RGB, /255; the ImageNet mean/std normalization is inside the model"}
+
+    def preprocess(self, path: Path, imgsz: int) -> Preprocessed:
+        """The PIL path of torchvision's ``ImageClassification`` (as its ImageFolder references use), up to the
+        uint8 image: decode with PIL, resize (bilinear, antialiased), center-crop."""
+        from PIL import Image
+        from torchvision.transforms import functional
+
+        try:
+            with Image.open(path) as image:
+                rgb = image.convert("RGB")
+        except OSError:
+            raise UserError(f"cannot read image {path}") from None
+        resized = functional.resize(rgb, [round(imgsz / CROP_RATIO)], antialias=True)
+        cropped = functional.center_crop(resized, [imgsz])
+        return Preprocessed(np.asarray(cropped).copy(), (rgb.height, rgb.width), 1.0, (0, 0))
+
+    def sample_images(self) -> Path:
+        from yolo_optimize.families.ultralytics import Ultralytics
+
+        return Ultralytics().sample_images()  # torchvision ships no images
+
+    def compare(self, got: np.ndarray, want: np.ndarray) -> ParityStats:
+        probabilities = [_softmax(raw) for raw in (got, want)]
+        same = int((got.argmax(1) == want.argmax(1)).sum())
+        return ParityStats(None, float(np.abs(probabilities[0] - probabilities[1]).max()), same, len(got))
+
+    def predictions(self, raw: np.ndarray) -> list[np.ndarray]:
+        """The top-5 classes of every image, best first."""
+        return list(np.argsort(-raw, axis=1)[:, :TOP_K])
+
+    def onnx_float_nodes(self, model: Any) -> list[str]:
+        return []
+
+    def openvino_float_ops(self, model: Any) -> list[str]:
+        return []
+
+
+@cache
+def _classification_models() -> tuple[str, ...]:
+    """Every classification model name torchvision registers (its import takes seconds: asked once)."""
+    from torchvision import models
+
+    return tuple(models.list_models(module=models))
+
+
+def _class_names(model: torch.nn.Module) -> list[str]:
+    """The model's own names, or ImageNet's for a 1000-class model, or numbers."""
+    names = getattr(model, "names", None)
+    if names:
+        return list(names)
+    classes = _output_classes(model)
+    if classes == 1000:
+        from torchvision.models import ResNet18_Weights
+
+        return list(ResNet18_Weights.DEFAULT.meta["categories"])
+    return [str(i) for i in range(classes)]
+
+
+def _output_classes(model: torch.nn.Module) -> int:
+    import torch
+
+    with torch.no_grad():
+        return int(model.eval()(torch.zeros(1, 3, 224, 224)).shape[1])
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
