@@ -21,6 +21,18 @@ def timing_parser(doc: str, seconds: float) -> argparse.ArgumentParser:
     return parser
 
 
+def study_parser(doc: str, out: str, report: str, repeats: str) -> argparse.ArgumentParser:
+    """The options of a script that builds with the CLI into ``--out`` and evaluates into ``--report``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
+    parser.add_argument("--out", type=Path, default=Path(out))
+    parser.add_argument("--report", type=Path, default=Path(report))
+    parser.add_argument("--repeats", default=repeats, help="interleaved rounds of the evaluation")
+    parser.add_argument("--skip-build", action="store_true", help="Evaluate the artifacts already in --out.")
+    parser.add_argument("--skip-eval", action="store_true", help="Recompute the results from the saved --report.")
+    return parser
+
+
 def save(folder: Path, name: str, result: dict[str, Any], threads: int) -> None:
     """Write ``<name>-<UTC time>.json`` with the environment, and say where."""
     folder.mkdir(parents=True, exist_ok=True)

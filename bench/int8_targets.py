@@ -11,11 +11,12 @@ the goals from it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+from common import study_parser
 
 
 def optimize(*args: str) -> int:
@@ -35,13 +36,7 @@ def gate(out: Path, node: str) -> tuple[bool, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
-    parser.add_argument("--out", type=Path, default=Path("artifacts"))
-    parser.add_argument("--report", type=Path, default=Path("bench/results/int8_targets"))
-    parser.add_argument("--repeats", default="3")
-    parser.add_argument("--skip-build", action="store_true", help="Evaluate the artifacts already in --out.")
-    parser.add_argument("--skip-eval", action="store_true", help="Recompute the goals from the saved --report.")
+    parser = study_parser(__doc__, "artifacts", "bench/results/int8_targets", "3")
     parser.add_argument("--max-map-drop", default="1.0", help="The INT8 gate (points); the product's default is 1.0.")
     args = parser.parse_args()
     if not args.skip_build:

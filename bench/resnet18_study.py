@@ -12,11 +12,11 @@ folder keeps every raw sample; ``--skip-build --skip-eval`` reprints the table f
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
-from pathlib import Path
+
+from common import study_parser
 
 BATCHES = "16,32,48,64"
 
@@ -26,14 +26,8 @@ def optimize(*args: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
-    parser.add_argument("--out", type=Path, default=Path("artifacts-resnet18"))
-    parser.add_argument("--report", type=Path, default=Path("bench/results/resnet18_study"))
-    parser.add_argument("--repeats", default="2")
-    parser.add_argument("--min-time", default="0")
-    parser.add_argument("--skip-build", action="store_true")
-    parser.add_argument("--skip-eval", action="store_true")
+    parser = study_parser(__doc__, "artifacts-resnet18", "bench/results/resnet18_study", "2")
+    parser.add_argument("--min-time", default="0", help="seconds per batch size (at least 5 runs are timed anyway)")
     args = parser.parse_args()
     if not args.skip_build:
         optimize("build", "resnet18", "--random-weights", "--imgsz", "224,256", "--out", str(args.out),

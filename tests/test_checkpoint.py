@@ -78,6 +78,7 @@ def test_pickle_outside_the_allow_list_is_refused_before_loading(tmp_path: Path)
 def test_a_checkpoint_of_no_known_family_is_refused_before_unpickling(tmp_path: Path) -> None:
     other = tmp_path / "other.pt"
     torch.save({"model": torch.nn.Linear(2, 2).state_dict()}, other)
-    with pytest.raises(UserError, match=r"not a checkpoint of a supported model family \(yolov5, ultralytics\): "
-                                        r"its pickle holds no model class of theirs \(nothing in it was run\)"):
+    with pytest.raises(UserError, match=r"not a checkpoint of a supported model family \(yolov5, ultralytics, "
+                                        r"torchvision\): its pickle holds no model class of theirs \(nothing in it "
+                                        r"was run\)"):
         resolve_source(str(other))
