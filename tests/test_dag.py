@@ -95,3 +95,33 @@ def test_concurrent_builds_with_other_parameters_keep_every_manifest_consistent(
     shown = Manifest.read(model_dir / "onnx-fp32")
     assert shown.parity["batch_sizes"] == [1, 8] and shown.cache_key == read_valid(
         store_folder(model_dir, "onnx-fp32", shown.cache_key)).cache_key
+
+
+def test_the_graph_refuses_unwired_roles_parents_declared_late_and_artifacts_without_a_reference() -> None:
+    import pytest
+
+    from yolo_optimize.dag import Node, validate
+    from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+
+    nodes = plan(REQUEST)
+    validate(nodes)
+    by_name = {node.name: node for node in nodes}
+    simplify = by_name["onnx-fp32"]
+    unwired = replace(simplify, inputs={REFERENCE: "reference"})
+    with pytest.raises(ValueError, match=r"onnx-fp32 wires \['reference'\]; its stage reads \['reference', 'source'\]"):
+        validate([*nodes[:nodes.index(simplify)], unwired])
+    late = [node for node in nodes if node.name != "onnx-export"] + [by_name["onnx-export"]]
+    with pytest.raises(ValueError, match="onnx-fp32 needs onnx-export, which is not declared before it"):
+        validate(late)
+
+    class Unchecked(Stage):
+        """A deployable stage that forgot to read a parity reference."""
+
+        name, inputs, tools, target = "unchecked", (SOURCE,), (), "onnx"
+
+        def run(self, ctx: StageContext) -> StageOutput:
+            raise AssertionError("never run")
+
+    unchecked = Node("unchecked", Unchecked(None), {SOURCE: "onnx-export"}, "unchecked")
+    with pytest.raises(ValueError, match="unchecked is a deployable artifact with no parity reference"):
+        validate([*nodes[:nodes.index(simplify)], unchecked])
