@@ -48,14 +48,15 @@ def test_random_weights_build_the_architecture_and_are_labelled() -> None:
 
 @pytest.mark.parametrize("model", ["yolov9", "resnet5"])
 def test_unknown_model_name(model: str) -> None:
-    with pytest.raises(UserError, match="unknown model .*: use yolov5n-yolov5x; yolov8n-yolov8x, yolo11n-yolo11x; any "
-                                        "torchvision.models classifier"):
+    with pytest.raises(UserError, match="unknown model .*: use yolov5n-yolov5x; a YOLOv7 model YAML or checkpoint .*; "
+                                        "yolov8n-yolov8x, yolo11n-yolo11x; any torchvision.models classifier"):
         resolve_source(model)
 
 
 def test_a_classifier_without_weights_says_to_bring_them_or_use_random_weights(monkeypatch: pytest.MonkeyPatch,
                                                                                tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("YOLO_OPTIMIZE_OFFLINE", raising=False)  # online, and still nothing to download
     with pytest.raises(UserError, match="resnet50.pt not found in .* torchvision publishes no weights to download"):
         resolve_source("resnet50", weights_dir=tmp_path)
 
@@ -78,7 +79,7 @@ def test_pickle_outside_the_allow_list_is_refused_before_loading(tmp_path: Path)
 def test_a_checkpoint_of_no_known_family_is_refused_before_unpickling(tmp_path: Path) -> None:
     other = tmp_path / "other.pt"
     torch.save({"model": torch.nn.Linear(2, 2).state_dict()}, other)
-    with pytest.raises(UserError, match=r"not a checkpoint of a supported model family \(yolov5, ultralytics, "
-                                        r"torchvision\): its pickle holds no model class of theirs \(nothing in it "
+    with pytest.raises(UserError, match=r"not a checkpoint of a supported model family \(yolov5, yolov7, "
+                                        r"ultralytics, torchvision\): its pickle holds no model class of theirs \(nothing in it "
                                         r"was run\)"):
         resolve_source(str(other))

@@ -14,12 +14,13 @@ import os
 import pickletools
 import zipfile
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.families import all_families, family_for_checkpoint, family_for_model, family_named, names_hint
+from yolo_optimize.families import (all_families, family_for_checkpoint, family_for_config, family_for_model,
+                                    family_named, names_hint)
 from yolo_optimize.families.base import RANDOM_SEED, Family
 
 if TYPE_CHECKING:
@@ -46,6 +47,8 @@ class ModelSource:
 def resolve_source(model: str, *, random_weights: bool = False, weights_dir: Path | None = None) -> ModelSource:
     """Turn the CLI's MODEL argument into a source; a checkpoint's family is read from its pickle, unpickling nothing."""
     path = Path(model)
+    if model.endswith((".yaml", ".yml")):
+        return _config_source(path)
     if model.endswith(".pt") or path.exists():
         if random_weights:
             raise UserError("--random-weights takes a model name (e.g. yolov5n, yolo11n), not a checkpoint path")
@@ -110,6 +113,22 @@ def _checkpoint_source(path: Path) -> ModelSource:
     family = family_for_checkpoint(pickled, path)
     return ModelSource(model_id=path.stem, family=family.name, architecture=path.stem, checkpoint=path.resolve(),
                        pretrained=True, identity=file_sha256(path))
+
+
+def _config_source(path: Path) -> ModelSource:
+    """A user's model YAML: its family's architecture with seeded random weights (parsed here, never evaluated)."""
+    import yaml
+
+    if not path.is_file():
+        raise UserError(f"model config not found: {path}")
+    try:
+        config = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise UserError(f"{path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(config, dict):
+        raise UserError(f"{path} is not a model config (no mapping at its top)")
+    family = family_for_config(config, path)
+    return replace(_random_source(family, str(path.resolve())), model_id=f"{path.stem}-random")
 
 
 def _random_source(family: Family, name: str) -> ModelSource:

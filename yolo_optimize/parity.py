@@ -18,6 +18,9 @@ from yolo_optimize.families.base import ParityStats
 from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 
 REFERENCE_FILE = "reference.npz"
+# A random-weight head scores everything alike (YOLOv7's near 0.25, right at the NMS threshold), so
+# which near-tied prediction survives flips with the last bit: agreement is recorded, the raw outputs decide.
+RANDOM_AGREEMENT = "no: random weights score near-ties, so only the raw outputs' differences are held to the tolerance"
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,11 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
         "max_abs_diff_scores": round(stats.score_diff, 6), "agreement": round(stats.agreement, 4),
         "agreement_of": family.agreement_of, "tolerance": asdict(tolerance),
     }
-    result["passed"] = stats.score_diff <= tolerance.max_score_diff and result["agreement"] >= tolerance.min_agreement
+    pretrained = bool(manifest.metadata.get("pretrained"))
+    if not pretrained:
+        result["agreement_enforced"] = RANDOM_AGREEMENT
+    agrees = result["agreement"] >= tolerance.min_agreement or not pretrained
+    result["passed"] = stats.score_diff <= tolerance.max_score_diff and agrees
     if not result["passed"]:
         raise RuntimeError(f"parity failed (runs in {executed}, {tolerance.precision} tolerance): score diff "
                            f"{stats.score_diff:.4g} (at most {tolerance.max_score_diff}), agreement of {family.agreement_of} "

@@ -142,7 +142,7 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
             row.accuracy = task_accuracy(family, found, dataset, images, names=candidate.manifest.metadata["names"],  # type: ignore[union-attr]
                                          pretrained=row.pretrained, baseline=baseline)
     if settings.accuracy:
-        for row, candidate in group:
+        for row, _ in group:
             if row.accuracy is None and not row.pretrained:
                 row.accuracy = Accuracy(None, None, len(dataset.images), RANDOM_WEIGHTS)
 

@@ -20,6 +20,7 @@ class OnnxExport(Stage):
     """Raw export; the deployable ONNX is its simplified child (optimize/simplify.py)."""
 
     name = "onnx-export"
+    revision = 2  # 2: traced at batch 2
     inputs = (MODEL,)
     tools = ("torch", "onnx", "onnxscript")
 
@@ -29,7 +30,9 @@ class OnnxExport(Stage):
         from yolo_optimize.checkpoint import load_model
 
         model = load_model(ctx.source)
-        example = torch.zeros(1, 3, self.config.imgsz, self.config.imgsz)
+        # Batch 2, not 1: torch.export specializes dimensions of size 1, and some models (YOLOv7's head)
+        # then fail the dynamic batch constraint.
+        example = torch.zeros(2, 3, self.config.imgsz, self.config.imgsz)
         batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
         entry = f"{ctx.source.model_id}.onnx"
         torch.onnx.export(model, (example,), str(ctx.out_dir / entry), dynamo=True, external_data=False,

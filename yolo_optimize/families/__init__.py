@@ -9,8 +9,9 @@ from yolo_optimize.families.base import Family
 from yolo_optimize.families.torchvision import TorchvisionClassifier
 from yolo_optimize.families.ultralytics import Ultralytics
 from yolo_optimize.families.yolov5 import YoloV5
+from yolo_optimize.families.yolov7 import YoloV7
 
-FAMILIES: tuple[type[Family], ...] = (YoloV5, Ultralytics, TorchvisionClassifier)
+FAMILIES: tuple[type[Family], ...] = (YoloV5, YoloV7, Ultralytics, TorchvisionClassifier)
 
 
 @cache
@@ -33,6 +34,14 @@ def family_for_model(model: str) -> Family | None:
 
 def names_hint() -> str:
     return "; ".join(family.names_hint for family in all_families())
+
+
+def family_for_config(config: dict[str, object], path: object) -> Family:
+    """The family whose config a user's model YAML is; a UserError when none claims it."""
+    found = [f for f in all_families() if f.recognizes_config(config)]
+    if not found:
+        raise UserError(f"{path} is not a model config of a family that builds from configs (yolov7)")
+    return found[0]
 
 
 def family_for_checkpoint(pickled: list[str], path: object) -> Family:

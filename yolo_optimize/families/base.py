@@ -79,13 +79,17 @@ class Family(ABC):
     def recognizes(self, pickled: list[str]) -> bool:
         """Whether a checkpoint whose pickle imports these ``module.Class`` names is one of ours."""
 
+    def recognizes_config(self, config: dict[str, Any]) -> bool:
+        """Whether a model YAML the user gives (parsed, never evaluated) is one of this family's configs."""
+        return False
+
     @abstractmethod
     def config_bytes(self, name: str) -> bytes:
         """The architecture definition of ``name``; with the seed, the identity of its random-weight model."""
 
     @abstractmethod
     def random_model(self, name: str) -> torch.nn.Module:
-        """``name`` built from its config with weights seeded by RANDOM_SEED."""
+        """``name`` (a model name, or a config path for families that take one) with weights seeded by RANDOM_SEED."""
 
     @abstractmethod
     def model_from_checkpoint(self, checkpoint: Any, path: Path) -> torch.nn.Module:

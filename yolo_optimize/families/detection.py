@@ -40,6 +40,11 @@ class Detector(Family):
                max_det: int) -> list[np.ndarray]:
         """Raw output -> per image [N, 6] (x1, y1, x2, y2, score, class) in letterboxed pixels, by the family's NMS."""
 
+    def describe(self, model: Any) -> dict[str, Any]:
+        names = [model.names[i] for i in sorted(model.names)] if isinstance(model.names, dict) else list(model.names)
+        return {"names": names, "nc": len(names), "stride": int(model.stride.max()),
+                "strides": [int(s) for s in model.stride]}
+
     def predictions(self, raw: np.ndarray) -> list[np.ndarray]:
         """Per image [N, 6] (x1, y1, x2, y2, score, class) in letterboxed pixels, as the family's own val decodes."""
         return self.decode(raw, self.map_conf, self.map_iou, multi_label=True, max_det=self.map_max_det)
@@ -81,6 +86,43 @@ class Detector(Family):
         from yolo_optimize.optimize.head import openvino_head_ops
 
         return openvino_head_ops(model)
+
+
+class AnchorDetector(Detector):
+    """YOLOv5-style heads (YOLOv5, YOLOv7): output [B, anchors, 5 + nc] with objectness, checkpoints
+    holding the model under ``ema`` or ``model``."""
+
+    title: ClassVar[str]  # "YOLOv5", for messages
+
+    @abstractmethod
+    def model_class(self) -> type:
+        """The class a checkpoint's model must be."""
+
+    def model_from_checkpoint(self, checkpoint: Any, path: Path) -> Any:
+        model = checkpoint.get("ema") or checkpoint.get("model") if isinstance(checkpoint, dict) else None
+        if not isinstance(model, self.model_class()):
+            raise UserError(f"{path} is not a {self.title} detection checkpoint "
+                            f"(no 'model' {self.model_class().__name__} inside)")
+        return model
+
+    def output_spec(self, facts: dict[str, Any]) -> dict[str, Any]:
+        return {"name": "output0", "shape": ["batch", "anchors", 5 + facts["nc"]],
+                "layout": "xywh (input pixels), objectness, per-class probabilities"}
+
+    def boxes_and_scores(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return raw[..., :4], raw[..., 4:]
+
+
+def coco_names() -> list[str]:
+    """The 80 COCO class names, from the dataset YAML the ultralytics package ships."""
+    from importlib.util import find_spec
+
+    import yaml
+
+    spec = find_spec("ultralytics")
+    assert spec and spec.origin, "ultralytics is not installed"
+    coco = yaml.safe_load((Path(spec.origin).parent / "cfg" / "datasets" / "coco.yaml").read_text())
+    return [coco["names"][i] for i in range(80)]
 
 
 def letterbox(path: Path, imgsz: int) -> Preprocessed:

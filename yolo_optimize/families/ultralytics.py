@@ -17,7 +17,7 @@ import numpy as np
 
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import RANDOM_SEED
-from yolo_optimize.families.detection import Detector
+from yolo_optimize.families.detection import Detector, coco_names
 
 if TYPE_CHECKING:
     import torch
@@ -48,13 +48,11 @@ class Ultralytics(Detector):
 
     def random_model(self, name: str) -> torch.nn.Module:
         import torch
-        import yaml
         from ultralytics.nn.tasks import DetectionModel
 
         torch.manual_seed(RANDOM_SEED)
         model = DetectionModel(f"{name}.yaml", nc=80, verbose=False)
-        coco = yaml.safe_load((_package_dir() / "cfg" / "datasets" / "coco.yaml").read_text())
-        model.names = {i: coco["names"][i] for i in range(80)}
+        model.names = dict(enumerate(coco_names()))
         return model
 
     def model_from_checkpoint(self, checkpoint: Any, path: Path) -> torch.nn.Module:
@@ -78,11 +76,6 @@ class Ultralytics(Detector):
                     raise UserError("end-to-end (NMS-free) Ultralytics heads are not supported yet")
                 module.export, module.dynamic, module.format = True, False, "onnx"
         return model
-
-    def describe(self, model: torch.nn.Module) -> dict[str, Any]:
-        names = [model.names[i] for i in sorted(model.names)] if isinstance(model.names, dict) else list(model.names)
-        return {"names": names, "nc": len(names), "stride": int(model.stride.max()),
-                "strides": [int(s) for s in model.stride]}
 
     def output_spec(self, facts: dict[str, Any]) -> dict[str, Any]:
         return {"name": "output0", "shape": ["batch", 4 + facts["nc"], "anchors"], "layout": OUTPUT_LAYOUT}

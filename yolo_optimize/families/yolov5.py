@@ -9,23 +9,22 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import RANDOM_SEED
-from yolo_optimize.families.detection import Detector
+from yolo_optimize.families.detection import AnchorDetector
 
 if TYPE_CHECKING:
     import torch
 
 SIZES = "nsmlx"
-OUTPUT_LAYOUT = "xywh (input pixels), objectness, per-class probabilities"
 
 
-class YoloV5(Detector):
+class YoloV5(AnchorDetector):
     name = "yolov5"
+    title = "YOLOv5"
     names_hint = "yolov5n-yolov5x"
     tools = ("yolov5",)
     module_aliases = {"models.": "yolov5.models."}
@@ -55,13 +54,10 @@ class YoloV5(Detector):
         model.names = [coco["names"][i] for i in range(80)]
         return model
 
-    def model_from_checkpoint(self, checkpoint: Any, path: Path) -> torch.nn.Module:
+    def model_class(self) -> type:
         from yolov5.models.yolo import DetectionModel
 
-        model = checkpoint.get("ema") or checkpoint.get("model") if isinstance(checkpoint, dict) else None
-        if not isinstance(model, DetectionModel):
-            raise UserError(f"{path} is not a YOLOv5 detection checkpoint (no 'model' DetectionModel inside)")
-        return model
+        return DetectionModel
 
     def for_export(self, model: torch.nn.Module) -> torch.nn.Module:
         """Fused; returns the Detect head's one decoded [B, anchors, 5 + nc] tensor (it returns a 1-tuple)."""
@@ -76,19 +72,8 @@ class YoloV5(Detector):
                 module.export, module.inplace, module.dynamic = True, False, False
         return FirstOutput(model).eval()
 
-    def describe(self, model: torch.nn.Module) -> dict[str, Any]:
-        names = model.names if isinstance(model.names, list) else [model.names[i] for i in sorted(model.names)]
-        return {"names": list(names), "nc": len(names), "stride": int(model.stride.max()),
-                "strides": [int(s) for s in model.stride]}
-
-    def output_spec(self, facts: dict[str, Any]) -> dict[str, Any]:
-        return {"name": "output0", "shape": ["batch", "anchors", 5 + facts["nc"]], "layout": OUTPUT_LAYOUT}
-
     def sample_images(self) -> Path:
         return _package_dir() / "data" / "images"
-
-    def boxes_and_scores(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return raw[..., :4], raw[..., 4:]
 
     def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
                max_det: int) -> list[np.ndarray]:
