@@ -1,4 +1,4 @@
-"""yolo-optimize: export, optimize and evaluate YOLOv5 detectors."""
+"""yolo-optimize: export, optimize and evaluate YOLO detectors and the classifiers deployed beside them."""
 
 from yolo_optimize import runtime_env
 

@@ -37,7 +37,7 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.group()
 @click.version_option(__version__, prog_name="yolo-optimize")
 def main() -> None:
-    """Export, optimize and evaluate YOLOv5, YOLOv8 and YOLO11 detectors."""
+    """Export, optimize and evaluate YOLO detectors (YOLOv5, YOLOv7, YOLOv8, YOLO11) and torchvision classifiers."""
 
 
 @main.command()
@@ -71,8 +71,8 @@ def build(model: str, targets: str, precisions: str, imgsz: str | None, batch_si
           force: bool, random_weights: bool, weights_dir: Path | None, device: str, opset: int,
           parity_data: Path | None, parity_images: int, calib_data: Path | None, calib_images: int,
           gate_data: Path | None, gate_images: int | None, max_map_drop: float) -> None:
-    """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, a torchvision classifier such as resnet18, or a .pt path)
-    to every target x precision, cached, in parallel."""
+    """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, a torchvision classifier such as resnet18, a YOLOv7 model
+    YAML, or a .pt path) to every target x precision, cached, in parallel."""
     from yolo_optimize.checkpoint import resolve_source
     from yolo_optimize.devices import resolve_device
     from yolo_optimize.formats import parse_batch_sizes, parse_image_sizes, parse_precisions, parse_targets
@@ -171,7 +171,7 @@ def check_writable(out: Path) -> None:
 @main.command(name="eval")
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--data", type=click.Path(path_type=Path),
-              help="YOLO dataset folder or COCO instances_*.json [default: yolov5's sample images, no accuracy].")
+              help="YOLO dataset folder or COCO instances_*.json [default: the model package's sample images, no accuracy].")
 @click.option("--batch-sizes", default="1,8", show_default=True)
 @click.option("--out", default="reports", show_default=True, type=click.Path(path_type=Path))
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or auto.")

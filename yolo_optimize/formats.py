@@ -78,9 +78,9 @@ def parse_image_sizes(text: str) -> tuple[int, ...]:
     try:
         sizes = sorted({int(n) for n in _split(text)})
     except ValueError:
-        raise UserError(f"--imgsz must be multiples of 32, got {text!r}") from None
+        raise UserError(f"--imgsz must be a positive multiple of 32 (or a comma list of them), got {text!r}") from None
     if any(size < 32 or size % 32 for size in sizes):
-        raise UserError(f"--imgsz must be positive multiples of 32, got {text!r}")
+        raise UserError(f"--imgsz must be a positive multiple of 32 (or a comma list of them), got {text!r}")
     return tuple(sizes)
 
 

@@ -21,7 +21,8 @@ from yolo_optimize.evaluate.discover import BASELINE_TARGET
 from yolo_optimize.evaluate.results import SCHEMA_VERSION, Report, Row
 
 UNSTABLE_SPREAD = 0.15  # repeats of one row disagreeing by more than this are flagged
-PACKAGES = ("yolo-optimize", "torch", "onnxruntime", "openvino", "onnx", "yolov5", "numpy", "faster-coco-eval")
+PACKAGES = ("yolo-optimize", "torch", "onnxruntime", "openvino", "onnx", "yolov5", "yolov7-package", "ultralytics",
+            "torchvision", "numpy", "faster-coco-eval")
 
 
 def build_report(rows: list[Row], settings: dict[str, Any]) -> Report:
