@@ -11,6 +11,7 @@ INT8 must keep in float.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,13 @@ if TYPE_CHECKING:
     import torch
 
 RANDOM_SEED = 0
+
+
+def package_dir(package: str) -> Path:
+    """Where an installed package's files (configs, sample images) are, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    assert spec and spec.origin, f"{package} is not installed"
+    return Path(spec.origin).parent
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.families.base import Family, ParityStats, Preprocessed
+from yolo_optimize.families.base import Family, ParityStats, Preprocessed, package_dir
 
 PARITY_CONF, PARITY_IOU, MATCH_IOU = 0.25, 0.45, 0.5
 PAD_VALUE = 114
@@ -115,13 +115,9 @@ class AnchorDetector(Detector):
 
 def coco_names() -> list[str]:
     """The 80 COCO class names, from the dataset YAML the ultralytics package ships."""
-    from importlib.util import find_spec
-
     import yaml
 
-    spec = find_spec("ultralytics")
-    assert spec and spec.origin, "ultralytics is not installed"
-    coco = yaml.safe_load((Path(spec.origin).parent / "cfg" / "datasets" / "coco.yaml").read_text())
+    coco = yaml.safe_load((package_dir("ultralytics") / "cfg" / "datasets" / "coco.yaml").read_text())
     return [coco["names"][i] for i in range(80)]
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.families.base import RANDOM_SEED, Family, ParityStats, Preprocessed
+from yolo_optimize.families.base import RANDOM_SEED, Family, ParityStats, Preprocessed, package_dir
 
 if TYPE_CHECKING:
     import torch
@@ -95,9 +95,7 @@ class TorchvisionClassifier(Family):
         return Preprocessed(np.asarray(cropped).copy(), (rgb.height, rgb.width), 1.0, (0, 0))
 
     def sample_images(self) -> Path:
-        from yolo_optimize.families.ultralytics import Ultralytics
-
-        return Ultralytics().sample_images()  # torchvision ships no images
+        return package_dir("ultralytics") / "assets"  # torchvision ships no images; Ultralytics' two
 
     def compare(self, got: np.ndarray, want: np.ndarray) -> ParityStats:
         probabilities = [_softmax(raw) for raw in (got, want)]

@@ -9,14 +9,13 @@ FP16 after training) are loaded with the allow-list; configs are the installed Y
 
 from __future__ import annotations
 
-from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.families.base import RANDOM_SEED
+from yolo_optimize.families.base import RANDOM_SEED, package_dir
 from yolo_optimize.families.detection import Detector, coco_names
 
 if TYPE_CHECKING:
@@ -81,7 +80,7 @@ class Ultralytics(Detector):
         return {"name": "output0", "shape": ["batch", 4 + facts["nc"], "anchors"], "layout": OUTPUT_LAYOUT}
 
     def sample_images(self) -> Path:
-        return _package_dir() / "assets"
+        return package_dir("ultralytics") / "assets"
 
     def boxes_and_scores(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rows = raw.transpose(0, 2, 1)
@@ -101,10 +100,4 @@ def _config(name: str) -> Path:
     prefix = name[:-1]
     if prefix not in CONFIGS or name[-1] not in SIZES:
         raise UserError(f"no Ultralytics config for {name!r}")
-    return _package_dir() / "cfg" / "models" / CONFIGS[prefix]
-
-
-def _package_dir() -> Path:
-    spec = find_spec("ultralytics")
-    assert spec and spec.origin, "ultralytics is not installed"
-    return Path(spec.origin).parent
+    return package_dir("ultralytics") / "cfg" / "models" / CONFIGS[prefix]

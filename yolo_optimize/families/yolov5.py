@@ -7,13 +7,12 @@ names, so recognition also requires that every pickled ``models.*`` class exists
 
 from __future__ import annotations
 
-from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from yolo_optimize.families.base import RANDOM_SEED
+from yolo_optimize.families.base import RANDOM_SEED, package_dir
 from yolo_optimize.families.detection import AnchorDetector
 
 if TYPE_CHECKING:
@@ -39,7 +38,7 @@ class YoloV5(AnchorDetector):
         return bool(ours) and all(self.allowed_class(n) is not None for n in ours)
 
     def config_bytes(self, name: str) -> bytes:
-        return _package_dir().joinpath("models", f"{name}.yaml").read_bytes()
+        return package_dir("yolov5").joinpath("models", f"{name}.yaml").read_bytes()
 
     def random_model(self, name: str) -> torch.nn.Module:
         import torch
@@ -49,8 +48,8 @@ class YoloV5(AnchorDetector):
         from yolov5.models.yolo import DetectionModel
 
         torch.manual_seed(RANDOM_SEED)
-        model = DetectionModel(str(_package_dir() / "models" / f"{name}.yaml"), ch=3, nc=80)
-        coco = yaml.safe_load((_package_dir() / "data" / "coco.yaml").read_text())
+        model = DetectionModel(str(package_dir("yolov5") / "models" / f"{name}.yaml"), ch=3, nc=80)
+        coco = yaml.safe_load((package_dir("yolov5") / "data" / "coco.yaml").read_text())
         model.names = [coco["names"][i] for i in range(80)]
         return model
 
@@ -73,7 +72,7 @@ class YoloV5(AnchorDetector):
         return FirstOutput(model).eval()
 
     def sample_images(self) -> Path:
-        return _package_dir() / "data" / "images"
+        return package_dir("yolov5") / "data" / "images"
 
     def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
                max_det: int) -> list[np.ndarray]:
@@ -86,12 +85,6 @@ class YoloV5(AnchorDetector):
                                    multi_label=multi_label, max_det=max_det)
         return [k.numpy() for k in kept]
 
-
-def _package_dir() -> Path:
-    """The installed yolov5 package, located without importing it (its import is slow and chatty)."""
-    spec = find_spec("yolov5")
-    assert spec and spec.origin, "yolov5 is not installed"
-    return Path(spec.origin).parent
 
 
 def _quiet() -> None:

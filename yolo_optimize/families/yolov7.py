@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.families.base import RANDOM_SEED
+from yolo_optimize.families.base import RANDOM_SEED, package_dir
 from yolo_optimize.families.detection import AnchorDetector, coco_names
 
 if TYPE_CHECKING:
@@ -90,9 +90,7 @@ class YoloV7(AnchorDetector):
         return model
 
     def sample_images(self) -> Path:
-        from yolo_optimize.families.ultralytics import Ultralytics
-
-        return Ultralytics().sample_images()  # yolov7-package ships no images
+        return package_dir("ultralytics") / "assets"  # yolov7-package ships no images; Ultralytics' two
 
     def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
                max_det: int) -> list[np.ndarray]:
