@@ -9,13 +9,16 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 
 from yolo_optimize import __version__
 from yolo_optimize.errors import UserError
+
+if TYPE_CHECKING:
+    from yolo_optimize.pipeline import BuildRequest
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -106,7 +109,7 @@ def build(model: str, targets: str, precisions: str, imgsz: str | None, batch_si
         sys.exit(1)
 
 
-def _build_one(request: Any, out: Path, jobs: int, force: bool) -> list[str]:
+def _build_one(request: BuildRequest, out: Path, jobs: int, force: bool) -> list[str]:
     """Build one model at one input size into ``out/<model_id>``; the nodes that failed."""
     from yolo_optimize.console import BuildDisplay, results_table
     from yolo_optimize.dag import FAILED, Build
