@@ -31,7 +31,8 @@ from yolo_optimize.evaluate.evaluator import _in_own_process
 from yolo_optimize.evaluate.measure import MeasureJob
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
-from yolo_optimize.optimize.calibration import Gate, GateConfig, calibration_inputs, candidate_manifest
+from yolo_optimize.optimize.calibration import calibration_inputs, candidate_manifest
+from yolo_optimize.optimize.gate import Gate, GateConfig
 
 ROUTES = ("nncf-7bit", "nncf-8bit", "nncf-first-layer", "ort-all", "ort-conv")
 
@@ -71,7 +72,7 @@ def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarra
 
 
 def accuracy(folders: dict[str, Path], parent: Manifest, data: Path, threads: int) -> dict[str, dict[str, Any]]:
-    from yolo_optimize.optimize.calibration import GateRecord
+    from yolo_optimize.optimize.gate import GateRecord
 
     family = family_named(parent.metadata["family"])
     gate = Gate(GateConfig(str(data), None, 1.0), family, parent.metadata["imgsz"][0], threads)
@@ -83,7 +84,7 @@ def accuracy(folders: dict[str, Path], parent: Manifest, data: Path, threads: in
                 record.add(route, gate.score(folder, manifest))
     finally:
         gate.close()
-    return {a["route"]: {k: a[k] for k in ("map50_95", "drop_points", "drop_90ci_points")} for a in record.attempts}
+    return {a["route"]: {k: a[k] for k in ("score", "drop_points", "drop_90ci_points")} for a in record.attempts}
 
 
 def speed(folders: dict[str, Path], parent: Manifest, pixels: Path, args: Any) -> dict[str, dict[str, list[float]]]:

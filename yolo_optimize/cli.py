@@ -18,6 +18,7 @@ from yolo_optimize import __version__
 from yolo_optimize.errors import UserError
 
 if TYPE_CHECKING:
+    from yolo_optimize.families.base import Family
     from yolo_optimize.pipeline import BuildRequest
 
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -65,10 +66,10 @@ def main() -> None:
 @click.option("--calib-images", default=128, show_default=True, type=click.IntRange(1),
               help="Calibration images used (all, if the folder has fewer).")
 @click.option("--gate-data", type=click.Path(path_type=Path),
-              help="Labelled images for the INT8 accuracy gate [default: --calib-data]; never the evaluation set.")
+              help="Images for the INT8 accuracy gate (labelled for detectors) [default: --calib-data]; never the evaluation set.")
 @click.option("--gate-images", type=click.IntRange(1), help="Gate on the first N images [default: all].")
 @click.option("--max-map-drop", default=1.0, show_default=True, type=click.FloatRange(0),
-              help="Largest mAP50-95 drop (points) an INT8 artifact may show on the gate set.")
+              help="Largest drop (points) of the gate metric an INT8 artifact may show: mAP50-95 for detectors, top-1 agreement with FP32 for classifiers.")
 @user_errors
 def build(model: str, targets: str, precisions: str, imgsz: str | None, batch_sizes: str, out: Path, jobs: int,
           force: bool, random_weights: bool, weights_dir: Path | None, device: str, opset: int,
@@ -88,7 +89,8 @@ def build(model: str, targets: str, precisions: str, imgsz: str | None, batch_si
     sizes = parse_image_sizes(imgsz) if imgsz else (family.default_imgsz,)
     images = list_images(parity_data or family.sample_images())[:parity_images]
     wanted_precisions = tuple(parse_precisions(precisions))
-    int8 = _int8_inputs(calib_data, calib_images, gate_data, gate_images, max_map_drop) if "int8" in wanted_precisions else {}
+    int8 = (_int8_inputs(family, calib_data, calib_images, gate_data, gate_images, max_map_drop)
+            if "int8" in wanted_precisions else {})
     requests = [BuildRequest(
         source=replace(source, model_id=f"{source.model_id}-{size}") if len(sizes) > 1 else source,
         targets=tuple(parse_targets(targets)), precisions=wanted_precisions, imgsz=size,
@@ -135,20 +137,20 @@ def _say(text: str) -> None:
         console.print(text)
 
 
-def _int8_inputs(calib_data: Path | None, calib_images: int, gate_data: Path | None, gate_images: int | None,
-                 max_map_drop: float) -> dict[str, Any]:
-    """Calibration images and a labelled gate set, checked before anything is built."""
+def _int8_inputs(family: Family, calib_data: Path | None, calib_images: int, gate_data: Path | None,
+                 gate_images: int | None, max_map_drop: float) -> dict[str, Any]:
+    """Calibration images and a gate set (labelled, where the family's gate metric needs labels), checked first."""
     from yolo_optimize.evaluate.dataset import load_dataset
     from yolo_optimize.images import list_images
     from yolo_optimize.cpu import has_vnni
-    from yolo_optimize.optimize.calibration import GateConfig
+    from yolo_optimize.optimize.gate import GateConfig, gate_metric_class
 
     if calib_data is None:
         raise UserError("INT8 needs real calibration images: pass --calib-data DIR (e.g. ../shared/assets/coco128)")
     calibration = list_images(calib_data)[:calib_images]
     gate_root = (gate_data or calib_data).resolve()
     gate = load_dataset(gate_root, max_images=gate_images)
-    if gate.ground_truth is None:
+    if gate.ground_truth is None and gate_metric_class(family).needs_labels:
         raise UserError(f"the INT8 accuracy gate needs labels and {gate_root} has none: pass --gate-data with a "
                         f"labelled set (YOLO labels/ beside images/)")
     return {"calib_images": tuple(str(p.resolve()) for p in calibration),

@@ -11,18 +11,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from yolo_optimize.checkpoint import ModelSource
 from yolo_optimize.dag import Node
-from yolo_optimize.families import family_named
 from yolo_optimize.export.onnx import OnnxExport, OnnxExportConfig
 from yolo_optimize.export.openvino import OpenVinoConfig, OpenVinoExport
 from yolo_optimize.export.tensorrt import TensorRTBuild, TensorRTConfig
 from yolo_optimize.export.torchscript import TorchScriptConfig, TorchScriptExport
 from yolo_optimize.loading import LoadConfig, LoadStage
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.optimize.calibration import GateConfig
+from yolo_optimize.optimize.gate import GateConfig
 from yolo_optimize.optimize.fp16 import OnnxFp16, OnnxFp16Config
 from yolo_optimize.optimize.int8_onnx import OnnxInt8, OnnxInt8Config
 from yolo_optimize.optimize.int8_openvino import OpenVinoInt8, OpenVinoInt8Config
@@ -51,9 +50,6 @@ class BuildRequest:
 def plan(request: BuildRequest) -> list[Node]:
     """All nodes the request can touch, parents before children (INT8 nodes need ``request.gate``)."""
     r = request
-    int8_reason = family_named(r.source.family).int8_unsupported
-    if int8_reason:
-        r = replace(r, precisions=tuple(p for p in r.precisions if p != "int8"))
     wanted = {f"{t}-{p}" for t in r.targets for p in r.precisions}
     nodes = [
         Node("load", LoadStage(LoadConfig()), {}, ".cache/load"),
@@ -82,18 +78,16 @@ def plan(request: BuildRequest) -> list[Node]:
     if "tensorrt" in r.targets:
         nodes += [_artifact("tensorrt", p, TensorRTBuild(TensorRTConfig(r.imgsz, p, r.batch_sizes)),
                             _from(f"onnx-{p}"), wanted) for p in r.precisions if p in FORMATS["tensorrt"].precisions]
-    return nodes + _unsupported(request, int8_reason)
+    return nodes + _unsupported(request)
 
 
-def _unsupported(request: BuildRequest, int8_reason: str | None) -> list[Node]:
+def _unsupported(request: BuildRequest) -> list[Node]:
     """Requested target x precision pairs that no stage produces: shown as skipped, with the reason."""
-    def reason(target: str, precision: str) -> str | None:
-        if precision not in FORMATS[target].precisions:
-            return f"{precision.upper()} is not available for {target} (it supports {', '.join(FORMATS[target].precisions)})"
-        return int8_reason if precision == "int8" else None
+    def reason(target: str, precision: str) -> str:
+        return f"{precision.upper()} is not available for {target} (it supports {', '.join(FORMATS[target].precisions)})"
 
-    return [Node(f"{t}-{p}", Unsupported(UnsupportedConfig(why)), {}, f"{t}-{p}", requested=True)
-            for t in request.targets for p in request.precisions if (why := reason(t, p))]
+    return [Node(f"{t}-{p}", Unsupported(UnsupportedConfig(reason(t, p))), {}, f"{t}-{p}", requested=True)
+            for t in request.targets for p in request.precisions if p not in FORMATS[t].precisions]
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import brief, build_args, optimize
-from yolo_optimize.export.tensorrt import tensorrt_unavailable_reason
+from yolo_optimize.tensorrt_api import tensorrt_unavailable_reason
 
 REASON = tensorrt_unavailable_reason()
 

@@ -1,5 +1,5 @@
 """torchvision classifiers: torchvision's own preprocessing, a saved model through the allow-list, top-1 metrics,
-and a build at two input sizes that is evaluated with top-1 agreement."""
+and a build at two input sizes, INT8 gated on top-1 agreement, evaluated with top-1 agreement."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tests.conftest import VAL_DATA, brief, optimize
+from tests.conftest import CALIB_DATA, VAL_DATA, brief, optimize
 from yolo_optimize.checkpoint import load_model, pickle_globals, resolve_source
 from yolo_optimize.evaluate.accuracy import classification_accuracy
 from yolo_optimize.evaluate.dataset import load_dataset
@@ -68,24 +68,36 @@ def test_top1_agreement_and_top1_on_an_image_folder(tmp_path: Path) -> None:
     assert random.top1 is None and random.top1_agreement == 0.75 and "random weights" in random.note
 
 
-def test_resnet18_builds_at_two_sizes_and_is_evaluated_by_top1_agreement(tmp_path: Path) -> None:
+def test_resnet18_builds_at_two_sizes_with_int8_gated_on_top1_agreement_and_is_evaluated(tmp_path: Path) -> None:
+    """The gate set has no labels: agreement with the FP32 parent needs none (random weights make top-1 meaningless)."""
+    unlabelled = tmp_path / "unlabelled"
+    unlabelled.mkdir()
+    for path in list_images(CALIB_DATA)[-16:]:
+        (unlabelled / path.name).symlink_to(path)
     out = tmp_path / "artifacts"
     result = optimize("build", "resnet18", "--random-weights", "--imgsz", "224,256", "--targets", "onnx,openvino",
                       "--precisions", "fp32,int8", "--batch-sizes", "1,2", "--out", out, "--parity-data", VAL_DATA,
-                      "--calib-data", VAL_DATA)
+                      "--calib-data", CALIB_DATA, "--calib-images", "8", "--gate-data", unlabelled)
     assert result.returncode == 0, brief(result)
-    assert "INT8 for classifiers needs a top-1 accuracy gate" in result.stdout
     for size in (224, 256):
         manifest = json.loads((out / f"resnet18-random-{size}" / "onnx-fp32" / "manifest.json").read_text())
         assert manifest["metadata"]["imgsz"] == [size, size] and manifest["metadata"]["task"] == "classify"
         assert manifest["parity"]["agreement_of"] == "top-1 classes" and manifest["parity"]["passed"]
         assert manifest["parity"]["max_abs_diff_boxes_px"] is None
+        for target in ("onnx", "openvino"):
+            int8 = json.loads((out / f"resnet18-random-{size}" / f"{target}-int8" / "manifest.json").read_text())
+            gate = int8["info"]["gate"]
+            assert gate["metric"] == "top-1 agreement with FP32" and gate["fp32_score"] == 1.0, gate
+            assert gate["passed"] and gate["gate_images"] == 16 and gate["verdict"] != "vacuous", gate
+            assert gate["drop_points"] == round((1 - gate["score"]) * 100, 3) <= 1.0, gate
     report = tmp_path / "report"
     result = optimize("eval", out, "--data", VAL_DATA, "--max-images", "8", "--batch-sizes", "2", "--min-time", "0.1",
                       "--repeats", "1", "--out", report)
     assert result.returncode == 0, brief(result)
     matrix = json.loads((report / "results.json").read_text())["matrix"]
     assert {(line["model"], line["artifact"]) for line in matrix} == {
-        (f"resnet18-random-{size}", name) for size in (224, 256) for name in ("pytorch-fp32", "onnx-fp32", "openvino-fp32")}
+        (f"resnet18-random-{size}", f"{target}-{precision}") for size in (224, 256)
+        for target, precision in (("pytorch", "fp32"), ("onnx", "fp32"), ("openvino", "fp32"), ("onnx", "int8"),
+                                  ("openvino", "int8"))}
     assert all(line["top1_agreement"] >= 0.875 and line["map50_95"] is None for line in matrix)
     assert "top-1 agr." in (report / "matrix.md").read_text() and "mAP50-95" not in (report / "matrix.md").read_text()

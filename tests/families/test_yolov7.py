@@ -1,5 +1,5 @@
-"""YOLOv7: a user's model YAML (checked before YOLOv7's parser evals it), a checkpoint pickled under the
-training repo's module names beside a YOLOv5 one in the same process, and a real build."""
+"""YOLOv7: the shipped upstream configs and a user's model YAML (checked before YOLOv7's parser evals it), a
+checkpoint pickled under the training repo's module names beside a YOLOv5 one in the same process, real builds."""
 
 from __future__ import annotations
 
@@ -28,9 +28,16 @@ def test_a_model_yaml_builds_with_seeded_random_weights_and_is_labelled() -> Non
     assert model.names[0] == "person"
 
 
-def test_a_named_yolov7_says_where_its_config_comes_from() -> None:
-    with pytest.raises(UserError, match="yolov7-tiny: no YOLOv7 config ships with yolo-optimize .* pass the YAML's path"):
-        resolve_source("yolov7-tiny", random_weights=True)
+def test_named_yolov7s_build_from_the_shipped_upstream_configs(tmp_path: Path) -> None:
+    """yolov7-tiny, yolov7 and yolov7x are upstream's cfg/deploy files, passed through the same config check;
+    their parameter counts are the ones upstream's README gives."""
+    for name, parameters in (("yolov7-tiny", 6.2e6), ("yolov7", 36.9e6), ("yolov7x", 71.3e6)):
+        source = resolve_source(name, random_weights=True)
+        assert (source.family, source.model_id, source.pretrained) == ("yolov7", f"{name}-random", False)
+        model = load_model(source)
+        assert abs(sum(p.numel() for p in model.parameters()) / parameters - 1) < 0.01, name
+    with pytest.raises(UserError, match="model config not found: .*nowhere.yaml"):
+        resolve_source(str(tmp_path / "nowhere.yaml"))
 
 
 def test_a_config_argument_yolov7_would_eval_is_refused_before_anything_runs(tmp_path: Path) -> None:
@@ -73,13 +80,13 @@ def test_a_checkpoint_with_training_repo_names_loads_beside_yolov5_in_one_proces
         assert yolov5(image).shape == (1, 6300, 85) and type(yolov5.model).__module__ == "yolov5.models.yolo"
 
 
-def test_the_toy_yolov7_builds_to_onnx_and_openvino_with_parity(tmp_path: Path) -> None:
+def test_yolov7_tiny_builds_to_onnx_and_openvino_with_parity(tmp_path: Path) -> None:
     out = tmp_path / "artifacts"
-    result = optimize("build", TOY, "--targets", "onnx,openvino", "--precisions", "fp32", "--batch-sizes", "1,2",
-                      "--out", out, "--parity-data", VAL_DATA)
+    result = optimize("build", "yolov7-tiny", "--random-weights", "--imgsz", "320", "--targets", "onnx,openvino",
+                      "--precisions", "fp32", "--batch-sizes", "1,2", "--out", out, "--parity-data", VAL_DATA)
     assert result.returncode == 0, brief(result)
     for node in ("onnx-fp32", "openvino-fp32"):
-        manifest = json.loads((out / "yolov7-toy-random" / node / "manifest.json").read_text())
+        manifest = json.loads((out / "yolov7-tiny-random" / node / "manifest.json").read_text())
         assert manifest["metadata"]["family"] == "yolov7" and manifest["parity"]["passed"]
         assert manifest["parity"]["max_abs_diff_boxes_px"] < 0.05 and manifest["parity"]["max_abs_diff_scores"] < 1e-3
         assert manifest["parity"]["agreement_enforced"].startswith("no: random weights")

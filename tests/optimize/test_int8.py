@@ -30,7 +30,7 @@ def test_int8_artifact_passes_its_gate_and_records_it(built_int8: Path, target: 
     gate = manifest.info["gate"]
     assert gate["passed"] and gate["drop_points"] <= gate["max_drop_points"] == 3.0
     assert gate["gate_data"] == str(CALIB_DATA.resolve()) and gate["gate_images"] == 24
-    assert gate["route"] and 0.2 < gate["fp32_map50_95"] < 0.7
+    assert gate["route"] and 0.2 < gate["fp32_score"] < 0.7 and gate["metric"] == "mAP50-95"
     assert gate["attempts"][-1]["route"] == gate["route"] and gate["attempts"][-1]["passed"]
     low, high = gate["drop_90ci_points"]
     assert low <= gate["drop_points"] <= high and high - low > 0.1, "24 gate images cannot pin the drop down"

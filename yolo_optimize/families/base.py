@@ -76,7 +76,6 @@ class Family(ABC):
     default_imgsz: ClassVar[int]
     names_hint: ClassVar[str]  # the model names it builds, in a few words, for error messages
     agreement_of: ClassVar[str]  # what parity's agreement counts, for the manifest and messages
-    int8_unsupported: ClassVar[str | None] = None  # why INT8 cannot be built for this family yet (None: it can)
     release_url: ClassVar[str | None] = None  # where official weights of a model name are downloaded from ({name})
 
     @abstractmethod

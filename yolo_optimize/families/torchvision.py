@@ -35,7 +35,6 @@ class TorchvisionClassifier(Family):
     module_prefixes = ("torchvision.models.", "torchvision.ops.")
     default_imgsz = 224
     agreement_of = "top-1 classes"
-    int8_unsupported = "INT8 for classifiers needs a top-1 accuracy gate, which is not built yet"
 
     def model_names(self) -> tuple[str, ...]:
         return _classification_models()

@@ -7,11 +7,12 @@ settings (conf 0.001, IoU 0.65). Two ways in:
   mapped to ``yolov7_package`` here and to ``yolov5`` by the YOLOv5 family; a checkpoint is
   YOLOv7's when every pickled ``models.*`` class exists in yolov7-package and one of them does
   not exist in yolov5 (``IDetect``, ``SPPCSPC``, ``MP``...);
-- a user's model YAML (``optimize build path/to/yolov7-tiny.yaml``), with seeded random weights.
-  No YOLOv7 config ships with this project: yolov7-package carries none, and the upstream ones
-  (WongKinYiu/yolov7 ``cfg/deploy``, GPL-3.0) are the user's to bring. YOLOv7's parser evaluates
-  the YAML's strings with ``eval``, so a config is checked first: every module must be a
-  yolov7-package or ``torch.nn`` class name and every string argument one of a few known forms.
+- a name (``yolov7``, ``yolov7-tiny``, ``yolov7x``) or a user's model YAML
+  (``optimize build path/to/my-yolov7.yaml``), with seeded random weights. yolov7-package carries no
+  configs, so upstream's ``cfg/deploy`` ones ship in ``configs/yolov7/`` (GPL-3.0, see its README).
+  YOLOv7's parser evaluates the YAML's strings with ``eval``, so every config, ours included, is
+  checked first: every module must be a yolov7-package or ``torch.nn`` class name and every string
+  argument one of a few known forms.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ SAFE_ARGUMENT = re.compile(r"^([A-Za-z_]\w*|nn\.[A-Za-z]+\((\d+(\.\d+)?)?\))$")
 class YoloV7(AnchorDetector):
     name = "yolov7"
     title = "YOLOv7"
-    names_hint = "a YOLOv7 model YAML or checkpoint (yolov7, yolov7-tiny: bring the upstream config)"
+    names_hint = "yolov7, yolov7-tiny, yolov7x, or a YOLOv7 model YAML or checkpoint"
     tools = ("yolov7-package",)
     module_aliases = {"models.": "yolov7_package.models.", "utils.": "yolov7_package.utils."}
     module_prefixes = ("yolov7_package.models.",)
@@ -80,12 +81,12 @@ class YoloV7(AnchorDetector):
 
     def for_export(self, model: torch.nn.Module) -> torch.nn.Module:
         """Fused (RepConv and implicit layers folded too); the head returns its one decoded tensor."""
-        from yolov7_package.models.yolo import IAuxDetect, IDetect
+        from yolov7_package.models.yolo import Detect, IAuxDetect, IDetect
 
         with contextlib.redirect_stdout(io.StringIO()):  # yolov7 prints "Fusing layers..." and a summary
             model = model.float().requires_grad_(False).fuse().eval()
         for module in model.modules():
-            if isinstance(module, (IDetect, IAuxDetect)):
+            if isinstance(module, (Detect, IDetect, IAuxDetect)):
                 module.export, module.end2end, module.include_nms, module.concat = False, False, False, True
         return model
 
@@ -103,10 +104,12 @@ class YoloV7(AnchorDetector):
 
 
 def _config_path(name: str) -> Path:
+    """A shipped config by name (upstream's cfg/deploy), else the user's YAML."""
+    if name in NAMES:
+        return Path(__file__).parent / "configs" / "yolov7" / f"{name}.yaml"
     path = Path(name)
-    if name in NAMES or not path.is_file():
-        raise UserError(f"{name}: no YOLOv7 config ships with yolo-optimize (yolov7-package has none; the upstream "
-                        f"configs are GPL-3.0): pass the YAML's path, e.g. optimize build path/to/yolov7-tiny.yaml")
+    if not path.is_file():
+        raise UserError(f"{name}: not a YOLOv7 name ({', '.join(NAMES)}) nor a model YAML that exists")
     return path.resolve()
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.cpu import cpu_facts
-from yolo_optimize.families.detection import Detector
+from yolo_optimize.families.base import Family
 from yolo_optimize.optimize.calibration import Int8Config
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
 from yolo_optimize.optimize.onnx_io import save_onnx
@@ -37,7 +37,7 @@ class OnnxInt8Config(Int8Config):
 
 class OnnxInt8(NncfInt8):
     name = "onnx-int8"
-    revision = 3  # 3: NNCF's ONNX backend instead of ONNX Runtime's quantize_static
+    revision = 4  # 3: NNCF's ONNX backend instead of ONNX Runtime's quantize_static; 4: the gate's metric per task
     tools = ("onnx", "onnxruntime", "nncf")
     target = "onnx"
     config: OnnxInt8Config
@@ -61,7 +61,7 @@ class OnnxInt8(NncfInt8):
 
         return onnx.load(str(path))
 
-    def float_ops(self, family: Detector, model: Any) -> list[str]:
+    def float_ops(self, family: Family, model: Any) -> list[str]:
         return family.onnx_float_nodes(model)
 
     def save(self, model: Any, path: Path, metadata: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.export.openvino import embed_metadata
-from yolo_optimize.families.detection import Detector
+from yolo_optimize.families.base import Family
 from yolo_optimize.optimize.calibration import Int8Config
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
 
@@ -21,7 +21,7 @@ class OpenVinoInt8Config(Int8Config):
 
 class OpenVinoInt8(NncfInt8):
     name = "openvino-int8"
-    revision = 3  # 2: the Detect output convolutions stay in float too; 3: the gate records its bootstrap interval
+    revision = 4  # 2: Detect output convs in float; 3: the gate's bootstrap interval; 4: the gate's metric per task
     tools = ("openvino", "nncf")
     target = "openvino"
 
@@ -30,7 +30,7 @@ class OpenVinoInt8(NncfInt8):
 
         return ov.Core().read_model(str(path))
 
-    def float_ops(self, family: Detector, model: Any) -> list[str]:
+    def float_ops(self, family: Family, model: Any) -> list[str]:
         return family.openvino_float_ops(model)
 
     def save(self, model: Any, path: Path, metadata: dict[str, Any]) -> None:

@@ -1,10 +1,10 @@
 """INT8 with NNCF, one recipe for both backends it quantizes (an ONNX graph or an OpenVINO IR).
 
 The recipe: the MIXED preset (symmetric per-channel weights, asymmetric activations),
-ranges from every calibration image, NNCF's fast bias correction, and the whole Detect
-head (its output convolutions and the decode after them) kept in float. The candidate
-is scored on the gate set through the same runner as its FP32 parent; when the drop is
-over the limit, NNCF's accuracy-aware route (``quantize_with_accuracy_control``) reverts
+ranges from every calibration image, NNCF's fast bias correction, and what the family keeps
+in float (a detector's whole Detect head: its output convolutions and the decode after
+them). The candidate is scored on the gate set with the family's metric (optimize/gate.py)
+through the same runner as its FP32 parent; when the drop is over the limit, NNCF's accuracy-aware route (``quantize_with_accuracy_control``) reverts
 the most harmful quantizers until it fits or its iterations run out.
 """
 
@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.families import family_named
-from yolo_optimize.families.detection import Detector
-from yolo_optimize.optimize.calibration import Gate, GateRecord, Int8Config, calibration_inputs, candidate_manifest
+from yolo_optimize.families.base import Family
+from yolo_optimize.optimize.calibration import Int8Config, calibration_inputs, candidate_manifest
+from yolo_optimize.optimize.gate import Gate, GateRecord
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
-ROUTE = "NNCF MIXED, Detect head in float"
+ROUTE = "NNCF MIXED, fast bias correction"
 ACCURACY_CONTROL_ROUTE = "accuracy-aware: nncf.quantize_with_accuracy_control"
 ACCURACY_CONTROL_ITERATIONS = 8  # these two bound the time the accuracy-aware route may take:
 RANKING_IMAGES = 32  # NNCF re-validates once per quantizer group (about 70 for yolov5) on this many images
@@ -71,7 +72,7 @@ class NncfInt8(Stage):
         from nncf.quantization.advanced_parameters import AdvancedAccuracyRestorerParameters
 
         def validate(candidate: Any, inputs: Any) -> float:
-            return gate.score_raw(self.outputs(candidate, list(inputs))).map50_95
+            return gate.score_raw(self.outputs(candidate, list(inputs))).value
 
         return nncf.quantize_with_accuracy_control(
             model, calibration, nncf.Dataset([self.model_input(x) for x in gate.inputs()]), validate,
@@ -100,7 +101,7 @@ class NncfInt8(Stage):
     def read(self, path: Path) -> Any: ...
 
     @abstractmethod
-    def float_ops(self, family: Detector, model: Any) -> list[str]:
+    def float_ops(self, family: Family, model: Any) -> list[str]:
         """The ops of this backend's model that the family keeps in float."""
 
     @abstractmethod

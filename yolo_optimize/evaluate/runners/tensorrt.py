@@ -1,24 +1,86 @@
-"""TensorRT engines, run through torch CUDA buffers."""
+"""TensorRT engines, run on CUDA through torch buffers (so no pycuda is needed); TensorRT 10+ tensor API.
+
+The input shape is set per call, so any batch inside the engine's optimization profile works.
+"""
 
 from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
 from yolo_optimize.evaluate.runners.base import Runner
-from yolo_optimize.export.tensorrt import TensorRTSession
+from yolo_optimize.tensorrt_api import fresh_logger, logged_errors, require_tensorrt
+
+Shape = tuple[int, ...]
 
 
 class TensorRTRunner(Runner):
-    session: TensorRTSession | None = None
+    _context: Any = None
 
     def activate(self) -> None:
-        self.session = TensorRTSession(self.entry)
+        """Deserialize on CUDA device 0 and bind the one input and one output by name."""
+        trt = require_tensorrt()
+        import torch
+
+        self._torch = torch
+        self._device = torch.device("cuda", 0)
+        with torch.cuda.device(self._device):
+            self._runtime = trt.Runtime(fresh_logger())
+            self._engine = self._runtime.deserialize_cuda_engine(self.entry.read_bytes())
+            if self._engine is None:
+                raise RuntimeError(f"TensorRT could not deserialize {self.entry}: {logged_errors()}")
+            self._context = self._engine.create_execution_context()
+            self._stream = torch.cuda.Stream(self._device)  # a non-default stream avoids TensorRT's extra syncs
+        self.input_name, self.output_name = _io_names(trt, self._engine)
+        self._input_dtype = _torch_dtype(trt, torch, self._engine.get_tensor_dtype(self.input_name))
+        self._output_dtype = _torch_dtype(trt, torch, self._engine.get_tensor_dtype(self.output_name))
 
     def infer(self, images: np.ndarray) -> np.ndarray:
-        assert self.session is not None
-        return self.session.infer(images)
+        """Run one batch; raises ValueError when its shape lies outside the engine's optimization profile."""
+        if self._context is None:
+            raise RuntimeError("the TensorRT runner is not active")
+        torch = self._torch
+        fresh_logger()
+        with torch.cuda.device(self._device), torch.cuda.stream(self._stream):
+            batch = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
+            batch = batch.to(self._device, self._input_dtype)
+            if not self._context.set_input_shape(self.input_name, tuple(batch.shape)):
+                raise ValueError(f"input shape {tuple(batch.shape)} is outside the engine profile {self._profile()}")
+            out_shape = tuple(self._context.get_tensor_shape(self.output_name))
+            output = torch.empty(out_shape, dtype=self._output_dtype, device=self._device)
+            self._context.set_tensor_address(self.input_name, batch.data_ptr())
+            self._context.set_tensor_address(self.output_name, output.data_ptr())
+            if not self._context.execute_async_v3(stream_handle=self._stream.cuda_stream):
+                raise RuntimeError(f"TensorRT execution failed: {logged_errors()}")
+            self._stream.synchronize()
+            return output.float().cpu().numpy()
 
     def deactivate(self) -> None:
-        if self.session is not None:
-            self.session.close()
-        self.session = None
+        """Drop context, engine and runtime in that order; TensorRT 10+ frees them when unreferenced."""
+        self._context = None
+        self._engine = None
+        self._runtime = None
+
+    def _profile(self) -> list[Shape]:
+        """Profile 0's min/opt/max input shapes, to explain a rejected batch."""
+        return [tuple(dims) for dims in self._engine.get_tensor_profile_shape(self.input_name, 0)]
+
+
+def _io_names(trt: ModuleType, engine: Any) -> tuple[str, str]:
+    """The engine's single input and single output, found by the name-based I/O API."""
+    names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+    inputs = [name for name in names if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT]
+    outputs = [name for name in names if name not in inputs]
+    if len(inputs) != 1 or len(outputs) != 1:
+        raise RuntimeError(f"expected one input and one output tensor, got inputs {inputs} and outputs {outputs}")
+    return inputs[0], outputs[0]
+
+
+def _torch_dtype(trt: ModuleType, torch: ModuleType, dtype: Any) -> Any:
+    """torch dtype for an engine I/O tensor; fp16 I/O appears when the ONNX graph itself was exported in fp16."""
+    dtypes = {trt.float32: torch.float32, trt.float16: torch.float16}
+    if dtype not in dtypes:
+        raise RuntimeError(f"unsupported engine I/O dtype {dtype}")
+    return dtypes[dtype]

@@ -1,0 +1,93 @@
+"""Importing TensorRT and hearing from it, shared by the engine build (export/) and the runner (evaluate/).
+
+``tensorrt`` and ``torch`` are imported lazily so every module imports everywhere; callers ask
+``tensorrt_unavailable_reason()`` before building or running.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from types import ModuleType
+from typing import Any
+
+MIN_TENSORRT_MAJOR = 10
+INSTALL_HINT = "pip install 'yolo-optimize[tensorrt]'"
+
+_LOG = logging.getLogger(__name__)
+
+
+def tensorrt_unavailable_reason() -> str | None:
+    """None when TensorRT can build here; else one sentence why not, so callers can skip instead of crash."""
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch is not installed, so no CUDA device is visible for TensorRT."
+    if not torch.cuda.is_available():
+        return "No CUDA device is visible to torch; TensorRT needs an NVIDIA GPU."
+    try:
+        import tensorrt as trt
+    except ModuleNotFoundError:
+        return f"TensorRT is not installed: {INSTALL_HINT}."
+    except (ImportError, OSError) as exc:
+        return f"TensorRT is installed but its libraries failed to load ({exc})."
+    if _major(trt.__version__) < MIN_TENSORRT_MAJOR:
+        return f"TensorRT {trt.__version__} is too old; TensorRT >= {MIN_TENSORRT_MAJOR} is needed: {INSTALL_HINT}."
+    return None
+
+
+def _major(version: str) -> int:
+    return int(version.split(".", 1)[0])
+
+
+def require_tensorrt() -> ModuleType:
+    """Import tensorrt, turning every unavailability into a RuntimeError that carries the skip reason."""
+    reason = tensorrt_unavailable_reason()
+    if reason is not None:
+        raise RuntimeError(reason)
+    import tensorrt
+
+    return tensorrt
+
+
+@functools.cache
+def _logger() -> Any:
+    """One process-wide logger (TensorRT warns when builder and runtime get different ones) that keeps errors.
+
+    Kept errors let a failed build or run say why; all messages go to Python logging.
+    """
+    import tensorrt as trt
+
+    severity = trt.ILogger.Severity
+    levels = {
+        severity.INTERNAL_ERROR: logging.ERROR,
+        severity.ERROR: logging.ERROR,
+        severity.WARNING: logging.WARNING,
+        severity.INFO: logging.DEBUG,
+        severity.VERBOSE: logging.DEBUG,
+    }
+
+    class _RecordingLogger(trt.ILogger):
+        def __init__(self) -> None:
+            trt.ILogger.__init__(self)
+            self.errors: list[str] = []
+
+        def log(self, level: Any, msg: str) -> None:
+            level_number = levels.get(level, logging.DEBUG)
+            if level_number == logging.ERROR:
+                self.errors.append(msg)
+            _LOG.log(level_number, "TensorRT: %s", msg)
+
+    return _RecordingLogger()
+
+
+def fresh_logger() -> Any:
+    """The shared logger with its kept errors cleared, so the next failure reports only its own errors."""
+    logger = _logger()
+    logger.errors.clear()
+    return logger
+
+
+def logged_errors() -> str:
+    """Errors TensorRT logged since the last reset: its return values alone never say why."""
+    return "; ".join(_logger().errors) or "TensorRT logged no error"
