@@ -19,14 +19,14 @@ import numpy as np
 from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.evaluator import _in_own_process
-from yolo_optimize.evaluate.measure import MeasureJob
+from yolo_optimize.evaluate.measure import MeasureJob, measure
+from yolo_optimize.processes import in_own_process
 
 
 def ours(folder: Path, threads: int, seconds: float, pixels: Path) -> float:
     """p50 latency (ms) of batch 1 as ``optimize eval`` measures it."""
     job = MeasureJob(folder, Manifest.read(folder), pixels, (1,), seconds, threads, "cpu", predict=False)
-    measurement, _ = _in_own_process(job)
+    measurement, _ = in_own_process(measure, job)
     latency = measurement.batches[0].latency
     assert latency is not None, measurement.batches[0].error
     return latency.p50_ms

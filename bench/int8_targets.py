@@ -1,12 +1,13 @@
-"""INT8/BF16 goals for yolov5n on this machine: build every precision, evaluate, check the goals.
+"""INT8/BF16 goals for yolov5n on this machine: build every precision, evaluate, check the goals, explain them.
 
     python bench/int8_targets.py --assets ../shared/assets
 
 Builds torchscript/onnx/openvino x fp32, fp16, bf16, int8 (calibration: all of coco128, gate: its
 labels, the default 1.0-point gate), evaluates on coco_val128 at batch 1 and 8 with interleaved
-rounds, and prints each goal with the measured value (the gate goals from the INT8 manifests' own
-gate records). The report folder keeps every raw number; ``--skip-build --skip-eval`` recomputes
-the goals from it.
+rounds and ``--profile``, and prints each goal with the measured value (the gate goals from the INT8
+manifests' own gate records), then every artifact's achieved GOP/s and its utilization of this
+machine's measured peak for the precision it runs in (``optimize info``). The report folder keeps
+every raw number; ``--skip-build --skip-eval`` recomputes the goals and the table from it.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def main() -> None:
                  "--max-map-drop", args.max_map_drop)
     if not args.skip_eval:
         optimize("eval", str(args.out), "--data", str(args.assets / "coco_val128"), "--out", str(args.report),
-                 "--repeats", args.repeats, "--min-time", "2")
+                 "--repeats", args.repeats, "--min-time", "2", "--profile")
     rows = {r["artifact"]: r for r in json.loads((args.report / "results.json").read_text())["matrix"]}
     base = rows["pytorch-fp32"]["map50_95"]
     missing = {"map50_95": float("nan"), "speedup_b1": float("nan"), "executed_precision": "not built"}
@@ -83,6 +84,18 @@ def main() -> None:
         print(f"[{'met' if met else 'MISSED'}] {goal}: {value}")
     (args.report / "goals.json").write_text(json.dumps([{"goal": g, "met": m, "value": str(v)} for g, m, v in goals],
                                                        indent=2) + "\n")
+    print_utilization(ok)
+
+
+def print_utilization(rows: list[dict]) -> None:
+    """Markdown: what each artifact achieves against the measured peak of the precision it runs in."""
+    print("| artifact | runs in | GFLOPs | b1 img/s | b1 GOP/s | b1 util. | b8 img/s | b8 GOP/s | b8 util. | peak (GOP/s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        cells = [f"{r[f'throughput_b{b}_ips']:.1f} | {r[f'achieved_gops_b{b}']:.1f} | {r[f'utilization_b{b}']:.1%}"
+                 for b in (1, 8)]
+        print(f"| {r['artifact']} | {r['executed_precision']} | {r['gflops_per_image']} | {cells[0]} | {cells[1]} | "
+              f"{r['peak_of']} {r['peak_gops']:.0f} |")
 
 
 if __name__ == "__main__":

@@ -27,12 +27,12 @@ import numpy as np
 from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.evaluator import _in_own_process
-from yolo_optimize.evaluate.measure import MeasureJob
+from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 from yolo_optimize.optimize.calibration import calibration_inputs, candidate_manifest
 from yolo_optimize.optimize.gate import Gate, GateConfig
+from yolo_optimize.processes import in_own_process
 
 ROUTES = ("nncf-7bit", "nncf-8bit", "nncf-first-layer", "ort-all", "ort-conv")
 
@@ -93,7 +93,7 @@ def speed(folders: dict[str, Path], parent: Manifest, pixels: Path, args: Any) -
         for name, folder in folders.items():
             manifest = candidate_manifest(parent, node=f"onnx-{name}", precision="fp32" if name == "fp32" else "int8",
                                           entry=str(parent.entry))
-            measurement, _ = _in_own_process(MeasureJob(folder, manifest, pixels, (1, 8), args.seconds, args.threads,
+            measurement, _ = in_own_process(measure, MeasureJob(folder, manifest, pixels, (1, 8), args.seconds, args.threads,
                                                         "cpu", predict=False))
             for batch in measurement.batches:
                 found[name][f"b{batch.batch}"].append(batch.throughput_ips or 0.0)

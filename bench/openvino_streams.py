@@ -20,8 +20,8 @@ from common import save, timing_parser
 from harness_overhead import benchmark_app
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.evaluator import _in_own_process
-from yolo_optimize.evaluate.measure import MeasureJob
+from yolo_optimize.evaluate.measure import MeasureJob, measure
+from yolo_optimize.processes import in_own_process
 
 BATCH = 8
 
@@ -29,7 +29,7 @@ BATCH = 8
 def ours(folder: Path, threads: int, seconds: float, pixels: Path) -> float:
     """Images/s at batch 8 as ``optimize eval`` measures it."""
     job = MeasureJob(folder, Manifest.read(folder), pixels, (BATCH,), seconds, threads, "cpu", predict=False)
-    measurement, _ = _in_own_process(job)
+    measurement, _ = in_own_process(measure, job)
     result = measurement.batches[0]
     assert result.latency is not None, result.error
     return BATCH * 1000 / result.latency.p50_ms

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from yolo_optimize.runtime_env import user_cache_dir
 from yolo_optimize.errors import UserError
 from yolo_optimize.families import (all_families, family_for_checkpoint, family_for_config, family_for_model,
                                     family_named, names_hint)
@@ -67,8 +68,7 @@ def weights_search_path(weights_dir: Path | None) -> list[Path]:
     dirs = [weights_dir] if weights_dir else []
     if os.environ.get(WEIGHTS_ENV):
         dirs.append(Path(os.environ[WEIGHTS_ENV]))
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    dirs.append(cache / "yolo-optimize" / "weights")
+    dirs.append(user_cache_dir() / "weights")
     return dirs
 
 

@@ -66,10 +66,12 @@ def main() -> None:
 @click.option("--calib-images", default=128, show_default=True, type=click.IntRange(1),
               help="Calibration images used (all, if the folder has fewer).")
 @click.option("--gate-data", type=click.Path(path_type=Path),
-              help="Images for the INT8 accuracy gate (labelled for detectors) [default: --calib-data]; never the evaluation set.")
+              help="Images for the INT8 accuracy gate (labelled for detectors) [default: --calib-data]; never the "
+                   "evaluation set.")
 @click.option("--gate-images", type=click.IntRange(1), help="Gate on the first N images [default: all].")
 @click.option("--max-map-drop", default=1.0, show_default=True, type=click.FloatRange(0),
-              help="Largest drop (points) of the gate metric an INT8 artifact may show: mAP50-95 for detectors, top-1 agreement with FP32 for classifiers.")
+              help="Largest drop (points) of the gate metric an INT8 artifact may show: mAP50-95 for detectors, "
+                   "top-1 agreement with FP32 for classifiers.")
 @user_errors
 def build(model: str, targets: str, precisions: str, imgsz: str | None, batch_sizes: str, out: Path, jobs: int,
           force: bool, random_weights: bool, weights_dir: Path | None, device: str, opset: int,
@@ -188,10 +190,13 @@ def check_writable(out: Path) -> None:
 @click.option("--max-images", type=click.IntRange(1), help="Evaluate accuracy on the first N images only.")
 @click.option("--no-accuracy", is_flag=True, help="Measure speed and memory only.")
 @click.option("--imgsz", type=int, help="Refuse artifacts built for another input size.")
+@click.option("--profile", is_flag=True,
+              help="Explain the numbers: model facts against this machine's measured peaks (optimize info), the "
+                   "roofline, and per artifact per-layer time, a trace, the end-to-end breakdown, threads, energy.")
 @user_errors
 def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: Path, device: str, threads: int,
                      min_time: float, repeats: int, max_images: int | None, no_accuracy: bool,
-                     imgsz: int | None) -> None:
+                     imgsz: int | None, profile: bool) -> None:
     """Measure every artifact under DIRECTORY and write the speedup matrix."""
     from yolo_optimize.devices import resolve_device
     from yolo_optimize.evaluate.evaluator import EvalSettings, evaluate
@@ -200,7 +205,8 @@ def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: 
 
     settings = EvalSettings(data=data, batch_sizes=parse_batch_sizes(batch_sizes), threads=threads,
                             device=resolve_device(device), min_time_s=min_time, repeats=repeats,
-                            max_images=max_images, accuracy=not no_accuracy, imgsz=imgsz)
+                            max_images=max_images, accuracy=not no_accuracy, imgsz=imgsz,
+                            profile_dir=out / "profiles" if profile else None)
     check_writable(out)
     try:
         with console.status("evaluating") as status:
@@ -208,14 +214,75 @@ def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: 
     except KeyboardInterrupt:
         click.echo("interrupted: nothing was written", err=True)
         sys.exit(130)
+    limits = None
+    if profile:
+        from yolo_optimize.machine.peaks import machine_limits
+
+        with console.status("this machine's limits (measured once per machine and tool versions, then cached)"):
+            limits = machine_limits(threads)
     report = build_report(rows, {**settings.__dict__, "data": str(data) if data else None,
-                                 "batch_sizes": list(settings.batch_sizes)})
+                                 "batch_sizes": list(settings.batch_sizes),
+                                 "profile_dir": str(settings.profile_dir) if profile else None}, limits)
     console.print(rich_table(report))
     for path in write_report(report, out):
         console.print(f"wrote {path}")
     if not any(line["status"] == "ok" for line in report.matrix):
         click.echo("error: nothing could be measured", err=True)
         sys.exit(1)
+
+
+@main.command()
+@click.option("--threads", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1),
+              help="Threads the kernels get (measure at the thread count eval uses).")
+@click.option("--refresh", is_flag=True, help="Measure again even when this machine's limits are cached.")
+@click.option("--json", "as_json", is_flag=True, help="Print the limits as JSON.")
+@user_errors
+def info(threads: int, refresh: bool, as_json: bool) -> None:
+    """This machine: CPU, ISA, runtimes and their measured peak GEMM/convolution rates and memory bandwidth (cached)."""
+    import json
+    from dataclasses import asdict
+
+    from yolo_optimize.machine.display import limits_tables
+    from yolo_optimize.machine.peaks import machine_limits
+
+    with console.status("measuring this machine's limits (about a minute, once per machine and tool versions)"):
+        limits = machine_limits(threads, refresh=refresh)
+    if as_json:
+        click.echo(json.dumps(asdict(limits), indent=2))
+        return
+    for table in limits_tables(limits):
+        console.print(table)
+
+
+@main.command()
+@click.argument("artifact", type=click.Path(path_type=Path))
+@click.option("--batch-size", default=1, show_default=True, type=click.IntRange(1))
+@click.option("--largest-batch", default=8, show_default=True, type=click.IntRange(1),
+              help="The end-to-end breakdown is taken at batch 1 and at this size.")
+@click.option("--data", type=click.Path(path_type=Path),
+              help="Images to run [default: the images bundled with the model's package].")
+@click.option("--images", default=16, show_default=True, type=click.IntRange(1), help="How many of them.")
+@click.option("--threads", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1))
+@click.option("--out", default="reports/profile", show_default=True, type=click.Path(path_type=Path))
+@user_errors
+def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | None, images: int, threads: int,
+            out: Path) -> None:
+    """Explain one ARTIFACT folder: per-layer time and hotspots, a trace, the end-to-end breakdown, thread scaling
+    and energy (profile.json, profile.md, trace.json in --out)."""
+    from yolo_optimize.evaluate.discover import verified_artifact
+    from yolo_optimize.evaluate.profiling import ProfileRequest, profile_artifact, profile_markdown, write_profile
+    from yolo_optimize.families import family_named
+    from yolo_optimize.images import list_images
+
+    manifest = verified_artifact(artifact)
+    family = family_named(manifest.metadata["family"])
+    files = tuple(list_images(data or family.sample_images())[:images])
+    check_writable(out)
+    with console.status(f"profiling {artifact}"):
+        result = profile_artifact(ProfileRequest(artifact, manifest, files, batch_size, largest_batch, threads, out))
+    console.print(profile_markdown(result))
+    for path in write_profile(result, out):
+        console.print(f"wrote {path}")
 
 
 def _progress(status: Any, text: str) -> None:

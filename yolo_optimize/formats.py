@@ -18,6 +18,7 @@ class Format:
     entry: str  # artifact entry point, relative to the artifact dir; {model} is the model id
     precisions: tuple[str, ...]
     runner: str  # "module:Class" implementing evaluate.runners.base.Runner
+    kernels: str | None  # whose measured CPU peaks bound it (machine/peaks.py RUNTIMES); None: not a CPU runtime
     buildable: bool = True  # False: the evaluation baseline, run from the checkpoint itself
 
     def entry_for(self, model_id: str) -> str:
@@ -28,15 +29,15 @@ FORMATS: dict[str, Format] = {
     f.target: f
     for f in (
         Format("pytorch", (), "", ("fp32",), "yolo_optimize.evaluate.runners.torch_eager:TorchEagerRunner",
-               buildable=False),
+               "torch", buildable=False),
         Format("torchscript", ("ts",), "{model}.torchscript", ("fp32", "fp16"),
-               "yolo_optimize.evaluate.runners.torchscript:TorchScriptRunner"),
+               "yolo_optimize.evaluate.runners.torchscript:TorchScriptRunner", "torch"),
         Format("onnx", (), "{model}.onnx", ("fp32", "fp16", "int8"),
-               "yolo_optimize.evaluate.runners.onnxruntime:OnnxRuntimeRunner"),
+               "yolo_optimize.evaluate.runners.onnxruntime:OnnxRuntimeRunner", "onnxruntime"),
         Format("openvino", ("ov",), "{model}_openvino_model/{model}.xml", ("fp32", "fp16", "bf16", "int8"),
-               "yolo_optimize.evaluate.runners.openvino:OpenVinoRunner"),
+               "yolo_optimize.evaluate.runners.openvino:OpenVinoRunner", "openvino"),
         Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16"),
-               "yolo_optimize.evaluate.runners.tensorrt:TensorRTRunner"),
+               "yolo_optimize.evaluate.runners.tensorrt:TensorRTRunner", None),
     )
 }
 

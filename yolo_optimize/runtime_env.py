@@ -20,6 +20,11 @@ def scratch_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"yolo-optimize-{os.getuid()}"
 
 
+def user_cache_dir() -> Path:
+    """Where this package keeps what it fetched or measured once (weights, machine peaks): ``$XDG_CACHE_HOME``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "yolo-optimize"
+
+
 def configure() -> None:
     """Keep yolov5/ultralytics offline and out of ``$HOME``; turn telemetry off."""
     scratch = scratch_dir()

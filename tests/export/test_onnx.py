@@ -10,7 +10,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from yolo_optimize.families.detection import letterbox
+from yolo_optimize.families import family_named
 from yolo_optimize.images import to_input
 from tests.conftest import VAL_DATA
 
@@ -38,7 +38,7 @@ def test_metadata_is_embedded(built: Path, precision: str) -> None:
 @pytest.mark.parametrize("batch", [1, 8])
 def test_plain_onnxruntime_detects_on_a_real_image(built: Path, batch: int) -> None:
     session = ort.InferenceSession(str(built / "onnx-fp32" / "yolov5n.onnx"), providers=["CPUExecutionProvider"])
-    image = letterbox(sorted((VAL_DATA / "images").rglob("*.jpg"))[0], 640).pixels
+    image = family_named("yolov5").preprocess(sorted((VAL_DATA / "images").rglob("*.jpg"))[0], 640).pixels
     (output,) = session.run(None, {"images": to_input(np.repeat(image[None], batch, 0))})
     assert output.shape == (batch, 25200, 85)
     assert (output[..., 4] * output[..., 5:].max(-1) > 0.5).any(), "a real image should give confident detections"

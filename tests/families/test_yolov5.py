@@ -9,7 +9,6 @@ import pytest
 from tests.conftest import VAL_DATA, WEIGHTS
 from yolo_optimize.checkpoint import pickle_globals
 from yolo_optimize.families import family_for_checkpoint, family_named
-from yolo_optimize.families.detection import letterbox
 from yolo_optimize.images import list_images
 
 
@@ -25,7 +24,7 @@ def test_letterbox_matches_yolov5s_own_on_real_images(imgsz: int) -> None:
     from yolov5.utils.augmentations import letterbox as yolov5_letterbox
 
     for path in list_images(VAL_DATA)[:6]:
-        ours = letterbox(path, imgsz)
+        ours = family_named("yolov5").preprocess(path, imgsz)
         bgr = cv2.imread(str(path))
         h0, w0 = bgr.shape[:2]
         ratio = imgsz / max(h0, w0)  # val.py's load_image, then letterbox without scaling up

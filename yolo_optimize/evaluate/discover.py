@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from yolo_optimize.artifact import MANIFEST, Manifest, verify_files
+from yolo_optimize.checkpoint import ModelSource, file_sha256
 from yolo_optimize.errors import UserError
 from yolo_optimize.formats import FORMATS, PRECISIONS
 
@@ -37,6 +38,16 @@ def discover(root: Path) -> list[Candidate]:
     baselines = [_baseline(model_dir / ".cache" / "load", model, _imgsz(found, model))
                  for model, model_dir in models.items()]
     return sorted([*baselines, *found], key=_order)
+
+
+def verified_artifact(folder: Path) -> Manifest:
+    """One artifact folder's manifest, its files verified; a UserError saying what is wrong otherwise."""
+    candidate = _candidate(folder / MANIFEST) if (folder / MANIFEST).is_file() else None
+    if candidate is None:
+        raise UserError(f"{folder} is not an artifact folder (no {MANIFEST} of a deployable artifact)")
+    if candidate.manifest is None:
+        raise UserError(f"{folder}: {candidate.error}")
+    return candidate.manifest
 
 
 def _hidden(relative: Path) -> bool:
@@ -78,6 +89,17 @@ def _baseline(load_folder: Path, model: str, imgsz: list[int]) -> Candidate:
                          BASELINE_TARGET, "fp32")
     manifest = replace(load, target=BASELINE_TARGET, precision="fp32", metadata={**load.metadata, "imgsz": imgsz})
     return Candidate(load_folder, manifest, name, model, target=BASELINE_TARGET, precision="fp32")
+
+
+def recorded_source(load: Manifest) -> ModelSource:
+    """The source the build's load node recorded (the baseline's manifest), checked to be the same bytes."""
+    if "source" not in load.info:
+        raise RuntimeError("the build record has no source checkpoint; rebuild with 'optimize build --force'")
+    recorded = dict(load.info["source"])
+    checkpoint = Path(recorded["checkpoint"]) if recorded["checkpoint"] else None
+    if checkpoint is not None and (not checkpoint.is_file() or file_sha256(checkpoint) != recorded["identity"]):
+        raise RuntimeError(f"the checkpoint the artifacts were built from is gone or changed: {checkpoint}")
+    return ModelSource(**{**recorded, "checkpoint": checkpoint})
 
 
 def _order(candidate: Candidate) -> tuple[str, int, int, str]:

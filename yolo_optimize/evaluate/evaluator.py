@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
-from multiprocessing import get_context
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +22,13 @@ from yolo_optimize.cpu import has_vnni
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.accuracy import RANDOM_WEIGHTS, Accuracy, task_accuracy, wants_predictions
 from yolo_optimize.evaluate.dataset import Dataset, PreparedImages, load_dataset, prepare_images
-from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover
+from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover, recorded_source
+from yolo_optimize.evaluate.facts import ModelFacts, model_facts
 from yolo_optimize.evaluate.measure import MeasureJob, measure
-from yolo_optimize.evaluate.results import Measurement, Row
+from yolo_optimize.evaluate.results import Row
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import Family
+from yolo_optimize.processes import in_own_process
 
 
 @dataclass(frozen=True)
@@ -43,6 +42,7 @@ class EvalSettings:
     max_images: int | None
     accuracy: bool
     imgsz: int | None
+    profile_dir: Path | None = None  # eval --profile: every artifact's profile goes to <profile_dir>/<model>/<artifact>
 
 
 Progress = Callable[[str], None]
@@ -60,8 +60,36 @@ def evaluate(root: Path, settings: EvalSettings, progress: Progress) -> list[Row
             for imgsz in {_imgsz(c) for _, c in group}:
                 progress(f"preprocessing {len(dataset.images)} images for {model} at {imgsz}")
                 prepared[imgsz] = prepare_images(dataset, _family(group[0][1]), imgsz, Path(work), settings.threads)
+                progress(f"counting {model}'s operations at {imgsz}")
+                facts = _model_facts(group, imgsz)
+                for row, candidate in group:
+                    row.facts = facts if _imgsz(candidate) == imgsz else row.facts
             _measure_group(group, prepared, dataset, settings, progress)
+            if settings.profile_dir:
+                _profile_group(group, dataset, settings, progress)
     return rows
+
+
+def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, progress: Progress) -> None:
+    """Each measured row profiled at batch 1 (breakdown also at the largest batch size); a failure is the row's note."""
+    from yolo_optimize.evaluate.profiling import PROFILE_IMAGES, ProfileRequest, profile_artifact, write_profile
+
+    assert settings.profile_dir
+    for row, candidate in group:
+        if row.error or not row.measurements:
+            continue
+        progress(f"profiling {row.model} {row.name}")
+        out = settings.profile_dir / row.model / row.name
+        request = ProfileRequest(candidate.folder, candidate.manifest, tuple(dataset.images[:PROFILE_IMAGES]), 1,  # type: ignore[arg-type]
+                                 max(settings.batch_sizes), settings.threads, out)
+        try:
+            profile = profile_artifact(request)
+        except Exception as err:  # noqa: BLE001 - the row keeps its measurements
+            row.profile = {"error": _one_line(err)}
+            continue
+        write_profile(profile, out)
+        row.profile = {**{k: v for k, v in asdict(profile).items() if k != "layers"},
+                       "folder": str(out.relative_to(settings.profile_dir.parent))}
 
 
 def _dataset(settings: EvalSettings, candidates: list[Candidate]) -> Dataset:
@@ -112,6 +140,17 @@ def _imgsz(candidate: Candidate) -> int:
     return int(candidate.manifest.metadata["imgsz"][0])
 
 
+def _model_facts(group: list[Pair], imgsz: int) -> ModelFacts | None:
+    """Counted on the baseline's model (what every artifact was exported from); None without a build record."""
+    baseline = next((c for r, c in group if r.target == BASELINE_TARGET), None)
+    if baseline is None or baseline.manifest is None:
+        return None
+    try:
+        return in_own_process(model_facts, recorded_source(baseline.manifest), imgsz)
+    except RuntimeError:
+        return None  # the checkpoint is gone or changed: the baseline's row says so
+
+
 def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], dataset: Dataset,
                    settings: EvalSettings, progress: Progress) -> None:
     """``repeats`` rounds of (baseline, every artifact in rotated order); accuracy from each row's first measurement.
@@ -131,7 +170,7 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
         job = MeasureJob(candidate.folder, candidate.manifest, images.pixels, settings.batch_sizes,  # type: ignore[arg-type]
                          settings.min_time_s, settings.threads, settings.device, wants_accuracy)
         try:
-            measurement, found = _in_own_process(job)
+            measurement, found = in_own_process(measure, job)
         except Exception as err:  # noqa: BLE001 - the row fails, the others go on
             row.error = f"runtime failed: {_one_line(err)}"
             continue
@@ -159,15 +198,6 @@ def measurement_schedule(group: list[Pair], repeats: int) -> list[tuple[int, Pai
         shift = round_ % len(others) if others else 0
         schedule += [(round_, pair) for pair in [*baseline, *others[shift:], *others[:shift]]]
     return schedule
-
-
-def _in_own_process(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
-    """A fresh process per measurement: clean memory, its own timing mode, crashes contained."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-        try:
-            return pool.submit(measure, job).result()
-        except BrokenProcessPool:
-            raise RuntimeError("the runtime crashed its process") from None
 
 
 def _one_line(err: Exception) -> str:

@@ -19,16 +19,37 @@ from rich.table import Table
 from yolo_optimize.cpu import cpu_facts, cpu_model
 from yolo_optimize.evaluate.discover import BASELINE_TARGET
 from yolo_optimize.evaluate.results import SCHEMA_VERSION, Report, Row
+from yolo_optimize.evaluate.roofline import roofline_cells, write_roofline
+from yolo_optimize.machine.peaks import MachineLimits
 
 UNSTABLE_SPREAD = 0.15  # repeats of one row disagreeing by more than this are flagged
 PACKAGES = ("yolo-optimize", "torch", "onnxruntime", "openvino", "onnx", "yolov5", "yolov7-package", "ultralytics",
             "torchvision", "numpy", "faster-coco-eval")
 
 
-def build_report(rows: list[Row], settings: dict[str, Any]) -> Report:
+def build_report(rows: list[Row], settings: dict[str, Any], limits: MachineLimits | None = None) -> Report:
+    """The matrix of every row; with this machine's measured ``limits``, each CPU row's utilization too."""
     baselines = {r.model: r for r in rows if r.target == BASELINE_TARGET}
     matrix = [matrix_row(r, baselines.get(r.model), settings["batch_sizes"]) for r in rows]
-    return Report(SCHEMA_VERSION, environment(settings["threads"]), settings, rows, matrix)
+    cpu_limits = limits if settings["device"] == "cpu" else None  # CPU peaks say nothing of a GPU row
+    for row, line in zip(rows, matrix):
+        if line["status"] == "ok":
+            line.update(roofline_cells(row, line, settings["batch_sizes"], cpu_limits))
+            line.update(end_to_end_cells(row))
+    return Report(SCHEMA_VERSION, environment(settings["threads"]), settings, rows, matrix,
+                  asdict(limits) if limits else None)
+
+
+def end_to_end_cells(row: Row) -> dict[str, Any]:
+    """From the row's profile, per batch size profiled: images/s of the whole deployed path (file to predictions)
+    and of its inference alone, both from the same process (processes differ in speed on these hosts)."""
+    if not row.profile or "breakdown" not in row.profile:
+        return {}
+    cells = {}
+    for part in row.profile["breakdown"]:
+        cells[f"end_to_end_b{part['batch']}_ips"] = part["end_to_end_ips"]
+        cells[f"end_to_end_b{part['batch']}_infer_ips"] = part["infer_ips"]
+    return cells
 
 
 def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[str, Any]:
@@ -122,6 +143,9 @@ def write_report(report: Report, out: Path) -> list[Path]:
         writer.writerows({c: _plain(line.get(c)) for c, _ in columns} for line in report.matrix)
     files[2].write_text(markdown(report, columns))
     files[3].write_text(html_page(report, columns))
+    if report.machine_limits:
+        limits = MachineLimits.from_json(report.machine_limits)
+        files += write_roofline(report.matrix, limits, report.settings["batch_sizes"], out)
     return files
 
 
@@ -136,9 +160,14 @@ def matrix_columns(report: Report) -> list[tuple[str, str]]:
     speed = [(f"speedup_b{b}", f"b{b} speedup") for b in report.settings["batch_sizes"]]
     tasks = {line.get("task") for line in report.matrix}
     accuracy = [column for task, columns in ACCURACY_COLUMNS.items() if task in tasks for column in columns]
+    explained = ([(f"utilization_b{b}", f"b{b} util.") for b in report.settings["batch_sizes"]]
+                 if report.machine_limits else [])
+    profiled = sorted({int(k[len("end_to_end_b"):-len("_ips")]) for line in report.matrix for k in line
+                       if k.startswith("end_to_end_b") and not k.endswith("_infer_ips")})
+    explained += [(f"end_to_end_b{b}_ips", f"b{b} e2e img/s") for b in profiled]
     return [("model", "model"), ("artifact", "artifact"), ("executed_precision", "runs in"), *speed,
             ("latency_b1_p50_ms", "b1 p50 ms"), ("peak_rss_mb", "peak MB"), ("file_mb", "file MB"),
-            *accuracy, ("status", "status"), ("cpu_note", "CPU note")]
+            ("gflops_per_image", "GFLOPs"), *explained, *accuracy, ("status", "status"), ("cpu_note", "CPU note")]
 
 
 def cell(line: dict[str, Any], key: str) -> str:
@@ -152,6 +181,10 @@ def cell(line: dict[str, Any], key: str) -> str:
         low, high = line.get(f"{key}_range") or (value, value)
         text = f"{value:.2f}x" + (f" ({low:.2f}-{high:.2f})" if high - low >= 0.01 else "")
         return text + (" !" if line.get("unstable") else "")
+    if key.startswith("end_to_end_b") and value is not None:
+        return f"{value} (infer {line[key.replace('_ips', '_infer_ips')]})"
+    if key.startswith("utilization_b") and isinstance(value, float):
+        return f"{value:.0%} of {line['peak_gops']:.0f}"
     if key == "map50_95_delta" and isinstance(value, float):
         return f"{value:+.4f}"
     return "" if value is None else str(value)
@@ -183,8 +216,19 @@ def _legend(report: Report) -> str:
             f"baseline's in the same round (range over rounds in brackets; each measurement is its own process; "
             f"! = a row's processes differ by more than {UNSTABLE_SPREAD:.0%}). Latency and throughput are the "
             f"medians of the row's processes, so speedups are close to, not exactly, their ratios. 'runs in' is "
-            f"the precision the runtime reported computing in. {env['cpu']} "
+            f"the precision the runtime reported computing in. GFLOPs per image count 2 per multiply-add (thop, at "
+            f"the row's input size).{_utilization_legend(report)} {env['cpu']} "
             f"({', '.join(env['cpu_facts']['isa']) or 'no AVX2'}), {env['threads']} threads, {env['date']}.")
+
+
+def _utilization_legend(report: Report) -> str:
+    if not report.machine_limits:
+        return ""
+    return (" util. = GFLOPs x images/s over the measured peak GOP/s of the row's runtime for the precision it "
+            "runs in (INT8 files: the int8 peak; the highest rate of its GEMM and convolution kernels; optimize "
+            "info). "
+            "e2e img/s: the deployed path from image file to kept predictions (read, prepare, infer, postprocess; "
+            "profiles/<model>/<artifact>/profile.md), with inference alone in the same process in brackets.")
 
 
 def rich_table(report: Report) -> Table:

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.evaluate.accuracy import Accuracy
+from yolo_optimize.evaluate.facts import ModelFacts
 
-SCHEMA_VERSION = 2  # 2: interleaved rounds instead of baseline pairs; speedups from per-round ratios
+SCHEMA_VERSION = 3  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization
 
 
 @dataclass
@@ -71,6 +72,8 @@ class Row:
     measurements: list[Measurement] = field(default_factory=list)
     accuracy: Accuracy | None = None
     cpu_note: str = ""  # what the artifact's arithmetic assumes of the CPU, and whether this one has it
+    facts: ModelFacts | None = None  # the model's at the row's input size (None: could not be counted)
+    profile: dict[str, Any] | None = None  # eval --profile: profiling.ArtifactProfile less its layers (profile.json)
     error: str = ""  # set when the row could not be measured at all
 
 
@@ -81,3 +84,4 @@ class Report:
     settings: dict[str, Any]
     rows: list[Row]
     matrix: list[dict[str, Any]]
+    machine_limits: dict[str, Any] | None = None  # machine/peaks.py's MachineLimits (eval --profile)

@@ -118,9 +118,21 @@ class Family(ABC):
     def input_spec(self) -> dict[str, Any]:
         """The artifact's input: name, layout, dtype and how to preprocess."""
 
-    @abstractmethod
     def preprocess(self, path: Path, imgsz: int) -> Preprocessed:
         """One image file as this family's own repository feeds it to the model."""
+        return self.prepare(self.read_image(path), imgsz)
+
+    @abstractmethod
+    def read_image(self, path: Path) -> Any:
+        """The image file decoded by the library the family's repository uses (a UserError when unreadable)."""
+
+    @abstractmethod
+    def prepare(self, image: Any, imgsz: int) -> Preprocessed:
+        """A decoded image resized and laid out as the model takes it (reading and preparing are timed apart)."""
+
+    @abstractmethod
+    def postprocess(self, raw: np.ndarray) -> list[np.ndarray]:
+        """Raw output -> what a deployment keeps per image (detectors: NMS at their usual 0.25 confidence)."""
 
     @abstractmethod
     def sample_images(self) -> Path:

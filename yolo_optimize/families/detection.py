@@ -17,6 +17,7 @@ from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import Family, ParityStats, Preprocessed, package_dir
 
 PARITY_CONF, PARITY_IOU, MATCH_IOU = 0.25, 0.45, 0.5
+DEPLOY_CONF = 0.25  # the confidence YOLOv5 detect.py and Ultralytics predict keep by default
 PAD_VALUE = 114
 
 
@@ -49,8 +50,20 @@ class Detector(Family):
         """Per image [N, 6] (x1, y1, x2, y2, score, class) in letterboxed pixels, as the family's own val decodes."""
         return self.decode(raw, self.map_conf, self.map_iou, multi_label=True, max_det=self.map_max_det)
 
-    def preprocess(self, path: Path, imgsz: int) -> Preprocessed:
-        return letterbox(path, imgsz)
+    def read_image(self, path: Path) -> Any:
+        """BGR uint8, as YOLOv5's and Ultralytics' loaders read it (cv2)."""
+        import cv2
+
+        bgr = cv2.imread(str(path))
+        if bgr is None:
+            raise UserError(f"cannot read image {path}")
+        return bgr
+
+    def prepare(self, image: Any, imgsz: int) -> Preprocessed:
+        return letterbox(image, imgsz)
+
+    def postprocess(self, raw: np.ndarray) -> list[np.ndarray]:
+        return self.decode(raw, DEPLOY_CONF, self.map_iou, multi_label=False, max_det=300)
 
     def input_spec(self) -> dict[str, Any]:
         return {"name": "images", "layout": "NCHW", "dtype": "float32",
@@ -121,17 +134,14 @@ def coco_names() -> list[str]:
     return [coco["names"][i] for i in range(80)]
 
 
-def letterbox(path: Path, imgsz: int) -> Preprocessed:
-    """Square ``imgsz`` RGB uint8 image as YOLOv5's and Ultralytics' validation make it.
+def letterbox(bgr: np.ndarray, imgsz: int) -> Preprocessed:
+    """Square ``imgsz`` RGB uint8 image from a decoded BGR one, as YOLOv5's and Ultralytics' validation make it.
 
     The long side is resized to ``imgsz`` (area interpolation down, linear up), then the
     short side is padded equally on both sides with grey 114, rounding as both repositories do.
     """
     import cv2
 
-    bgr = cv2.imread(str(path))
-    if bgr is None:
-        raise UserError(f"cannot read image {path}")
     h0, w0 = bgr.shape[:2]
     ratio = imgsz / max(h0, w0)
     if ratio != 1:

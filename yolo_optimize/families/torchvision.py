@@ -78,17 +78,22 @@ class TorchvisionClassifier(Family):
                 "preprocess": f"resize the short side to imgsz / {CROP_RATIO} (bilinear, antialiased), center-crop "
                               f"imgsz, RGB, /255; the ImageNet mean/std normalization is inside the model"}
 
-    def preprocess(self, path: Path, imgsz: int) -> Preprocessed:
-        """The PIL path of torchvision's ``ImageClassification`` (as its ImageFolder references use), up to the
-        uint8 image: decode with PIL, resize (bilinear, antialiased), center-crop."""
+    def read_image(self, path: Path) -> Any:
+        """RGB PIL image, as torchvision's ImageFolder reads it."""
         from PIL import Image
-        from torchvision.transforms import functional
 
         try:
             with Image.open(path) as image:
-                rgb = image.convert("RGB")
+                return image.convert("RGB")
         except OSError:
             raise UserError(f"cannot read image {path}") from None
+
+    def prepare(self, image: Any, imgsz: int) -> Preprocessed:
+        """The PIL path of torchvision's ``ImageClassification`` (as its ImageFolder references use), up to the
+        uint8 image: resize (bilinear, antialiased), center-crop."""
+        from torchvision.transforms import functional
+
+        rgb = image
         resized = functional.resize(rgb, [round(imgsz / CROP_RATIO)], antialias=True)
         cropped = functional.center_crop(resized, [imgsz])
         return Preprocessed(np.asarray(cropped).copy(), (rgb.height, rgb.width), 1.0, (0, 0))
@@ -104,6 +109,9 @@ class TorchvisionClassifier(Family):
     def predictions(self, raw: np.ndarray) -> list[np.ndarray]:
         """The top-5 classes of every image, best first."""
         return list(np.argsort(-raw, axis=1)[:, :TOP_K])
+
+    def postprocess(self, raw: np.ndarray) -> list[np.ndarray]:
+        return self.predictions(raw)
 
     def onnx_float_nodes(self, model: Any) -> list[str]:
         return []

@@ -4,7 +4,8 @@ The recipe: the MIXED preset (symmetric per-channel weights, asymmetric activati
 ranges from every calibration image, NNCF's fast bias correction, and what the family keeps
 in float (a detector's whole Detect head: its output convolutions and the decode after
 them). The candidate is scored on the gate set with the family's metric (optimize/gate.py)
-through the same runner as its FP32 parent; when the drop is over the limit, NNCF's accuracy-aware route (``quantize_with_accuracy_control``) reverts
+through the same runner as its FP32 parent; when the drop is over the limit, NNCF's
+accuracy-aware route (``quantize_with_accuracy_control``) reverts
 the most harmful quantizers until it fits or its iterations run out.
 """
 

@@ -9,13 +9,13 @@ import numpy as np
 from tests.conftest import VAL_DATA
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.runners.openvino import OpenVinoRunner
-from yolo_optimize.families.detection import letterbox
+from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images, to_input
 
 
 def test_a_batch_equals_its_images_one_by_one(built: Path) -> None:
     folder = built / "openvino-fp32"
-    images = to_input(np.stack([letterbox(p, 640).pixels for p in list_images(VAL_DATA)[:8]]))
+    images = to_input(np.stack([family_named("yolov5").preprocess(p, 640).pixels for p in list_images(VAL_DATA)[:8]]))
     with OpenVinoRunner(folder, Manifest.read(folder), threads=2) as runner:
         batched = runner.infer(images)
         one_by_one = np.concatenate([runner.infer(image[None]).copy() for image in images])

@@ -9,6 +9,7 @@ from types import TracebackType
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.evaluate.layers import LayerProfile
 
 
 class Runner(ABC):
@@ -51,6 +52,11 @@ class Runner(ABC):
 
     @abstractmethod
     def deactivate(self) -> None: ...
+
+    def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
+        """Per-layer time of ``runs`` forward passes of ``images`` (after warm-up) by the runtime's own profiler,
+        and a Chrome-trace file at ``trace``. Runtimes without a per-layer profiler say so."""
+        raise NotImplementedError(f"no per-layer profiler for {self.manifest.target}")
 
     def __enter__(self) -> Runner:
         self.activate()

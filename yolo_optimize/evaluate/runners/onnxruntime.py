@@ -7,17 +7,21 @@ QuantizeLinear`` into an integer kernel; elsewhere it dequantizes and convolves 
 
 from __future__ import annotations
 
+import json
 import platform
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from yolo_optimize.evaluate.layers import LayerProfile, LayerTime
 from yolo_optimize.evaluate.runners.base import Runner
 
-
 X86 = ("x86_64", "AMD64", "i686")
+INTEGER_OPS = ("QLinearConv", "ConvInteger", "MatMulInteger", "QLinearMatMul", "MatMulIntegerToFloat",
+               "DynamicQuantizeLinear", "QLinearAdd", "QLinearMul", "QLinearConcat", "QLinearSigmoid")
 
 
 class OnnxRuntimeRunner(Runner):
@@ -26,10 +30,7 @@ class OnnxRuntimeRunner(Runner):
     def activate(self) -> None:
         import onnxruntime as ort
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options = self._options(ort)
         with tempfile.TemporaryDirectory(prefix="yolo-optimize-ort-") as work:
             if self.file_precision == "int8":
                 options.optimized_model_filepath = str(Path(work) / "optimized.onnx")
@@ -37,6 +38,28 @@ class OnnxRuntimeRunner(Runner):
             self.session = ort.InferenceSession(str(self.entry), options, providers=self._providers(ort))
             self.convolutions = _convolution_kernels(options.optimized_model_filepath)
         self.input_name = self.session.get_inputs()[0].name
+
+    def _options(self, ort: Any) -> Any:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        return options
+
+    def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
+        """ONNX Runtime's own profiler: its JSON is a Chrome trace; node times over the last ``runs`` model runs."""
+        import onnxruntime as ort
+
+        options = self._options(ort)
+        with tempfile.TemporaryDirectory(prefix="yolo-optimize-ort-profile-") as work:
+            options.enable_profiling = True
+            options.profile_file_prefix = str(Path(work) / "ort")
+            session = ort.InferenceSession(str(self.entry), options, providers=self._providers(ort))
+            for _ in range(2 + runs):
+                session.run(None, {self.input_name: images})
+            shutil.copy(session.end_profiling(), trace)
+        return LayerProfile(_node_times(json.loads(trace.read_text()), runs, self.compute_precision), runs,
+                            "ONNX Runtime's own profile: every node of every run, warm-up runs included")
 
     def _providers(self, ort: Any) -> list[str]:
         available = ort.get_available_providers()
@@ -72,6 +95,23 @@ class OnnxRuntimeRunner(Runner):
 
     def deactivate(self) -> None:
         self.session = None
+
+
+def _node_times(events: list[dict[str, Any]], runs: int, float_precision: str) -> list[LayerTime]:
+    """Mean time per run of every node, over the last ``runs`` ``model_run`` spans of ONNX Runtime's profile."""
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == "model_run")[-runs:]
+    totals: dict[str, list[Any]] = {}
+    for event in events:
+        name = event.get("name", "")
+        if event.get("cat") != "Node" or not name.endswith("_kernel_time"):
+            continue
+        if any(start <= event["ts"] <= end for start, end in spans):
+            args = event.get("args", {})
+            entry = totals.setdefault(name.removesuffix("_kernel_time"), [args.get("op_name", ""), 0.0,
+                                                                          args.get("provider", "")])
+            entry[1] += event["dur"]
+    return [LayerTime(name, op, round(us / runs / 1e3, 4), "int8" if op in INTEGER_OPS else float_precision, provider)
+            for name, (op, us, provider) in totals.items()]
 
 
 def _convolution_kernels(optimized: str) -> tuple[int, int]:

@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.checkpoint import ModelSource, file_sha256
+from yolo_optimize.evaluate.discover import recorded_source
+from yolo_optimize.evaluate.layers import LayerProfile
 from yolo_optimize.evaluate.runners.base import Runner
+from yolo_optimize.evaluate.runners.torch_profile import torch_layer_profile
 
 
 class TorchEagerRunner(Runner):
@@ -20,23 +22,24 @@ class TorchEagerRunner(Runner):
         from yolo_optimize.checkpoint import load_model
 
         torch.set_num_threads(self.threads)
-        self.model = load_model(self._source()).to(self.device)
-
-    def _source(self) -> ModelSource:
-        """The source recorded by the build's load node, checked to be the same bytes."""
-        if "source" not in self.manifest.info:
-            raise RuntimeError("the build record has no source checkpoint; rebuild with 'optimize build --force'")
-        recorded = dict(self.manifest.info["source"])
-        checkpoint = Path(recorded["checkpoint"]) if recorded["checkpoint"] else None
-        if checkpoint is not None and (not checkpoint.is_file() or file_sha256(checkpoint) != recorded["identity"]):
-            raise RuntimeError(f"the checkpoint the artifacts were built from is gone or changed: {checkpoint}")
-        return ModelSource(**{**recorded, "checkpoint": checkpoint})
+        self.model = load_model(recorded_source(self.manifest)).to(self.device)
 
     def infer(self, images: np.ndarray) -> np.ndarray:
         import torch
 
         with torch.inference_mode():
             return self.model(torch.from_numpy(images).to(self.device)).cpu().numpy()
+
+    def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
+        import torch
+
+        batch = torch.from_numpy(images).to(self.device)
+
+        def forward() -> Any:
+            with torch.inference_mode():
+                return self.model(batch)
+
+        return torch_layer_profile(forward, runs, trace, self.compute_precision)
 
     def deactivate(self) -> None:
         self.model = None

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from yolo_optimize.evaluate.layers import LayerProfile
 from yolo_optimize.evaluate.runners.base import Runner
+from yolo_optimize.evaluate.runners.torch_profile import torch_layer_profile
 
 
 class TorchScriptRunner(Runner):
@@ -25,6 +28,17 @@ class TorchScriptRunner(Runner):
         with torch.inference_mode():
             batch = torch.from_numpy(images).to(self.device, self.dtype)
             return self.module(batch).float().cpu().numpy()
+
+    def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
+        import torch
+
+        batch = torch.from_numpy(images).to(self.device, self.dtype)
+
+        def forward() -> Any:
+            with torch.inference_mode():
+                return self.module(batch)
+
+        return torch_layer_profile(forward, runs, trace, self.compute_precision)
 
     def deactivate(self) -> None:
         self.module = None

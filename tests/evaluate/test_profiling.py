@@ -1,0 +1,97 @@
+"""``optimize eval --profile`` and ``optimize profile``: model facts against measured peaks, the roofline, per-layer
+time with traces, the end-to-end breakdown, thread scaling and energy, for real artifacts in their runtimes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import VAL_DATA, brief, eval_args, optimize
+from yolo_optimize.evaluate.profiling import thread_counts
+
+RUNTIMES = {"pytorch": "torch", "torchscript": "torch", "onnx": "onnxruntime", "openvino": "openvino"}
+
+
+@pytest.fixture(scope="module")
+def profiled(small_artifacts: Path, tmp_path_factory: pytest.TempPathFactory, machine_cache: dict[str, str]) -> Path:
+    """onnx-fp32, openvino-fp32 and the baseline evaluated with --profile at batch 1 and 2; the report folder."""
+    out = tmp_path_factory.mktemp("profiled")
+    result = optimize(*eval_args(small_artifacts, out, "--max-images", "8", "--min-time", "0.2", "--repeats", "1",
+                                 "--batch-sizes", "1,2", "--profile"), env=machine_cache)
+    assert result.returncode == 0, brief(result)
+    return out
+
+
+def test_every_row_is_explained_by_its_gflops_and_its_utilization_of_the_measured_peak(profiled: Path) -> None:
+    """Achieved GOP/s = GFLOPs x images/s; utilization of the peak of the precision it runs in, never above 1."""
+    results = json.loads((profiled / "results.json").read_text())
+    limits = results["machine_limits"]
+    assert limits and limits["threads"] == results["settings"]["threads"]
+    for line in results["matrix"]:
+        runtime = RUNTIMES[line["artifact"].split("-")[0]]
+        assert line["gflops_per_image"] == pytest.approx(4.47, abs=0.02), line["artifact"]
+        assert line["peak_of"] == f"{runtime} fp32"
+        assert line["peak_gops"] == max(p["gops"] for p in limits["peaks"]
+                                        if p["runtime"] == runtime and p["executed"] == "fp32")
+        for batch in (1, 2):
+            achieved = line[f"achieved_gops_b{batch}"]
+            assert achieved == pytest.approx(4.469 * line[f"throughput_b{batch}_ips"], rel=0.01)
+            assert 0 < line[f"utilization_b{batch}"] <= 1.0, (line["artifact"], batch, achieved, line["peak_gops"])
+            assert line[f"intensity_b{batch}"] > 0 and line[f"bound_b{batch}"] in ("compute", "memory")
+        assert line["intensity_b2"] > line["intensity_b1"], "weights are read once per batch"
+    markdown = (profiled / "matrix.md").read_text()
+    assert "b1 util." in markdown and "GFLOPs" in markdown and "b2 e2e img/s" in markdown
+    assert (profiled / "roofline.svg").read_text().lstrip().startswith("<?xml")
+    assert (profiled / "roofline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("artifact", ["onnx-fp32", "openvino-fp32"])
+def test_per_layer_times_sum_to_the_forward_time_and_name_the_hotspots(profiled: Path, artifact: str) -> None:
+    profile = json.loads((profiled / "profiles" / "yolov5n" / artifact / "profile.json").read_text())
+    assert abs(profile["layers_ms"] / profile["forward_ms"] - 1) <= 0.2, (profile["layers_ms"], profile["forward_ms"])
+    assert len(profile["hotspots"]) == 10 and profile["hotspots"][0]["ms"] >= profile["hotspots"][-1]["ms"]
+    assert all(h["executed"] == "fp32" for h in profile["hotspots"])
+    assert next(iter(profile["by_kind_ms"])) in ("Conv", "Convolution"), "convolutions take most of the time"
+    trace = json.loads((profiled / "profiles" / "yolov5n" / artifact / profile["trace"]).read_text())
+    events = trace if isinstance(trace, list) else trace["traceEvents"]
+    assert len(events) > 100 and all("ts" in e and "name" in e for e in events)
+
+
+def test_the_breakdown_parts_sum_to_the_end_to_end_time(profiled: Path) -> None:
+    for artifact in ("pytorch-fp32", "onnx-fp32", "openvino-fp32"):
+        profile = json.loads((profiled / "profiles" / "yolov5n" / artifact / "profile.json").read_text())
+        assert [b["batch"] for b in profile["breakdown"]] == [1, 2]
+        for part in profile["breakdown"]:
+            stages = part["seconds_per_image"]
+            assert set(stages) == {"read", "prepare", "infer", "postprocess"} and all(v > 0 for v in stages.values())
+            assert abs(sum(stages.values()) / part["end_to_end_s_per_image"] - 1) <= 0.1, part
+            assert part["end_to_end_ips"] < part["infer_ips"]
+
+
+def test_threads_are_scaled_up_to_the_core_count_and_energy_is_measured_or_explained(profiled: Path) -> None:
+    profile = json.loads((profiled / "profiles" / "yolov5n" / "onnx-fp32" / "profile.json").read_text())
+    assert [t["threads"] for t in profile["threads"]] == thread_counts(os.cpu_count() or 1)
+    assert all(t["throughput_ips"] > 0 and t["latency_p50_ms"] > 0 for t in profile["threads"])
+    energy = profile["energy"]
+    if Path("/sys/class/powercap").is_dir() and any(Path("/sys/class/powercap").glob("intel-rapl:*")):
+        assert energy["joules_per_image"] and energy["joules_per_image"] > 0 or energy["unavailable"]
+    else:
+        assert energy["joules_per_image"] is None and "no /sys/class/powercap" in energy["unavailable"]
+    assert "Energy:" in (profiled / "profiles" / "yolov5n" / "onnx-fp32" / "profile.md").read_text()
+
+
+def test_thread_counts_double_up_to_the_cores() -> None:
+    assert thread_counts(1) == [1] and thread_counts(2) == [1, 2] and thread_counts(6) == [1, 2, 4, 6]
+
+
+def test_profile_command_writes_one_artifacts_profile(small_artifacts: Path, tmp_path: Path) -> None:
+    result = optimize("profile", small_artifacts / "yolov5n" / "onnx-fp32", "--data", VAL_DATA, "--images", "4",
+                      "--largest-batch", "2", "--out", tmp_path / "prof")
+    assert result.returncode == 0, brief(result)
+    assert {p.name for p in (tmp_path / "prof").iterdir()} == {"profile.json", "profile.md", "trace.json"}
+    assert "| hotspot |" in result.stdout
+    bad = optimize("profile", small_artifacts / "yolov5n", "--out", tmp_path / "bad")
+    assert bad.returncode == 2 and "is not an artifact folder" in bad.stderr

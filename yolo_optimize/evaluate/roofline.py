@@ -1,0 +1,96 @@
+"""The roofline: each CPU row's achieved rate against this machine's measured limits, in the matrix and as a
+plot (SVG and PNG).
+
+x: operational intensity (operations per byte moved, the graph estimate of facts.py); y:
+achieved GOP/s. Each precision's roof is min(its measured peak, intensity x measured
+bandwidth), drawn for the runtimes the rows ran on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from yolo_optimize.evaluate.results import Row
+from yolo_optimize.formats import FORMATS
+from yolo_optimize.machine.peaks import MachineLimits
+
+ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
+
+
+def roofline_cells(row: Row, line: dict[str, Any], batch_sizes: list[int],
+                   limits: MachineLimits | None) -> dict[str, Any]:
+    """GFLOPs per image, achieved GOP/s per batch size and, with limits, the roofline: utilization of the
+    measured peak, operational intensity and whether the row is compute- or memory-bound.
+
+    The peak is that of the row's runtime for the precision it executes in (an INT8 file's: int8,
+    though its float parts run at the float rate), the highest rate of its GEMM and convolution kernels.
+    Operational intensity is the graph estimate of ``facts.py`` at the bytes per element of that
+    precision; a row is memory-bound where intensity x measured bandwidth is below the peak.
+    """
+    if row.facts is None:
+        return {"gflops_per_image": None}
+    cells: dict[str, Any] = {"gflops_per_image": row.facts.gflops_per_image}
+    runtime, precision = FORMATS[row.target].kernels, peak_precision(line["executed_precision"])
+    peak = limits.peak_gops(runtime, precision) if limits and runtime else None
+    if limits:
+        cells.update(peak_gops=peak, peak_of=f"{runtime} {precision}" if peak else
+                     f"not measured: {runtime} {precision}")
+    for batch in batch_sizes:
+        throughput = line.get(f"throughput_b{batch}_ips")
+        achieved = round(row.facts.gflops_per_image * throughput, 2) if throughput else None
+        cells[f"achieved_gops_b{batch}"] = achieved
+        if limits:
+            cells[f"utilization_b{batch}"] = round(achieved / peak, 4) if achieved and peak else None
+            intensity = row.facts.operational_intensity(batch, ELEMENT_BYTES[precision])
+            cells[f"intensity_b{batch}"] = round(intensity, 2)
+            if peak:
+                cells[f"bound_b{batch}"] = "memory" if intensity * limits.bandwidth_gb_s < peak else "compute"
+    return cells
+
+
+def peak_precision(executed: str) -> str:
+    """The precision whose peak bounds a row: ``int8`` for INT8 files, else the float precision it computes in."""
+    return "int8" if executed.startswith("int8") else executed.split()[0]
+
+
+def write_roofline(matrix: list[dict[str, Any]], limits: MachineLimits, batch_sizes: list[int],
+                   out: Path) -> list[Path]:
+    """roofline.svg and roofline.png in ``out`` (nothing when no row has a roofline point)."""
+    points = [(line, b) for line in matrix for b in batch_sizes if line.get(f"intensity_b{b}")
+              and line.get(f"achieved_gops_b{b}") and line.get("peak_gops")]
+    if not points:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display, whatever the host has
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(figsize=(9, 6))
+    intensities = [line[f"intensity_b{b}"] for line, b in points]
+    ridge = min(line["peak_gops"] for line, _ in points) / limits.bandwidth_gb_s  # where the roofs bend
+    x = np.logspace(np.log10(min(min(intensities), ridge) / 4), np.log10(max(intensities) * 4), 200)
+    for peak_of in dict.fromkeys(line["peak_of"] for line, _ in points):
+        peak = next(line["peak_gops"] for line, _ in points if line["peak_of"] == peak_of)
+        axes.plot(x, np.minimum(peak, x * limits.bandwidth_gb_s), linewidth=1,
+                  label=f"roof: {peak_of} {peak:.0f} GOP/s")
+    for (line, batch), marker in zip(points, _markers(len(points))):
+        axes.scatter(line[f"intensity_b{batch}"], line[f"achieved_gops_b{batch}"], marker=marker,
+                     label=f"{line['model']} {line['artifact']} b{batch}")
+    axes.set(xscale="log", yscale="log", xlabel="operational intensity (operations / byte, estimated from the graph)",
+             ylabel="achieved GOP/s", title=f"roofline: {limits.cpu['model']}, {limits.threads} threads, "
+             f"{limits.bandwidth_gb_s:.1f} GB/s measured")
+    axes.grid(True, which="both", linewidth=0.3)
+    axes.legend(fontsize=6, loc="lower right", ncol=2)
+    files = [out / "roofline.svg", out / "roofline.png"]
+    for path in files:
+        figure.savefig(path, dpi=120, bbox_inches="tight")
+    pyplot.close(figure)
+    return files
+
+
+def _markers(count: int) -> list[str]:
+    shapes = "osD^v<>px*h"
+    return [shapes[i % len(shapes)] for i in range(count)]

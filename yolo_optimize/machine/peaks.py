@@ -1,0 +1,174 @@
+"""Measured machine limits: peak GEMM/convolution rates per runtime and precision, and memory bandwidth.
+
+Never a number computed from clock x vector lanes: each kernel runs through the runtime
+that artifacts use (ONNX Runtime, OpenVINO, PyTorch), at the thread count used, in its
+own process; three interleaved rounds of processes (a process on these hosts runs in a fast
+or a 1.4-1.65x slower mode), each kernel's rate from its 10th-percentile call, and the
+fastest round is the peak, since a peak is what the machine can do. A runtime's peak for a
+precision is the highest rate of its kernels (one GEMM, two convolutions). Cached per machine,
+thread count and tool versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from yolo_optimize.cpu import cpu_facts, cpu_flags
+from yolo_optimize.dag import tool_versions
+from yolo_optimize.machine.kernels import SHAPES
+from yolo_optimize.processes import in_own_process
+from yolo_optimize.runtime_env import user_cache_dir
+
+SCHEMA = 2  # bump when what is measured or how changes: cached limits of another schema are measured again
+RUNTIMES = {"onnxruntime": "yolo_optimize.machine.onnxruntime_kernels",
+            "openvino": "yolo_optimize.machine.openvino_kernels",
+            "torch": "yolo_optimize.machine.torch_kernels"}
+PRECISIONS = ("fp32", "bf16", "int8")
+ROUNDS = 3
+PEAK_QUANTILE = 10  # a kernel's rate: its 10th-percentile call time (a peak is what the machine can do)
+MIN_TIME_S, MIN_CALLS, WARMUP_CALLS = 0.3, 5, 3
+TRIAD_ELEMENTS = 1 << 25  # float64: 256 MiB per array, far beyond any cache
+TRIAD_BYTES_PER_ELEMENT = 5 * 8  # np.multiply reads c and writes a, np.add reads a and b and writes a
+TRIAD_METHOD = ("a = b + s*c over 3 float64 arrays of 256 MiB, split across the threads, as np.multiply then "
+                "np.add (5 x 8 bytes moved per element, write-allocate not counted); best of 5 passes")
+
+
+@dataclass(frozen=True)
+class Peak:
+    """One kernel's rate on this machine; ``gops`` None when it was not measured (``skipped`` says why)."""
+
+    runtime: str
+    operation: str
+    precision: str
+    gops: float | None = None  # 1e9 operations (2 per multiply-add) per second: the fastest round's rate
+    executed: str | None = None  # the precision the runtime reports it executed in
+    rounds_gops: list[float] = field(default_factory=list)
+    skipped: str = ""
+
+
+@dataclass(frozen=True)
+class MachineLimits:
+    schema: int
+    measured_at: str
+    threads: int
+    cpu: dict[str, Any]
+    tools: dict[str, str]
+    peaks: list[Peak]
+    bandwidth_gb_s: float
+    bandwidth_rounds_gb_s: list[float]
+    bandwidth_method: str
+
+    def peak_gops(self, runtime: str, precision: str) -> float | None:
+        """The highest measured rate of ``runtime`` kernels that executed in ``precision`` (GEMM or convolution)."""
+        rates = [p.gops for p in self.peaks if p.runtime == runtime and p.executed == precision and p.gops]
+        return max(rates) if rates else None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MachineLimits:
+        return cls(**{**data, "peaks": [Peak(**p) for p in data["peaks"]]})
+
+
+def machine_limits(threads: int, *, refresh: bool = False) -> MachineLimits:
+    """This machine's limits at ``threads``: from the cache when measured before with the same tools, else measured."""
+    path = _cache_path(threads)
+    if path.is_file() and not refresh:
+        cached = json.loads(path.read_text())
+        if cached.get("schema") == SCHEMA:
+            return MachineLimits.from_json(cached)
+    limits = measure_limits(threads)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.part")
+    partial.write_text(json.dumps(asdict(limits), indent=2))
+    os.replace(partial, path)
+    return limits
+
+
+def measure_limits(threads: int) -> MachineLimits:
+    """Every runtime's kernels in their own processes, rounds interleaved; then the memory bandwidth."""
+    rounds: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    bandwidth = []
+    for _ in range(ROUNDS):
+        for runtime in RUNTIMES:
+            for result in in_own_process(_measure_runtime, runtime, threads):
+                rounds.setdefault((runtime, result["operation"], result["precision"]), []).append(result)
+        bandwidth.append(in_own_process(_triad_gb_s, threads))
+    peaks = [_peak(key, results) for key, results in rounds.items()]
+    return MachineLimits(SCHEMA, datetime.now(timezone.utc).isoformat(timespec="seconds"), threads, cpu_facts(),
+                         _tools(), peaks, max(bandwidth), [round(b, 2) for b in bandwidth], TRIAD_METHOD)
+
+
+def _peak(key: tuple[str, str, str], results: list[dict[str, Any]]) -> Peak:
+    runtime, operation, precision = key
+    if results[0]["skipped"]:
+        return Peak(runtime, operation, precision, skipped=results[0]["skipped"])
+    rates = [round(r["gops"], 2) for r in results]
+    return Peak(runtime, operation, precision, max(rates), results[0]["executed"], rates)
+
+
+def _measure_runtime(runtime: str, threads: int) -> list[dict[str, Any]]:
+    """Worker: every kernel of one runtime, each timed for MIN_TIME_S after warm-up (rate: PEAK_QUANTILE)."""
+    kernels = import_module(RUNTIMES[runtime])
+    results = []
+    for shape in SHAPES:
+        for precision in PRECISIONS:
+            entry: dict[str, Any] = {"operation": shape.name, "precision": precision, "skipped": "", "gops": None,
+                                     "executed": None}
+            if reason := kernels.unavailable_reason(precision):
+                results.append({**entry, "skipped": reason})
+                continue
+            kernel = kernels.build(shape, precision, threads)
+            seconds = float(np.percentile(_call_times(kernel.call), PEAK_QUANTILE))
+            results.append({**entry, "gops": shape.operations / seconds / 1e9, "executed": kernel.executed})
+    return results
+
+
+def _call_times(call: Any) -> list[float]:
+    for _ in range(WARMUP_CALLS):
+        call()
+    samples: list[float] = []
+    deadline = time.perf_counter() + MIN_TIME_S
+    while len(samples) < MIN_CALLS or time.perf_counter() < deadline:
+        started = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def _triad_gb_s(threads: int) -> float:
+    """Worker: STREAM-like triad bandwidth in GB/s (TRIAD_METHOD)."""
+    a, b, c = np.empty(TRIAD_ELEMENTS), np.ones(TRIAD_ELEMENTS), np.full(TRIAD_ELEMENTS, 2.0)
+    bounds = np.linspace(0, TRIAD_ELEMENTS, threads + 1, dtype=int)
+    parts = [slice(start, end) for start, end in zip(bounds[:-1], bounds[1:])]
+
+    def triad(part: slice) -> None:
+        np.multiply(c[part], 3.0, out=a[part])
+        np.add(a[part], b[part], out=a[part])
+
+    best = float("inf")
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in range(5):
+            started = time.perf_counter()
+            list(pool.map(triad, parts))
+            best = min(best, time.perf_counter() - started)
+    return TRIAD_ELEMENTS * TRIAD_BYTES_PER_ELEMENT / best / 1e9
+
+
+def _tools() -> dict[str, str]:
+    return tool_versions(("onnxruntime", "openvino", "torch", "numpy"))
+
+
+def _cache_path(threads: int) -> Path:
+    identity = json.dumps({"schema": SCHEMA, "cpu": cpu_facts()["model"], "flags": sorted(cpu_flags()),
+                           "threads": threads, "tools": _tools()}, sort_keys=True)
+    return user_cache_dir() / "machine" / f"limits-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.json"
