@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -99,24 +100,34 @@ class ArtifactProfile:
 def profile_artifact(request: ProfileRequest) -> ArtifactProfile:
     """Every part for one artifact; its files go to ``request.out``."""
     request.out.mkdir(parents=True, exist_ok=True)
-    pixels = _prepared(request)
-    layered = in_own_process(_layer_worker, request, pixels)
-    breakdown = [in_own_process(_breakdown_worker, request, b) for b in dict.fromkeys((1, request.largest_batch))]
-    threads = [_thread_point(request, pixels, t) for t in thread_counts(os.cpu_count() or 1)]
-    domains, no_energy = package_domains()
-    energy = in_own_process(_energy_worker, request, pixels) if domains else Energy(None, [], no_energy)
+    with tempfile.TemporaryDirectory(prefix="yolo-optimize-profile-") as work:
+        pixels = _prepared(request, Path(work))
+        layered = in_own_process(_layer_worker, request, pixels)
+        breakdown = [in_own_process(_breakdown_worker, request, b) for b in dict.fromkeys((1, request.largest_batch))]
+        threads = [_thread_point(request, pixels, t) for t in thread_counts(os.cpu_count() or 1)]
+        domains, no_energy = package_domains()
+        energy = in_own_process(_energy_worker, request, pixels) if domains else Energy(None, [], no_energy)
     forward_ms, executed, layers, trace_note, unavailable = layered
-    total = sum(layer.ms for layer in layers)
+    manifest = request.manifest
+    return ArtifactProfile(PROFILE_SCHEMA, manifest.model_id, f"{manifest.target}-{manifest.precision}", executed,
+                           request.batch_size, forward_ms, round(sum(layer.ms for layer in layers), 3), layers,
+                           _by_kind(layers), _hotspots(layers), "trace.json" if layers else "", trace_note,
+                           breakdown, threads, energy, unavailable)
+
+
+def _by_kind(layers: list[LayerTime]) -> dict[str, float]:
+    """Milliseconds per layer type, largest first."""
     by_kind: dict[str, float] = {}
     for layer in layers:
         by_kind[layer.kind] = round(by_kind.get(layer.kind, 0.0) + layer.ms, 4)
-    hotspots = [Hotspot(l.name, l.kind, l.ms, round(l.ms / total, 4), l.executed, l.kernel)
-                for l in sorted(layers, key=lambda l: -l.ms)[:TOP]] if total else []
-    manifest = request.manifest
-    return ArtifactProfile(PROFILE_SCHEMA, manifest.model_id, f"{manifest.target}-{manifest.precision}", executed,
-                           request.batch_size, forward_ms, round(total, 3), layers,
-                           dict(sorted(by_kind.items(), key=lambda kv: -kv[1])), hotspots,
-                           "trace.json" if layers else "", trace_note, breakdown, threads, energy, unavailable)
+    return dict(sorted(by_kind.items(), key=lambda kind: -kind[1]))
+
+
+def _hotspots(layers: list[LayerTime]) -> list[Hotspot]:
+    """The TOP slowest layers with their share of the per-layer sum."""
+    total = sum(layer.ms for layer in layers)
+    slowest = sorted(layers, key=lambda layer: -layer.ms)[:TOP]
+    return [Hotspot(x.name, x.kind, x.ms, round(x.ms / total, 4), x.executed, x.kernel) for x in slowest] if total else []
 
 
 def write_profile(profile: ArtifactProfile, out: Path) -> list[Path]:
@@ -124,7 +135,6 @@ def write_profile(profile: ArtifactProfile, out: Path) -> list[Path]:
     files = [out / "profile.json", out / "profile.md"]
     files[0].write_text(json.dumps(asdict(profile), indent=2) + "\n")
     files[1].write_text(profile_markdown(profile))
-    (out / ".pixels.npy").unlink(missing_ok=True)
     return files + ([out / profile.trace] if profile.trace else [])
 
 
@@ -134,10 +144,11 @@ def thread_counts(cores: int) -> list[int]:
     return counts + ([cores] if counts[-1] != cores else [])
 
 
-def _prepared(request: ProfileRequest) -> Path:
+def _prepared(request: ProfileRequest, work: Path) -> Path:
+    """The images preprocessed once, as the workers memory-map them."""
     family = family_named(request.manifest.metadata["family"])
     imgsz = int(request.manifest.metadata["imgsz"][0])
-    pixels = request.out / ".pixels.npy"
+    pixels = work / "pixels.npy"
     np.save(pixels, np.stack([family.preprocess(p, imgsz).pixels for p in request.images]))
     return pixels
 
