@@ -28,7 +28,7 @@ from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import Row
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import Family
-from yolo_optimize.processes import in_own_process
+from yolo_optimize.processes import in_own_process, one_line
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, 
         try:
             profile = profile_artifact(request)
         except Exception as err:  # noqa: BLE001 - the row keeps its measurements
-            row.profile = {"error": _one_line(err)}
+            row.profile = {"error": one_line(err)}
             continue
         write_profile(profile, out)
         row.profile = {**{k: v for k, v in asdict(profile).items() if k != "layers"},
@@ -172,7 +172,7 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
         try:
             measurement, found = in_own_process(measure, job)
         except Exception as err:  # noqa: BLE001 - the row fails, the others go on
-            row.error = f"runtime failed: {_one_line(err)}"
+            row.error = f"runtime failed: {one_line(err)}"
             continue
         measurement.round = round_
         row.measurements.append(measurement)
@@ -199,7 +199,3 @@ def measurement_schedule(group: list[Pair], repeats: int) -> list[tuple[int, Pai
         schedule += [(round_, pair) for pair in [*baseline, *others[shift:], *others[:shift]]]
     return schedule
 
-
-def _one_line(err: Exception) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0][:200] if text else type(err).__name__

@@ -25,7 +25,7 @@ from yolo_optimize.evaluate.measure import MeasureJob, measure, time_batch
 from yolo_optimize.families import family_named
 from yolo_optimize.images import to_input
 from yolo_optimize.machine.energy import Energy, measure_energy, package_domains
-from yolo_optimize.processes import in_own_process
+from yolo_optimize.processes import in_own_process, one_line
 
 PROFILE_SCHEMA = 1
 PROFILED_RUNS = 10
@@ -218,7 +218,7 @@ def _thread_point(request: ProfileRequest, pixels: Path, threads: int) -> Thread
     try:
         measurement, _ = in_own_process(measure, job)
     except Exception as err:  # noqa: BLE001 - one thread count failing leaves the others
-        return ThreadPoint(threads, None, None, str(err).splitlines()[0][:160] if str(err) else type(err).__name__)
+        return ThreadPoint(threads, None, None, one_line(err))
     result = measurement.batches[0]
     return ThreadPoint(threads, result.latency.p50_ms if result.latency else None, result.throughput_ips, result.error)
 

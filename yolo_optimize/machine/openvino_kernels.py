@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.cpu import has_native_bf16
+from yolo_optimize.evaluate.runners.openvino import ov_precision
+from yolo_optimize.export.openvino import EXECUTION_HINTS
 from yolo_optimize.machine.kernels import ConvShape, GemmShape, Kernel, Shape
 
 PRECISIONS = ("fp32", "bf16", "int8")
-HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}  # int8 kernels come from FakeQuantize, not the hint
-RUNTIME_PRECISIONS = {"f32": "fp32", "bf16": "bf16", "i8": "int8", "u8": "int8", "f16": "fp16"}
 COMPUTE_LAYERS = ("FullyConnected", "MatMul", "Convolution")
 
 
@@ -32,7 +32,7 @@ def build(shape: Shape, precision: str, threads: int) -> Kernel:
     parameter, output = _gemm(shape, quantized) if isinstance(shape, GemmShape) else _conv(shape, quantized)
     core = ov.Core()
     compiled = core.compile_model(ov.Model([output], [parameter], "peak"), "CPU", {
-        "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": HINTS[precision]})
+        "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": EXECUTION_HINTS[precision]})  # int8: from FakeQuantize
     request = compiled.create_infer_request()
     data = np.random.default_rng(0).uniform(0, 2.55, tuple(parameter.get_partial_shape().to_shape())).astype(np.float32)
     return Kernel(lambda: request.infer({0: data}, share_inputs=True, share_outputs=True), _executed(compiled))
@@ -43,8 +43,7 @@ def _executed(compiled: Any) -> str:
     for op in compiled.get_runtime_model().get_ordered_ops():
         info = op.get_rt_info()
         if info["layerType"].astype(str) in COMPUTE_LAYERS:
-            precision = info["runtimePrecision"].astype(str)
-            return RUNTIME_PRECISIONS.get(precision, precision)
+            return ov_precision(info["runtimePrecision"].astype(str))
     return "unknown"
 
 

@@ -18,9 +18,8 @@ from yolo_optimize.evaluate.layers import LayerProfile, LayerTime
 from yolo_optimize.evaluate.runners.base import Runner
 from yolo_optimize.export.openvino import EXECUTION_HINTS
 
-OV_PRECISIONS = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
-EXEC_PRECISIONS = {"fp32": "fp32", "f32": "fp32", "bf16": "bf16", "fp16": "fp16", "f16": "fp16", "i8": "int8",
-                   "u8": "int8"}
+OV_PRECISIONS = {"f32": "fp32", "fp32": "fp32", "f16": "fp16", "fp16": "fp16", "bf16": "bf16", "i8": "int8",
+                 "u8": "int8"}  # OpenVINO's element type names (and its exec types' suffixes), lowercased -> ours
 
 
 class OpenVinoRunner(Runner):
@@ -48,7 +47,7 @@ class OpenVinoRunner(Runner):
     @property
     def compute_precision(self) -> str:
         precision = self.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
-        return OV_PRECISIONS.get(precision, precision)
+        return ov_precision(precision)
 
     @property
     def precision_note(self) -> str:
@@ -98,5 +97,9 @@ class OpenVinoRunner(Runner):
 
 def _exec_precision(exec_type: str) -> str:
     """``jit_avx2_FP32`` -> fp32, ``brgconv_avx512_I8`` -> int8: OpenVINO names the precision last."""
-    suffix = exec_type.rsplit("_", 1)[-1]
-    return EXEC_PRECISIONS.get(suffix.lower(), suffix.lower())
+    return ov_precision(exec_type.rsplit("_", 1)[-1])
+
+
+def ov_precision(name: str) -> str:
+    """An OpenVINO precision name (``f32``, ``I8``, ``bf16``...) in this project's terms."""
+    return OV_PRECISIONS.get(name.lower(), name.lower())
