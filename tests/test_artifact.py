@@ -10,8 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from yolo_optimize.artifact import (Manifest, process_state, publish, read_valid, show, staging_dir, sweep_leftovers,
-                                    verify_files)
+from yolo_optimize.artifact import (
+    Manifest,
+    process_state,
+    publish,
+    read_valid,
+    show,
+    staging_dir,
+    sweep_leftovers,
+    verify_files,
+)
 
 
 def test_manifest_lists_sha256_of_every_file_and_tool_versions(built: Path) -> None:

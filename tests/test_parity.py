@@ -10,11 +10,11 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from tests.conftest import WEIGHTS
 from yolo_optimize.artifact import Manifest, store_folder
+from yolo_optimize.checkpoint import resolve_source
 from yolo_optimize.parity import TOLERANCES, check_parity, tolerance_for
 from yolo_optimize.stage import StageContext
-from yolo_optimize.checkpoint import resolve_source
-from tests.conftest import WEIGHTS
 
 
 def context(built: Path, out: Path) -> StageContext:

@@ -12,17 +12,23 @@ from __future__ import annotations
 import hashlib
 import os
 import pickletools
-import zipfile
 import urllib.request
+import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from yolo_optimize.runtime_env import user_cache_dir
 from yolo_optimize.errors import UserError
-from yolo_optimize.families import (all_families, family_for_checkpoint, family_for_config, family_for_model,
-                                    family_named, names_hint)
+from yolo_optimize.families import (
+    all_families,
+    family_for_checkpoint,
+    family_for_config,
+    family_for_model,
+    family_named,
+    names_hint,
+)
 from yolo_optimize.families.base import RANDOM_SEED, Family
+from yolo_optimize.runtime_env import user_cache_dir
 
 if TYPE_CHECKING:
     import torch

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
-from dataclasses import replace
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from yolo_optimize.errors import UserError
 
 if TYPE_CHECKING:
     from yolo_optimize.families.base import Family
+    from yolo_optimize.machine.peaks import MachineLimits
     from yolo_optimize.pipeline import BuildRequest
 
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -81,8 +83,13 @@ def build(model: str, targets: str, precisions: str, imgsz: str | None, batch_si
     YAML, or a .pt path) to every target x precision, cached, in parallel."""
     from yolo_optimize.checkpoint import resolve_source
     from yolo_optimize.devices import resolve_device
-    from yolo_optimize.formats import parse_batch_sizes, parse_image_sizes, parse_precisions, parse_targets
     from yolo_optimize.families import family_named
+    from yolo_optimize.formats import (
+        parse_batch_sizes,
+        parse_image_sizes,
+        parse_precisions,
+        parse_targets,
+    )
     from yolo_optimize.images import list_images
     from yolo_optimize.pipeline import BuildRequest
 
@@ -142,9 +149,9 @@ def _say(text: str) -> None:
 def _int8_inputs(family: Family, calib_data: Path | None, calib_images: int, gate_data: Path | None,
                  gate_images: int | None, max_map_drop: float) -> dict[str, Any]:
     """Calibration images and a gate set (labelled, where the family's gate metric needs labels), checked first."""
+    from yolo_optimize.cpu import has_vnni
     from yolo_optimize.evaluate.dataset import load_dataset
     from yolo_optimize.images import list_images
-    from yolo_optimize.cpu import has_vnni
     from yolo_optimize.optimize.gate import GateConfig, gate_metric_class
 
     if calib_data is None:
@@ -198,8 +205,10 @@ def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: 
                      min_time: float, repeats: int, max_images: int | None, no_accuracy: bool,
                      imgsz: int | None, profile: bool) -> None:
     """Measure every artifact under DIRECTORY and write the speedup matrix."""
+    from yolo_optimize.console import progress_bar
     from yolo_optimize.devices import resolve_device
-    from yolo_optimize.evaluate.evaluator import EvalSettings, evaluate
+    from yolo_optimize.evaluate.evaluator import EvalSettings, Progress, evaluate
+    from yolo_optimize.evaluate.recommend import Budget, brief, recommend
     from yolo_optimize.evaluate.report import build_report, rich_table, write_report
     from yolo_optimize.formats import parse_batch_sizes
 
@@ -209,23 +218,24 @@ def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: 
                             profile_dir=out / "profiles" if profile else None)
     check_writable(out)
     try:
-        with console.status("evaluating") as status:
-            rows = evaluate(directory, settings, progress=lambda text: _progress(status, text))
+        limits = _measured_limits(threads) if profile else None
+        with progress_bar(console) as bar:
+            task = bar.add_task("evaluating", total=None)
+            rows = evaluate(directory, settings, limits=limits, progress=Progress(
+                lambda text, done, total: _progress(bar, task, text, done, total)))
     except KeyboardInterrupt:
         click.echo("interrupted: nothing was written", err=True)
         sys.exit(130)
-    limits = None
-    if profile:
-        from yolo_optimize.machine.peaks import machine_limits
-
-        with console.status("this machine's limits (measured once per machine and tool versions, then cached)"):
-            limits = machine_limits(threads)
     report = build_report(rows, {**settings.__dict__, "data": str(data) if data else None,
                                  "batch_sizes": list(settings.batch_sizes),
                                  "profile_dir": str(settings.profile_dir) if profile else None}, limits)
     console.print(rich_table(report))
     for path in write_report(report, out):
         console.print(f"wrote {path}")
+    console.print(f"What to ship (within 1.0 point of accuracy; 'optimize recommend {out}' for limits and code):")
+    for batch in settings.batch_sizes:
+        for found in recommend(report, Budget(batch)):
+            console.print(f"  {brief(found)}", highlight=False)
     if not any(line["status"] == "ok" for line in report.matrix):
         click.echo("error: nothing could be measured", err=True)
         sys.exit(1)
@@ -239,9 +249,6 @@ def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: 
 @user_errors
 def info(threads: int, refresh: bool, as_json: bool) -> None:
     """This machine: CPU, ISA, runtimes and their measured peak GEMM/convolution rates and memory bandwidth (cached)."""
-    import json
-    from dataclasses import asdict
-
     from yolo_optimize.machine.display import limits_tables
     from yolo_optimize.machine.peaks import machine_limits
 
@@ -263,14 +270,21 @@ def info(threads: int, refresh: bool, as_json: bool) -> None:
               help="Images to run [default: the images bundled with the model's package].")
 @click.option("--images", default=16, show_default=True, type=click.IntRange(1), help="How many of them.")
 @click.option("--threads", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1))
+@click.option("--min-time", default=1.0, show_default=True, type=click.FloatRange(0),
+              help="Timed seconds for the forward time and each thread count.")
 @click.option("--out", default="reports/profile", show_default=True, type=click.Path(path_type=Path))
 @user_errors
 def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | None, images: int, threads: int,
-            out: Path) -> None:
+            min_time: float, out: Path) -> None:
     """Explain one ARTIFACT folder: per-layer time and hotspots, a trace, the end-to-end breakdown, thread scaling
     and energy (profile.json, profile.md, trace.json in --out)."""
     from yolo_optimize.evaluate.discover import verified_artifact
-    from yolo_optimize.evaluate.profiling import ProfileRequest, profile_artifact, profile_markdown, write_profile
+    from yolo_optimize.evaluate.profiling import (
+        ProfileRequest,
+        profile_artifact,
+        profile_markdown,
+        write_profile,
+    )
     from yolo_optimize.families import family_named
     from yolo_optimize.images import list_images
 
@@ -278,13 +292,100 @@ def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | No
     family = family_named(manifest.metadata["family"])
     files = tuple(list_images(data or family.sample_images())[:images])
     check_writable(out)
+    limits = _measured_limits(threads)
     with console.status(f"profiling {artifact}"):
-        result = profile_artifact(ProfileRequest(artifact, manifest, files, batch_size, largest_batch, threads, out))
+        result = profile_artifact(ProfileRequest(artifact, manifest, files, batch_size, largest_batch, threads, out,
+                                                 min_time, limits))
     console.print(profile_markdown(result))
     for path in write_profile(result, out):
         console.print(f"wrote {path}")
 
 
-def _progress(status: Any, text: str) -> None:
-    status.update(text)
-    _say(text)
+@main.command()
+@click.argument("report_dir", metavar="REPORT", type=click.Path(path_type=Path))
+@click.option("--batch-size", type=click.IntRange(1), help="[default: every batch size the report measured]")
+@click.option("--max-map-drop", default=1.0, show_default=True, type=click.FloatRange(0),
+              help="Points of accuracy an artifact may lose against PyTorch FP32 (mAP50-95 for detectors, "
+                   "top-1 agreement for classifiers).")
+@click.option("--max-latency-ms", type=click.FloatRange(0, min_open=True), help="Limit on p50 latency.")
+@click.option("--max-memory-mb", type=click.FloatRange(0, min_open=True), help="Limit on peak resident memory.")
+@click.option("--json", "as_json", is_flag=True, help="Print the recommendations as JSON.")
+@user_errors
+def recommend(report_dir: Path, batch_size: int | None, max_map_drop: float, max_latency_ms: float | None,
+              max_memory_mb: float | None, as_json: bool) -> None:
+    """Which artifact of an eval REPORT folder to ship: per model and batch size, the fastest within the budget,
+    its spread and runner-up, a tie when they are within noise, and three lines that load it."""
+    from yolo_optimize.evaluate.recommend import Budget, describe
+    from yolo_optimize.evaluate.recommend import recommend as recommend_artifacts
+    from yolo_optimize.evaluate.results import load_report
+
+    report = load_report(report_dir)
+    sizes = [batch_size] if batch_size else report.settings["batch_sizes"]
+    if batch_size and batch_size not in report.settings["batch_sizes"]:
+        raise UserError(f"{report_dir} measured batch sizes {report.settings['batch_sizes']}, not {batch_size}")
+    found = [r for size in sizes
+             for r in recommend_artifacts(report, Budget(size, max_map_drop, max_latency_ms, max_memory_mb))]
+    if as_json:
+        click.echo(json.dumps([asdict(r) for r in found], indent=2))
+    else:
+        click.echo("\n\n".join(describe(r) for r in found))
+    if not any(r.choice for r in found):
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("report_dir", metavar="REPORT", type=click.Path(path_type=Path))
+@click.option("--compare", "baseline_dir", metavar="OTHER", type=click.Path(path_type=Path),
+              help="An earlier eval folder: per artifact and batch size, what changed and whether it is noise.")
+@click.option("--fail-on-regression", metavar="P%", help="With --compare: exit 1 on a significant slowdown beyond "
+              "P percent (e.g. 5%) or an accuracy drop beyond 0.1 point.")
+@click.option("--force", is_flag=True, help="Compare runs of different CPUs, ISAs, thread counts or devices.")
+@user_errors
+def report(report_dir: Path, baseline_dir: Path | None, fail_on_regression: str | None, force: bool) -> None:
+    """Write REPORT's pages again from its results.json (report.html, matrix, figures); with --compare, against
+    another eval, also comparison.md and a comparison section on the page."""
+    from yolo_optimize.evaluate.compare import compare, describe
+    from yolo_optimize.evaluate.report import write_report
+    from yolo_optimize.evaluate.results import load_report
+
+    threshold = _percent(fail_on_regression) if fail_on_regression else None
+    if threshold is not None and baseline_dir is None:
+        raise UserError("--fail-on-regression needs --compare OTHER")
+    current = load_report(report_dir)
+    comparison = None
+    if baseline_dir is not None:
+        comparison = compare(current, load_report(baseline_dir), names=(str(report_dir), str(baseline_dir)),
+                             force=force)
+        (report_dir / "comparison.md").write_text(describe(comparison))
+        click.echo(describe(comparison))
+    for path in write_report(current, report_dir, comparison):
+        console.print(f"wrote {path}")
+    regressions = comparison.regressions(threshold) if comparison and threshold is not None else []
+    if regressions:
+        click.echo(f"regression: {len(regressions)} change(s) beyond the limit: " + "; ".join(
+            f"{c.model} {c.artifact} b{c.batch} p50 {c.p50_change:+.1%}" for c in regressions), err=True)
+        sys.exit(1)
+
+
+def _percent(text: str) -> float:
+    """'5%' or '5' -> 0.05; anything else is a UserError."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise UserError(f"--fail-on-regression takes a percentage such as 5%, got {text!r}") from None
+    if value < 0:
+        raise UserError(f"--fail-on-regression must not be negative, got {text!r}")
+    return value / 100
+
+
+def _measured_limits(threads: int) -> MachineLimits:
+    """This machine's peaks at ``threads``, measured before anything else runs (then cached)."""
+    from yolo_optimize.machine.peaks import machine_limits
+
+    with console.status("this machine's limits (measured once per machine and tool versions, then cached)"):
+        return machine_limits(threads)
+
+
+def _progress(bar: Any, task: Any, text: str, done: int, total: int) -> None:
+    bar.update(task, description=text, completed=done, total=total)
+    _say(f"[{done}/{total}] {text}")

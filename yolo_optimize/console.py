@@ -5,8 +5,17 @@ from __future__ import annotations
 import time
 from types import TracebackType
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from yolo_optimize.dag import BUILT, CACHED, FAILED, NOT_NEEDED, SKIPPED, NodeResult
@@ -22,6 +31,8 @@ class BuildDisplay:
         self.console = console
         self.rows: dict[str, NodeResult | None] = dict.fromkeys(nodes)
         self.started: dict[str, float] = {}
+        self.progress = progress_bar(console)
+        self.task = self.progress.add_task("building", total=len(nodes))
         self.live = Live(console=console, transient=True, refresh_per_second=4, get_renderable=self._render)
 
     def __enter__(self) -> BuildDisplay:
@@ -40,10 +51,12 @@ class BuildDisplay:
                 self.console.print(f"{node}: started")
         else:
             self.rows[node] = result
+            self.progress.update(self.task, completed=sum(r is not None for r in self.rows.values()),
+                                 description=f"{node}: {result.status}")
             if not self.console.is_terminal and result.status not in (CACHED, NOT_NEEDED):
                 self.console.print(" ".join(filter(None, (f"{node}:", result.status, _seconds(result), result.reason))))
 
-    def _render(self) -> Table:
+    def _render(self) -> Group:
         table = Table(title="optimize build", title_justify="left")
         for column in ("node", "status", "seconds"):
             table.add_column(column)
@@ -53,7 +66,14 @@ class BuildDisplay:
             else:
                 status, seconds = (result.status, _seconds(result)) if result else ("waiting", "")
             table.add_row(node, f"[{STYLES.get(status, '')}]{status}", seconds)
-        return table
+        return Group(table, self.progress.get_renderable())
+
+
+def progress_bar(console: Console) -> Progress:
+    """Done/total with elapsed time and an ETA, for build nodes and eval measurements alike."""
+    return Progress(SpinnerColumn(), TextColumn("{task.description}", style="bold"), BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                    console=console, transient=True)
 
 
 def results_table(results: list[NodeResult], title: str = "") -> Table:

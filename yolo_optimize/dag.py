@@ -27,8 +27,16 @@ from pathlib import Path
 from filelock import FileLock
 
 from yolo_optimize import __version__
-from yolo_optimize.artifact import (KEY_CHARS, Manifest, publish, read_valid, show, staging_dir, store_folder,
-                                    sweep_leftovers)
+from yolo_optimize.artifact import (
+    KEY_CHARS,
+    Manifest,
+    publish,
+    read_valid,
+    show,
+    staging_dir,
+    store_folder,
+    sweep_leftovers,
+)
 from yolo_optimize.checkpoint import ModelSource
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.stage import REFERENCE, Stage, StageContext

@@ -19,6 +19,8 @@ class Format:
     precisions: tuple[str, ...]
     runner: str  # "module:Class" implementing evaluate.runners.base.Runner
     kernels: str | None  # whose measured CPU peaks bound it (machine/peaks.py RUNTIMES); None: not a CPU runtime
+    snippet: str = ""  # three lines loading {path} with the plain runtime as measured ({hint}: OpenVINO's; {dtype}:
+    #                   TorchScript's input type)
     buildable: bool = True  # False: the evaluation baseline, run from the checkpoint itself
 
     def entry_for(self, model_id: str) -> str:
@@ -29,15 +31,28 @@ FORMATS: dict[str, Format] = {
     f.target: f
     for f in (
         Format("pytorch", (), "", ("fp32",), "yolo_optimize.evaluate.runners.torch_eager:TorchEagerRunner",
-               "torch", buildable=False),
+               "torch", "# the PyTorch checkpoint itself ({path}): nothing exported to load;\n"
+               "# ship the checkpoint with its family's own code (yolov5, ultralytics, torchvision)\n"
+               "# and run model(torch.from_numpy(images)) under torch.inference_mode()", buildable=False),
         Format("torchscript", ("ts",), "{model}.torchscript", ("fp32", "fp16"),
-               "yolo_optimize.evaluate.runners.torchscript:TorchScriptRunner", "torch"),
+               "yolo_optimize.evaluate.runners.torchscript:TorchScriptRunner", "torch",
+               "import torch\nmodel = torch.jit.load(\"{path}\").eval()\n"
+               "outputs = model(torch.from_numpy(images))  # images: {dtype} NCHW in [0, 1]"),
         Format("onnx", (), "{model}.onnx", ("fp32", "fp16", "int8"),
-               "yolo_optimize.evaluate.runners.onnxruntime:OnnxRuntimeRunner", "onnxruntime"),
+               "yolo_optimize.evaluate.runners.onnxruntime:OnnxRuntimeRunner", "onnxruntime",
+               "import onnxruntime as ort\nsession = ort.InferenceSession(\"{path}\", "
+               "providers=[\"CPUExecutionProvider\"])\n"
+               "outputs = session.run(None, {{session.get_inputs()[0].name: images}})  # images: float32 NCHW in [0, 1]"),
         Format("openvino", ("ov",), "{model}_openvino_model/{model}.xml", ("fp32", "fp16", "bf16", "int8"),
-               "yolo_optimize.evaluate.runners.openvino:OpenVinoRunner", "openvino"),
+               "yolo_optimize.evaluate.runners.openvino:OpenVinoRunner", "openvino",
+               "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", "
+               "{{\"INFERENCE_PRECISION_HINT\": \"{hint}\"}})\n"
+               "outputs = model(images)  # images: float32 NCHW in [0, 1]"),
         Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16"),
-               "yolo_optimize.evaluate.runners.tensorrt:TensorRTRunner", None),
+               "yolo_optimize.evaluate.runners.tensorrt:TensorRTRunner", None,
+               "import tensorrt as trt\nengine = trt.Runtime(trt.Logger()).deserialize_cuda_engine("
+               "open(\"{path}\", \"rb\").read())\n"
+               "context = engine.create_execution_context()  # bind device buffers, context.execute_async_v3(stream)"),
     )
 }
 

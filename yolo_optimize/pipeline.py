@@ -19,15 +19,22 @@ from yolo_optimize.export.onnx import OnnxExport, OnnxExportConfig
 from yolo_optimize.export.openvino import OpenVinoConfig, OpenVinoExport
 from yolo_optimize.export.tensorrt import TensorRTBuild, TensorRTConfig
 from yolo_optimize.export.torchscript import TorchScriptConfig, TorchScriptExport
-from yolo_optimize.loading import LoadConfig, LoadStage
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.optimize.gate import GateConfig
+from yolo_optimize.loading import LoadConfig, LoadStage
 from yolo_optimize.optimize.fp16 import OnnxFp16, OnnxFp16Config
+from yolo_optimize.optimize.gate import GateConfig
 from yolo_optimize.optimize.int8_onnx import OnnxInt8, OnnxInt8Config
 from yolo_optimize.optimize.int8_openvino import OpenVinoInt8, OpenVinoInt8Config
 from yolo_optimize.optimize.simplify import OnnxSimplify, SimplifyConfig
 from yolo_optimize.parity import ReferenceConfig, ReferenceStage
-from yolo_optimize.stage import MODEL, REFERENCE, SOURCE, Stage, StageContext, StageOutput
+from yolo_optimize.stage import (
+    MODEL,
+    REFERENCE,
+    SOURCE,
+    Stage,
+    StageContext,
+    StageOutput,
+)
 
 ONNX_CONSUMERS = ("onnx", "openvino", "tensorrt")
 

@@ -27,6 +27,19 @@ def test_every_fp32_export_matches_the_pytorch_map(evaluated: Path) -> None:
         assert abs(rows[name]["map50_95"] - baseline) <= 0.005, (name, rows[name]["map50_95"], baseline)
 
 
+def test_every_row_reports_its_weights_at_the_precision_they_are_stored_in(evaluated: Path) -> None:
+    """Read back from each runtime's loaded model: FP32 = 4 bytes per parameter (plus the Detect head's constant
+    grids in exported graphs), FP16 files half of their FP32 sibling's."""
+    rows = matrix(evaluated)
+    parameters = json.loads((evaluated / "results.json").read_text())["rows"][0]["facts"]["parameters"]
+    for name, line in rows.items():
+        precision = name.rsplit("-", 1)[1]
+        fp32 = rows[name.replace(precision, "fp32")]["weights_mb"]
+        assert fp32 == pytest.approx(parameters * 4 / 2**20, rel=0.08), name
+        assert line["weights_mb"] == pytest.approx(fp32 / 2 if precision == "fp16" else fp32, rel=0.01), name
+    assert "| weights MB |" in (evaluated / "matrix.md").read_text()
+
+
 def test_every_row_is_measured_at_every_batch_size_in_two_processes(evaluated: Path) -> None:
     results = json.loads((evaluated / "results.json").read_text())
     assert results["settings"]["threads"] >= 1 and results["environment"]["cpu"]
@@ -78,7 +91,7 @@ def test_matrix_files_agree_with_results_json(evaluated: Path) -> None:
     csv_lines = (evaluated / "matrix.csv").read_text().splitlines()
     assert len(csv_lines) == len(rows) + 1
     markdown = (evaluated / "matrix.md").read_text()
-    html = (evaluated / "matrix.html").read_text()
+    html = (evaluated / "report.html").read_text()
     for name, line in rows.items():
         assert name in markdown and name in html
         assert f"{line['speedup_b2']:.2f}x" in markdown

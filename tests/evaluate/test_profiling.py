@@ -60,6 +60,27 @@ def test_per_layer_times_sum_to_the_forward_time_and_name_the_hotspots(profiled:
     assert len(events) > 100 and all("ts" in e and "name" in e for e in events)
 
 
+@pytest.mark.parametrize("artifact", ["onnx-fp32", "openvino-fp32", "pytorch-fp32"])
+def test_every_convolution_has_its_operations_and_its_utilization_of_the_measured_peak(profiled: Path,
+                                                                                      artifact: str) -> None:
+    """Each runtime's graph shapes give each convolution's operations: together they are the model's GFLOPs."""
+    profile = json.loads((profiled / "profiles" / "yolov5n" / artifact / "profile.json").read_text())
+    limits = json.loads((profiled / "results.json").read_text())["machine_limits"]
+    runtime = RUNTIMES[artifact.split("-")[0]]
+    peak = max(p["gops"] for p in limits["peaks"] if p["runtime"] == runtime and p["executed"] == "fp32")
+    assert profile["convolution_gflops"] == pytest.approx(4.47, abs=0.03), "yolov5n at 640, batch 1"
+    assert profile["peak_of"] == f"{runtime} fp32"
+    rates = profile["convolutions"]
+    assert len(rates) >= 60 and [r["ms"] for r in rates] == sorted((r["ms"] for r in rates), reverse=True)
+    for rate in rates:
+        assert rate["achieved_gops"] == pytest.approx(rate["gflops"] / rate["ms"] * 1e3, rel=0.01)
+        assert rate["utilization"] == pytest.approx(rate["achieved_gops"] / peak, abs=1e-3)
+    overall = profile["convolution_gflops"] / sum(r["ms"] for r in rates) * 1e3 / peak
+    assert profile["convolution_utilization"] == pytest.approx(overall, abs=1e-3)
+    assert 0 < profile["convolution_utilization"] <= 1.0
+    assert "| convolution | type | GFLOPs |" in (profiled / "profiles" / "yolov5n" / artifact / "profile.md").read_text()
+
+
 def test_the_breakdown_parts_sum_to_the_end_to_end_time(profiled: Path) -> None:
     for artifact in ("pytorch-fp32", "onnx-fp32", "openvino-fp32"):
         profile = json.loads((profiled / "profiles" / "yolov5n" / artifact / "profile.json").read_text())

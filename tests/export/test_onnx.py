@@ -10,9 +10,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from tests.conftest import VAL_DATA
 from yolo_optimize.families import family_named
 from yolo_optimize.images import to_input
-from tests.conftest import VAL_DATA
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])

@@ -20,14 +20,30 @@ import numpy as np
 
 from yolo_optimize.cpu import has_vnni
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.accuracy import RANDOM_WEIGHTS, Accuracy, task_accuracy, wants_predictions
-from yolo_optimize.evaluate.dataset import Dataset, PreparedImages, load_dataset, prepare_images
-from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover, recorded_source
+from yolo_optimize.evaluate.accuracy import (
+    RANDOM_WEIGHTS,
+    Accuracy,
+    task_accuracy,
+    wants_predictions,
+)
+from yolo_optimize.evaluate.dataset import (
+    Dataset,
+    PreparedImages,
+    load_dataset,
+    prepare_images,
+)
+from yolo_optimize.evaluate.discover import (
+    BASELINE_TARGET,
+    Candidate,
+    discover,
+    recorded_source,
+)
 from yolo_optimize.evaluate.facts import ModelFacts, model_facts
 from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import Row
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import Family
+from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.processes import in_own_process, one_line
 
 
@@ -45,43 +61,76 @@ class EvalSettings:
     profile_dir: Path | None = None  # eval --profile: every artifact's profile goes to <profile_dir>/<model>/<artifact>
 
 
-Progress = Callable[[str], None]
+@dataclass
+class Progress:
+    """Counted progress for a bar with an ETA: ``show(text, done, total)`` on every step, where a step is one
+    measurement process or one profile."""
+
+    show: Callable[[str, int, int], None]
+    total: int = 0
+    done: int = 0
+
+    def note(self, text: str) -> None:
+        self.show(text, self.done, self.total)
+
+    def step(self, text: str) -> None:
+        """``text`` starts a step: shown with the steps done so far, counted once it is announced."""
+        self.note(text)
+        self.done += 1
 
 
-def evaluate(root: Path, settings: EvalSettings, progress: Progress) -> list[Row]:
-    """Measure every artifact under ``root``; rows that fail carry their reason, the rest still run."""
+def evaluate(root: Path, settings: EvalSettings, progress: Progress, limits: MachineLimits | None = None) -> list[Row]:
+    """Measure every artifact under ``root``; rows that fail carry their reason, the rest still run. ``limits``
+    (--profile) gives each profiled layer its utilization."""
     candidates = discover(root)
     dataset = _dataset(settings, candidates)
     rows = [_row(c, settings) for c in candidates]
+    progress.total = sum(len(measurement_schedule(_group(rows, candidates, model), settings.repeats))
+                         + (len(_group(rows, candidates, model)) if settings.profile_dir else 0)
+                         for model in dict.fromkeys(r.model for r in rows))
     with tempfile.TemporaryDirectory(prefix="yolo-optimize-eval-") as work:
         prepared: dict[int, PreparedImages] = {}
         for model in dict.fromkeys(r.model for r in rows):
-            group = [(r, c) for r, c in zip(rows, candidates) if r.model == model and not r.error]
+            group = _group(rows, candidates, model)
             for imgsz in {_imgsz(c) for _, c in group}:
-                progress(f"preprocessing {len(dataset.images)} images for {model} at {imgsz}")
+                progress.note(f"preprocessing {len(dataset.images)} images for {model} at {imgsz}")
                 prepared[imgsz] = prepare_images(dataset, _family(group[0][1]), imgsz, Path(work), settings.threads)
-                progress(f"counting {model}'s operations at {imgsz}")
+                progress.note(f"counting {model}'s operations at {imgsz}")
                 facts = _model_facts(group, imgsz)
                 for row, candidate in group:
                     row.facts = facts if _imgsz(candidate) == imgsz else row.facts
             _measure_group(group, prepared, dataset, settings, progress)
             if settings.profile_dir:
-                _profile_group(group, dataset, settings, progress)
+                _profile_group(group, dataset, settings, progress, limits)
+    progress.done = progress.total
+    progress.note("measured")
     return rows
 
 
-def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, progress: Progress) -> None:
+def _group(rows: list[Row], candidates: list[Candidate], model: str) -> list[Pair]:
+    """``model``'s measurable rows with their artifacts."""
+    return [(r, c) for r, c in zip(rows, candidates) if r.model == model and not r.error]
+
+
+def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, progress: Progress,
+                   limits: MachineLimits | None) -> None:
     """Each measured row profiled at batch 1 (breakdown also at the largest batch size); a failure is the row's note."""
-    from yolo_optimize.evaluate.profiling import PROFILE_IMAGES, ProfileRequest, profile_artifact, write_profile
+    from yolo_optimize.evaluate.profiling import (
+        PROFILE_IMAGES,
+        ProfileRequest,
+        profile_artifact,
+        write_profile,
+    )
 
     assert settings.profile_dir
     for row, candidate in group:
         if row.error or not row.measurements:
+            progress.done += 1
             continue
-        progress(f"profiling {row.model} {row.name}")
+        progress.step(f"profiling {row.model} {row.name}")
         out = settings.profile_dir / row.model / row.name
         request = ProfileRequest(candidate.folder, candidate.manifest, tuple(dataset.images[:PROFILE_IMAGES]), 1,  # type: ignore[arg-type]
-                                 max(settings.batch_sizes), settings.threads, out)
+                                 max(settings.batch_sizes), settings.threads, out, settings.min_time_s, limits)
         try:
             profile = profile_artifact(request)
         except Exception as err:  # noqa: BLE001 - the row keeps its measurements
@@ -112,9 +161,20 @@ def _row(candidate: Candidate, settings: EvalSettings) -> Row:
               _file_mb(candidate), bool(manifest and manifest.metadata.get("pretrained")), error=candidate.error,
               task=manifest.metadata["task"] if manifest else "")
     row.cpu_note = _cpu_note(manifest.metadata) if manifest else ""
+    row.entry = _entry(candidate)
     if manifest and settings.imgsz and _imgsz(candidate) != settings.imgsz:
         row.error = f"artifact imgsz {_imgsz(candidate)} differs from --imgsz {settings.imgsz}"
     return row
+
+
+def _entry(candidate: Candidate) -> str:
+    """The file a deployment loads: the artifact's entry, or the baseline's checkpoint ("" for random weights)."""
+    manifest = candidate.manifest
+    if manifest is None:
+        return ""
+    if candidate.target == BASELINE_TARGET:
+        return str(manifest.info.get("source", {}).get("checkpoint") or "")
+    return str(candidate.folder / manifest.entry) if manifest.entry else ""
 
 
 def _cpu_note(metadata: dict[str, Any]) -> str:
@@ -160,10 +220,11 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
     """
     schedule = measurement_schedule(group, settings.repeats)
     baseline: list[np.ndarray] | None = None
-    for step, (round_, (row, candidate)) in enumerate(schedule, 1):
+    for round_, (row, candidate) in schedule:
         if row.error:
+            progress.done += 1  # a step that need not run
             continue
-        progress(f"[{step}/{len(schedule)}] {row.model} {row.name} (measurement {len(row.measurements) + 1})")
+        progress.step(f"{row.model} {row.name} (measurement {len(row.measurements) + 1} of {settings.repeats})")
         family = _family(candidate)
         wants_accuracy = settings.accuracy and row.accuracy is None and wants_predictions(family, row.pretrained)
         images = prepared[_imgsz(candidate)]

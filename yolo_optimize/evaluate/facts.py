@@ -36,8 +36,8 @@ class ModelFacts:
 
 def model_facts(source: ModelSource, imgsz: int) -> ModelFacts:
     """Count once per model and input size (a worker process: it loads the model)."""
-    import torch
     import thop
+    import torch
 
     from yolo_optimize.checkpoint import load_model
 

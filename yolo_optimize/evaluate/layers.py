@@ -7,7 +7,16 @@ per-layer performance counters, the PyTorch profiler) and writes a Chrome-trace 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from math import prod
+
+# Layer types with a weight tensor, and which input holds it, as each runtime names them: their
+# operations follow from the weight's and the output's shapes, read from the runtime's own graph.
+WEIGHT_INPUT = {
+    "Conv": 1, "FusedConv": 1, "ConvInteger": 1, "QLinearConv": 3, "Gemm": 1, "FusedGemm": 1,  # ONNX Runtime
+    "Convolution": 1, "GroupConvolution": 1, "FullyConnected": 1,  # OpenVINO's runtime graph
+}
 
 
 @dataclass(frozen=True)
@@ -19,6 +28,17 @@ class LayerTime:
     ms: float
     executed: str = ""  # the precision the runtime ran it in, where the runtime says
     kernel: str = ""  # the runtime's implementation (OpenVINO exec type, ONNX Runtime provider)
+    gflops: float | None = None  # 2 x multiply-adds per forward pass, for convolutions and fully connected layers
+
+
+def weighted_gflops(weight: Sequence[int], output: Sequence[int]) -> float:
+    """2 x multiply-adds of a convolution or fully connected layer from its weight and NC... output shapes.
+
+    Every output element of every image takes one multiply-add per weight of its output channel:
+    ``prod(weight) / C_out`` of them, times ``N x C_out x spatial`` outputs. Holds for grouped
+    convolutions (their weight holds only the group's input channels) and for [N, C] outputs.
+    """
+    return 2 * prod(weight) * output[0] * prod(output[2:]) / 1e9
 
 
 @dataclass(frozen=True)

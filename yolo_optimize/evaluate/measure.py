@@ -48,7 +48,8 @@ def measure(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
         batches = [time_batch(runner.infer, to_input(_batch(images, b)), job.min_time_s) for b in job.batch_sizes]
         peak_rss_mb = peak_rss() / 2**20
         measurement = Measurement(round(load_s, 4), round(first_inference_s, 4), batches, round(peak_rss_mb, 1),
-                                  _cuda_peak_mb(job.device), runner.executed_precision, job.threads)
+                                  _cuda_peak_mb(job.device), runner.executed_precision, job.threads,
+                                  runner.weight_bytes)
         family = family_named(job.manifest.metadata["family"])
         found = predict_all(family, runner.infer, images, _accuracy_batch(batches)) if job.predict else None
     return measurement, found

@@ -21,13 +21,16 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.layers import LayerTime
-from yolo_optimize.evaluate.measure import MeasureJob, measure, time_batch
+from yolo_optimize.evaluate.measure import Infer, MeasureJob, measure, time_batch
+from yolo_optimize.evaluate.roofline import peak_precision
 from yolo_optimize.families import family_named
+from yolo_optimize.formats import FORMATS
 from yolo_optimize.images import to_input
 from yolo_optimize.machine.energy import Energy, measure_energy, package_domains
+from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.processes import in_own_process, one_line
 
-PROFILE_SCHEMA = 1
+PROFILE_SCHEMA = 2
 PROFILED_RUNS = 10
 PROFILE_IMAGES = 16  # image files eval --profile runs each artifact's profile on
 BREAKDOWN_BATCHES = 4  # timed batches per batch size, after one warm-up batch
@@ -45,6 +48,8 @@ class ProfileRequest:
     largest_batch: int  # the breakdown is taken at 1 and at this size
     threads: int
     out: Path  # this artifact's profile folder
+    min_time_s: float = 1.0  # timed seconds per forward-time and thread-scaling point
+    limits: MachineLimits | None = None  # measured peaks, for each weighted layer's utilization
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,20 @@ class Hotspot:
     share: float  # of the per-layer sum
     executed: str
     kernel: str
+
+
+@dataclass(frozen=True)
+class LayerRate:
+    """A convolution's (or fully connected layer's) achieved rate against the measured peak of its runtime in the
+    precision that layer ran in (an INT8 file's float layers against the float peak)."""
+
+    name: str
+    kind: str
+    ms: float
+    gflops: float  # per forward pass of the profiled batch
+    achieved_gops: float
+    utilization: float | None  # None where that peak was not measured
+    executed: str
 
 
 @dataclass(frozen=True)
@@ -89,6 +108,10 @@ class ArtifactProfile:
     layers: list[LayerTime]
     by_kind_ms: dict[str, float]
     hotspots: list[Hotspot]
+    convolutions: list[LayerRate]  # every weighted layer, slowest first
+    convolution_gflops: float  # their sum: the model's operations as the runtime's graph counts them
+    convolution_utilization: float | None  # their operations over their time, against the peak of the row's precision
+    peak_of: str  # the runtime and precision convolution_utilization is measured against
     trace: str  # file name in the profile folder
     trace_note: str
     breakdown: list[Breakdown]
@@ -103,16 +126,23 @@ def profile_artifact(request: ProfileRequest) -> ArtifactProfile:
     with tempfile.TemporaryDirectory(prefix="yolo-optimize-profile-") as work:
         pixels = _prepared(request, Path(work))
         layered = in_own_process(_layer_worker, request, pixels)
-        breakdown = [in_own_process(_breakdown_worker, request, b) for b in dict.fromkeys((1, request.largest_batch))]
+        breakdown = in_own_process(_breakdown_worker, request)
         threads = [_thread_point(request, pixels, t) for t in thread_counts(os.cpu_count() or 1)]
         domains, no_energy = package_domains()
         energy = in_own_process(_energy_worker, request, pixels) if domains else Energy(None, [], no_energy)
     forward_ms, executed, layers, trace_note, unavailable = layered
     manifest = request.manifest
+    runtime = FORMATS[manifest.target].kernels
+    rates = _layer_rates(layers, runtime, request.limits)
+    weighted_ms, weighted_gflops = sum(r.ms for r in rates), sum(r.gflops for r in rates)
+    precision = peak_precision(executed)
+    peak = request.limits.peak_gops(runtime, precision) if request.limits and runtime else None
+    utilization = round(weighted_gflops / weighted_ms * 1e3 / peak, 4) if peak and weighted_ms else None
     return ArtifactProfile(PROFILE_SCHEMA, manifest.model_id, f"{manifest.target}-{manifest.precision}", executed,
                            request.batch_size, forward_ms, round(sum(layer.ms for layer in layers), 3), layers,
-                           _by_kind(layers), _hotspots(layers), "trace.json" if layers else "", trace_note,
-                           breakdown, threads, energy, unavailable)
+                           _by_kind(layers), _hotspots(layers), rates, round(weighted_gflops, 4), utilization,
+                           f"{runtime} {precision}" if peak else f"not measured: {runtime} {precision}",
+                           "trace.json" if layers else "", trace_note, breakdown, threads, energy, unavailable)
 
 
 def _by_kind(layers: list[LayerTime]) -> dict[str, float]:
@@ -128,6 +158,19 @@ def _hotspots(layers: list[LayerTime]) -> list[Hotspot]:
     total = sum(layer.ms for layer in layers)
     slowest = sorted(layers, key=lambda layer: -layer.ms)[:TOP]
     return [Hotspot(x.name, x.kind, x.ms, round(x.ms / total, 4), x.executed, x.kernel) for x in slowest] if total else []
+
+
+def _layer_rates(layers: list[LayerTime], runtime: str | None, limits: MachineLimits | None) -> list[LayerRate]:
+    """Every timed layer whose operations the runtime's graph gives, slowest first."""
+    rates = []
+    for layer in sorted(layers, key=lambda layer: -layer.ms):
+        if not layer.gflops or layer.ms <= 0:
+            continue
+        achieved = layer.gflops / layer.ms * 1e3
+        peak = limits.peak_gops(runtime, peak_precision(layer.executed)) if limits and runtime else None
+        rates.append(LayerRate(layer.name, layer.kind, layer.ms, round(layer.gflops, 5), round(achieved, 2),
+                               round(achieved / peak, 4) if peak else None, layer.executed))
+    return rates
 
 
 def write_profile(profile: ArtifactProfile, out: Path) -> list[Path]:
@@ -166,7 +209,7 @@ def _layer_worker(request: ProfileRequest, pixels_path: Path) -> LayerResult:
 
     batch = _batch(np.load(pixels_path), request.batch_size)
     with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
-        timed = time_batch(runner.infer, batch, 1.0)
+        timed = time_batch(runner.infer, batch, request.min_time_s)
         forward_ms = timed.latency.p50_ms if timed.latency else float("nan")
         executed = runner.executed_precision
         try:
@@ -176,30 +219,36 @@ def _layer_worker(request: ProfileRequest, pixels_path: Path) -> LayerResult:
     return forward_ms, executed, profile.layers, profile.trace_note, {}
 
 
-def _breakdown_worker(request: ProfileRequest, size: int) -> Breakdown:
-    """The deployed path over ``BREAKDOWN_BATCHES`` batches of ``size`` image files, each stage timed apart."""
+def _breakdown_worker(request: ProfileRequest) -> list[Breakdown]:
+    """The breakdown at batch 1 and at the largest batch, in one process: the post-processing's imports
+    (torch, yolov5's NMS: seconds) are paid once, in the warm-up batch, never in a timed one."""
     from yolo_optimize.evaluate.runners import open_runner
 
+    with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
+        return [_breakdown(request, runner.infer, size) for size in dict.fromkeys((1, request.largest_batch))]
+
+
+def _breakdown(request: ProfileRequest, infer: Infer, size: int) -> Breakdown:
+    """The deployed path over ``BREAKDOWN_BATCHES`` batches of ``size`` image files, each stage timed apart."""
     family = family_named(request.manifest.metadata["family"])
     imgsz = int(request.manifest.metadata["imgsz"][0])
     files = [request.images[i % len(request.images)] for i in range(size * (BREAKDOWN_BATCHES + 1))]
     spent = dict.fromkeys(STAGES, 0.0)
-    with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
-        started = 0.0
-        for index in range(BREAKDOWN_BATCHES + 1):
-            if index == 1:  # the first batch warms every stage up
-                spent, started = dict.fromkeys(STAGES, 0.0), time.perf_counter()
-            chunk = files[index * size:(index + 1) * size]
-            clock = time.perf_counter()
-            decoded = [family.read_image(p) for p in chunk]
-            clock = _lap(spent, "read", clock)
-            batch = to_input(np.stack([family.prepare(image, imgsz).pixels for image in decoded]))
-            clock = _lap(spent, "prepare", clock)
-            raw = runner.infer(batch)
-            clock = _lap(spent, "infer", clock)
-            family.postprocess(raw)
-            _lap(spent, "postprocess", clock)
-        wall = time.perf_counter() - started
+    started = 0.0
+    for index in range(BREAKDOWN_BATCHES + 1):
+        if index == 1:  # the first batch warms every stage up
+            spent, started = dict.fromkeys(STAGES, 0.0), time.perf_counter()
+        chunk = files[index * size:(index + 1) * size]
+        clock = time.perf_counter()
+        decoded = [family.read_image(p) for p in chunk]
+        clock = _lap(spent, "read", clock)
+        batch = to_input(np.stack([family.prepare(image, imgsz).pixels for image in decoded]))
+        clock = _lap(spent, "prepare", clock)
+        raw = infer(batch)
+        clock = _lap(spent, "infer", clock)
+        family.postprocess(raw)
+        _lap(spent, "postprocess", clock)
+    wall = time.perf_counter() - started
     images = size * BREAKDOWN_BATCHES
     total = sum(spent.values())
     return Breakdown(size, {k: round(v / images, 6) for k, v in spent.items()},
@@ -214,7 +263,8 @@ def _lap(spent: dict[str, float], stage: str, clock: float) -> float:
 
 
 def _thread_point(request: ProfileRequest, pixels: Path, threads: int) -> ThreadPoint:
-    job = MeasureJob(request.folder, request.manifest, pixels, (request.batch_size,), 1.0, threads, "cpu", False)
+    job = MeasureJob(request.folder, request.manifest, pixels, (request.batch_size,), request.min_time_s, threads,
+                     "cpu", False)
     try:
         measurement, _ = in_own_process(measure, job)
     except Exception as err:  # noqa: BLE001 - one thread count failing leaves the others
@@ -250,6 +300,12 @@ def profile_markdown(profile: ArtifactProfile) -> str:
              "| hotspot | type | ms | share | runs in | kernel |", "|---|---|---|---|---|---|"]
     lines += [f"| {h.name} | {h.kind} | {h.ms:.3f} | {h.share:.1%} | {h.executed} | {h.kernel} |"
               for h in profile.hotspots]
+    lines += ["", f"Convolutions and fully connected layers ({len(profile.convolutions)} whose shapes the runtime "
+              f"reports): {profile.convolution_gflops:.3f} GFLOPs per pass, "
+              f"{_share(profile.convolution_utilization)} of the measured peak ({profile.peak_of}).", "",
+              "| convolution | type | GFLOPs | ms | GOP/s | of its peak | runs in |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r.name} | {r.kind} | {r.gflops:.4f} | {r.ms:.3f} | {r.achieved_gops:.1f} | {_share(r.utilization)} "
+              f"| {r.executed} |" for r in profile.convolutions[:TOP]]
     lines += ["", "| layer type | ms | share |", "|---|---|---|"]
     lines += [f"| {kind} | {ms:.3f} | {ms / profile.layers_ms:.1%} |" for kind, ms in profile.by_kind_ms.items()]
     lines += ["", "| batch | " + " | ".join(STAGES) + " | end-to-end img/s | inference-only img/s |",
@@ -263,6 +319,10 @@ def profile_markdown(profile: ArtifactProfile) -> str:
     lines += ["", f"Energy: {energy.joules_per_image} J/image ({', '.join(energy.domains)})"
               if energy.joules_per_image is not None else f"Energy: {energy.unavailable}", ""]
     return "\n".join(lines)
+
+
+def _share(fraction: float | None) -> str:
+    return f"{fraction:.0%}" if fraction is not None else "n/a"
 
 
 def _ratio(part: float, whole: float) -> str:

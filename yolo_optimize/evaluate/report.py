@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import html
 import json
 import os
 import platform
@@ -17,9 +16,11 @@ from typing import Any
 from rich.table import Table
 
 from yolo_optimize.cpu import cpu_facts, cpu_model
+from yolo_optimize.evaluate.compare import Comparison
 from yolo_optimize.evaluate.discover import BASELINE_TARGET
+from yolo_optimize.evaluate.html_report import write_page
 from yolo_optimize.evaluate.results import SCHEMA_VERSION, Report, Row
-from yolo_optimize.evaluate.roofline import roofline_cells, write_roofline
+from yolo_optimize.evaluate.roofline import roofline_cells
 from yolo_optimize.machine.peaks import MachineLimits
 
 UNSTABLE_SPREAD = 0.15  # repeats of one row disagreeing by more than this are flagged
@@ -64,15 +65,15 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
     if row.error or not row.measurements:
         return {**cells, "status": f"failed: {row.error or 'not measured'}"}
     for batch in batch_sizes:
-        mine = _by_round(row, batch)
+        mine = row.round_throughputs(batch)
         if not mine:
             cells[f"speedup_b{batch}"] = _batch_error(row, batch)
             continue
-        ratios = round_ratios(row, baseline, batch) if baseline else []
+        ratios = row.round_ratios(baseline, batch) if baseline else []
         cells[f"throughput_b{batch}_ips"] = round(statistics.median(mine.values()), 2)
         cells[f"speedup_b{batch}"] = round(statistics.median(ratios), 3) if ratios else None
         cells[f"speedup_b{batch}_range"] = [round(min(ratios), 3), round(max(ratios), 3)] if ratios else None
-    latencies = [b.latency.p50_ms for m in row.measurements for b in m.batches if b.batch == 1 and b.latency]
+    latency_b1 = row.median_latency(1)
     accuracy, base_accuracy = row.accuracy, baseline.accuracy if baseline else None
     delta = (accuracy.map50_95 - base_accuracy.map50_95
              if accuracy and base_accuracy and accuracy.map50_95 is not None and base_accuracy.map50_95 is not None
@@ -80,9 +81,10 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
     return {
         **cells,
         "executed_precision": row.measurements[0].executed_precision,
-        "latency_b1_p50_ms": round(statistics.median(latencies), 3) if latencies else None,
-        "peak_rss_mb": round(statistics.median(m.peak_rss_mb for m in row.measurements), 1),
+        "latency_b1_p50_ms": round(latency_b1, 3) if latency_b1 else None,
+        "peak_rss_mb": round(row.median_memory_mb(), 1),
         "file_mb": row.file_mb,
+        "weights_mb": round(row.measurements[0].weight_bytes / 2**20, 3) if row.measurements[0].weight_bytes else None,
         "map50_95": accuracy.map50_95 if accuracy else None,
         "map50": accuracy.map50 if accuracy else None,
         "map50_95_delta": round(delta, 4) if delta is not None else None,
@@ -96,16 +98,6 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
     }
 
 
-def round_ratios(row: Row, baseline: Row, batch: int) -> list[float]:
-    """The row's throughput over the baseline's, round by round (rounds where both were measured)."""
-    mine, base = _by_round(row, batch), _by_round(baseline, batch)
-    return [mine[r] / base[r] for r in sorted(mine) if r in base]
-
-
-def _by_round(row: Row, batch: int) -> dict[int, float]:
-    return {m.round: t for m in row.measurements if (t := m.throughput(batch))}
-
-
 def _batch_error(row: Row, batch: int) -> str:
     errors = [b.error for m in row.measurements for b in m.batches if b.batch == batch and b.error]
     return errors[0] if errors else "n/a"
@@ -114,7 +106,7 @@ def _batch_error(row: Row, batch: int) -> str:
 def _unstable(row: Row, batch_sizes: list[int]) -> bool:
     """The row's processes disagree by more than UNSTABLE_SPREAD at some batch size (a slow-mode process)."""
     return any(len(values) > 1 and max(values) / min(values) - 1 > UNSTABLE_SPREAD
-               for values in (list(_by_round(row, batch).values()) for batch in batch_sizes))
+               for values in (list(row.round_throughputs(batch).values()) for batch in batch_sizes))
 
 
 def environment(threads: int) -> dict[str, Any]:
@@ -132,21 +124,19 @@ def _version(package: str) -> str:
         return "absent"
 
 
-def write_report(report: Report, out: Path) -> list[Path]:
+def write_report(report: Report, out: Path, comparison: Comparison | None = None) -> list[Path]:
+    """results.json, the matrix as CSV and Markdown, and report.html with its figures (SVG and PNG) beside it."""
     out.mkdir(parents=True, exist_ok=True)
     columns = matrix_columns(report)
-    files = [out / "results.json", out / "matrix.csv", out / "matrix.md", out / "matrix.html"]
+    files = [out / "results.json", out / "matrix.csv", out / "matrix.md"]
     files[0].write_text(json.dumps(asdict(report), indent=2) + "\n")
     with open(files[1], "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=[c for c, _ in columns], extrasaction="ignore")
         writer.writeheader()
         writer.writerows({c: _plain(line.get(c)) for c, _ in columns} for line in report.matrix)
     files[2].write_text(markdown(report, columns))
-    files[3].write_text(html_page(report, columns))
-    if report.machine_limits:
-        limits = MachineLimits.from_json(report.machine_limits)
-        files += write_roofline(report.matrix, limits, report.settings["batch_sizes"], out)
-    return files
+    cells = {key: [cell(line, key) for line in report.matrix] for key, _ in columns}
+    return files + write_page(report, out, columns, cells, _legend(report), comparison)
 
 
 ACCURACY_COLUMNS = {  # per task: (key, header) of its accuracy columns; the first shows the row's note when empty
@@ -167,6 +157,7 @@ def matrix_columns(report: Report) -> list[tuple[str, str]]:
     explained += [(f"end_to_end_b{b}_ips", f"b{b} e2e img/s") for b in profiled]
     return [("model", "model"), ("artifact", "artifact"), ("executed_precision", "runs in"), *speed,
             ("latency_b1_p50_ms", "b1 p50 ms"), ("peak_rss_mb", "peak MB"), ("file_mb", "file MB"),
+            ("weights_mb", "weights MB"),
             ("gflops_per_image", "GFLOPs"), *explained, *accuracy, ("status", "status"), ("cpu_note", "CPU note")]
 
 
@@ -200,15 +191,6 @@ def markdown(report: Report, columns: list[tuple[str, str]]) -> str:
     return "\n".join([*lines, "", _legend(report), ""])
 
 
-def html_page(report: Report, columns: list[tuple[str, str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for _, h in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell(line, k))}</td>" for k, _ in columns) + "</tr>"
-                   for line in report.matrix)
-    return (f"<!doctype html><meta charset='utf-8'><title>yolo-optimize speedup matrix</title>"
-            f"<style>td,th{{padding:4px 8px;border:1px solid #ccc}}table{{border-collapse:collapse}}</style>"
-            f"<table><tr>{head}</tr>{body}</table><p>{html.escape(_legend(report))}</p>")
-
-
 def _legend(report: Report) -> str:
     env = report.environment
     return (f"Speedup = throughput over PyTorch FP32 eager at the same batch size: the median over "
@@ -232,10 +214,25 @@ def _utilization_legend(report: Report) -> str:
 
 
 def rich_table(report: Report) -> Table:
-    columns = matrix_columns(report)
-    table = Table(title="speedup matrix", title_justify="left")
+    """The console's summary of the matrix: the columns that decide (speedup, latency, accuracy, status), short
+    enough for a 120-column terminal; matrix.md and report.html have every column."""
+    accuracy = [c for task, columns in ACCURACY_COLUMNS.items() for c in columns[:1]
+                if task in {line.get("task") for line in report.matrix}]
+    columns = [("model", "model"), ("artifact", "artifact"), ("executed_precision", "runs in"),
+               *[(f"speedup_b{b}", f"b{b}") for b in report.settings["batch_sizes"]],
+               ("latency_b1_p50_ms", "b1 p50 ms"), *accuracy, ("status", "status")]
+    table = Table(title="speedup over PyTorch FP32 (all columns: matrix.md, report.html)", title_justify="left")
     for _, header in columns:
         table.add_column(header, overflow="fold")
     for line in report.matrix:
-        table.add_row(*(cell(line, k) for k, _ in columns))
+        table.add_row(*(_short(line, key) for key, _ in columns))
     return table
+
+
+def _short(line: dict[str, Any], key: str) -> str:
+    value = line.get(key)
+    if key.startswith("speedup_b") and isinstance(value, float):
+        return f"{value:.2f}x" + (" !" if line.get("unstable") else "")
+    if key == "executed_precision":
+        return str(value).split(" (")[0]
+    return cell(line, key)

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.accuracy import Accuracy
 from yolo_optimize.evaluate.facts import ModelFacts
 
-SCHEMA_VERSION = 3  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization
+SCHEMA_VERSION = 4  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
+#                    4: weight bytes per artifact, per-convolution utilization in profiles
 
 
 @dataclass
@@ -51,6 +56,7 @@ class Measurement:
     cuda_peak_mb: float | None
     executed_precision: str
     threads: int
+    weight_bytes: int | None = None  # the weights the runtime loaded, at their stored types (runners/base.py)
     round: int = 0  # the interleaved round it was taken in
 
     def throughput(self, batch: int) -> float | None:
@@ -68,6 +74,7 @@ class Row:
     folder: str
     file_mb: float | None
     pretrained: bool
+    entry: str = ""  # the file a deployment loads (the baseline's: its checkpoint; "" for random weights)
     task: str = ""  # the family's task ("detect", "classify"): which accuracy columns apply
     measurements: list[Measurement] = field(default_factory=list)
     accuracy: Accuracy | None = None
@@ -75,6 +82,25 @@ class Row:
     facts: ModelFacts | None = None  # the model's at the row's input size (None: could not be counted)
     profile: dict[str, Any] | None = None  # eval --profile: profiling.ArtifactProfile less its layers (profile.json)
     error: str = ""  # set when the row could not be measured at all
+
+    def round_throughputs(self, batch: int) -> dict[int, float]:
+        """Images per second at ``batch`` in each interleaved round the row was measured in."""
+        return {m.round: t for m in self.measurements if (t := m.throughput(batch))}
+
+    def round_ratios(self, other: Row, batch: int) -> list[float]:
+        """This row's throughput over ``other``'s, round by round (the rounds both were measured in): a host's
+        drift from one round to the next cancels in each ratio."""
+        mine, theirs = self.round_throughputs(batch), other.round_throughputs(batch)
+        return [mine[r] / theirs[r] for r in sorted(mine) if r in theirs]
+
+    def median_latency(self, batch: int, statistic: str = "p50_ms") -> float | None:
+        """The median over the row's processes of their ``p50_ms``/``p99_ms``... at ``batch``."""
+        values = [getattr(b.latency, statistic) for m in self.measurements for b in m.batches
+                  if b.batch == batch and b.latency]
+        return statistics.median(values) if values else None
+
+    def median_memory_mb(self) -> float:
+        return statistics.median(m.peak_rss_mb for m in self.measurements)
 
 
 @dataclass
@@ -85,3 +111,32 @@ class Report:
     rows: list[Row]
     matrix: list[dict[str, Any]]
     machine_limits: dict[str, Any] | None = None  # machine/peaks.py's MachineLimits (eval --profile)
+
+
+def load_report(folder: Path) -> Report:
+    """An eval's results.json (``folder`` or the file itself) as the typed report it was written from; a folder
+    that is not an eval of this schema is a UserError."""
+    path = folder / "results.json" if folder.is_dir() else folder
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise UserError(f"{folder} holds no readable results.json of 'optimize eval' ({err.__class__.__name__})") \
+            from None
+    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+        found = data.get("schema_version") if isinstance(data, dict) else None
+        raise UserError(f"{path} has results schema {found}, this version reads {SCHEMA_VERSION}: "
+                        "evaluate again with this version")
+    rows = [_row(row) for row in data["rows"]]
+    return Report(data["schema_version"], data["environment"], data["settings"], rows, data["matrix"],
+                  data.get("machine_limits"))
+
+
+def _row(data: dict[str, Any]) -> Row:
+    measurements = [Measurement(**{**m, "batches": [_batch(b) for b in m["batches"]]}) for m in data["measurements"]]
+    accuracy = Accuracy(**data["accuracy"]) if data.get("accuracy") else None
+    facts = ModelFacts(**data["facts"]) if data.get("facts") else None
+    return Row(**{**data, "measurements": measurements, "accuracy": accuracy, "facts": facts})
+
+
+def _batch(data: dict[str, Any]) -> BatchResult:
+    return BatchResult(**{**data, "latency": LatencyStats(**data["latency"]) if data.get("latency") else None})

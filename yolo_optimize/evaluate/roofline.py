@@ -8,7 +8,6 @@ bandwidth), drawn for the runtimes the rows ran on.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,16 +55,12 @@ def peak_precision(executed: str) -> str:
     return "int8" if executed.startswith("int8") else executed.split()[0]
 
 
-def write_roofline(matrix: list[dict[str, Any]], limits: MachineLimits, batch_sizes: list[int],
-                   out: Path) -> list[Path]:
-    """roofline.svg and roofline.png in ``out`` (nothing when no row has a roofline point)."""
+def roofline_figure(matrix: list[dict[str, Any]], limits: MachineLimits, batch_sizes: list[int]) -> Any:
+    """Every row at every batch size under the roofs of its runtime's measured peaks (None: no row has a point)."""
     points = [(line, b) for line in matrix for b in batch_sizes if line.get(f"intensity_b{b}")
               and line.get(f"achieved_gops_b{b}") and line.get("peak_gops")]
     if not points:
-        return []
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only: no display, whatever the host has
+        return None
     from matplotlib import pyplot
 
     figure, axes = pyplot.subplots(figsize=(9, 6))
@@ -84,11 +79,7 @@ def write_roofline(matrix: list[dict[str, Any]], limits: MachineLimits, batch_si
              f"{limits.bandwidth_gb_s:.1f} GB/s measured")
     axes.grid(True, which="both", linewidth=0.3)
     axes.legend(fontsize=6, loc="lower right", ncol=2)
-    files = [out / "roofline.svg", out / "roofline.png"]
-    for path in files:
-        figure.savefig(path, dpi=120, bbox_inches="tight")
-    pyplot.close(figure)
-    return files
+    return figure
 
 
 def _markers(count: int) -> list[str]:

@@ -18,8 +18,13 @@ from typing import Any
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.formats import FORMATS
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
-from yolo_optimize.tensorrt_api import (INSTALL_HINT, fresh_logger, logged_errors, require_tensorrt,
-                                        tensorrt_unavailable_reason)
+from yolo_optimize.tensorrt_api import (
+    INSTALL_HINT,
+    fresh_logger,
+    logged_errors,
+    require_tensorrt,
+    tensorrt_unavailable_reason,
+)
 
 PRECISIONS = ("fp32", "fp16")
 METADATA_FILE = "metadata.json"  # engines cannot carry metadata; it sits beside the plain engine

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from yolo_optimize.loading import artifact_metadata
 from yolo_optimize.formats import FORMATS
+from yolo_optimize.loading import artifact_metadata
 from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 
 METADATA_FILE = "config.txt"

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.families.base import RANDOM_SEED, Family, ParityStats, Preprocessed, package_dir
+from yolo_optimize.families.base import (
+    RANDOM_SEED,
+    Family,
+    ParityStats,
+    Preprocessed,
+    package_dir,
+)
 
 if TYPE_CHECKING:
     import torch

@@ -43,7 +43,10 @@ class OnnxInt8(NncfInt8):
     config: OnnxInt8Config
 
     def advanced_parameters(self) -> Any:
-        from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
+        from nncf.quantization.advanced_parameters import (
+            AdvancedQuantizationParameters,
+            OverflowFix,
+        )
 
         fix = OverflowFix.ENABLE if self.config.weight_bits == 7 else OverflowFix.DISABLE
         return AdvancedQuantizationParameters(overflow_fix=fix)

@@ -19,7 +19,11 @@ import numpy as np
 
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import Family
-from yolo_optimize.optimize.calibration import Int8Config, calibration_inputs, candidate_manifest
+from yolo_optimize.optimize.calibration import (
+    Int8Config,
+    calibration_inputs,
+    candidate_manifest,
+)
 from yolo_optimize.optimize.gate import Gate, GateRecord
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
@@ -70,7 +74,9 @@ class NncfInt8(Stage):
 
     def _with_accuracy_control(self, model: Any, calibration: Any, gate: Gate, settings: dict[str, Any]) -> Any:
         import nncf
-        from nncf.quantization.advanced_parameters import AdvancedAccuracyRestorerParameters
+        from nncf.quantization.advanced_parameters import (
+            AdvancedAccuracyRestorerParameters,
+        )
 
         def validate(candidate: Any, inputs: Any) -> float:
             return gate.score_raw(self.outputs(candidate, list(inputs))).value

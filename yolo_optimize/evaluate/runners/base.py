@@ -44,6 +44,12 @@ class Runner(ABC):
             return f"int8+{self.compute_precision}"
         return f"{self.compute_precision} ({self.precision_note})" if self.precision_note else self.compute_precision
 
+    @property
+    def weight_bytes(self) -> int | None:
+        """Bytes of the weights the runtime loaded, in the file's own precision (int8 weights are one byte each):
+        what a deployment holds, apart from the file's size. None where the runtime cannot tell."""
+        return None
+
     @abstractmethod
     def activate(self) -> None: ...
 

@@ -16,7 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.evaluate.layers import LayerProfile, LayerTime
+from yolo_optimize.evaluate.layers import (
+    WEIGHT_INPUT,
+    LayerProfile,
+    LayerTime,
+    weighted_gflops,
+)
 from yolo_optimize.evaluate.runners.base import Runner
 
 X86 = ("x86_64", "AMD64", "i686")
@@ -93,6 +98,15 @@ class OnnxRuntimeRunner(Runner):
     def infer(self, images: np.ndarray) -> np.ndarray:
         return self.session.run(None, {self.input_name: images})[0]
 
+    @property
+    def weight_bytes(self) -> int:
+        """The ONNX file's initializers (where ONNX keeps weights), at their stored types."""
+        import onnx
+        from onnx import numpy_helper
+
+        graph = onnx.load(str(self.entry)).graph
+        return sum(numpy_helper.to_array(tensor).nbytes for tensor in graph.initializer)
+
     def deactivate(self) -> None:
         self.session = None
 
@@ -108,10 +122,19 @@ def _node_times(events: list[dict[str, Any]], runs: int, float_precision: str) -
         if any(start <= event["ts"] <= end for start, end in spans):
             args = event.get("args", {})
             entry = totals.setdefault(name.removesuffix("_kernel_time"), [args.get("op_name", ""), 0.0,
-                                                                          args.get("provider", "")])
+                                                                          args.get("provider", ""), _gflops(args)])
             entry[1] += event["dur"]
-    return [LayerTime(name, op, round(us / runs / 1e3, 4), "int8" if op in INTEGER_OPS else float_precision, provider)
-            for name, (op, us, provider) in totals.items()]
+    return [LayerTime(name, op, round(us / runs / 1e3, 4), "int8" if op in INTEGER_OPS else float_precision, provider,
+                      gflops) for name, (op, us, provider, gflops) in totals.items()]
+
+
+def _gflops(args: dict[str, Any]) -> float | None:
+    """A weighted node's operations from the shapes ONNX Runtime's profile records (``[{"float": [...]}]``)."""
+    index = WEIGHT_INPUT.get(args.get("op_name", ""))
+    inputs, outputs = args.get("input_type_shape", []), args.get("output_type_shape", [])
+    if index is None or len(inputs) <= index or not outputs:
+        return None
+    return weighted_gflops(next(iter(inputs[index].values())), next(iter(outputs[0].values())))
 
 
 def _convolution_kernels(optimized: str) -> tuple[int, int]:

@@ -14,7 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.evaluate.layers import LayerProfile, LayerTime
+from yolo_optimize.evaluate.layers import (
+    WEIGHT_INPUT,
+    LayerProfile,
+    LayerTime,
+    weighted_gflops,
+)
 from yolo_optimize.evaluate.runners.base import Runner
 from yolo_optimize.export.openvino import EXECUTION_HINTS
 
@@ -87,12 +92,31 @@ class OpenVinoRunner(Runner):
                 clock += us
         trace.write_text(json.dumps({"traceEvents": events, "otherData": {
             "source": "OpenVINO per-layer performance counters, laid end to end per inference (not a timeline)"}}))
-        layers = [LayerTime(name, kind, round(us / runs / 1e3, 4), _exec_precision(kernel), kernel)
-                  for name, (kind, us, kernel) in totals.items()]
+        operations = _layer_gflops(compiled.get_runtime_model())
+        layers = [LayerTime(name, kind, round(us / runs / 1e3, 4), _exec_precision(kernel), kernel,
+                            operations.get(name)) for name, (kind, us, kernel) in totals.items()]
         return LayerProfile(layers, runs, "OpenVINO's per-layer counters laid end to end in execution order")
+
+    @property
+    def weight_bytes(self) -> int:
+        """The IR's constants (its weights, and the scales of an INT8 IR), at their stored types."""
+        return sum(op.get_byte_size() for op in self.model.get_ops() if op.get_type_name() == "Constant")
 
     def deactivate(self) -> None:
         self.requests, self.compiled, self.model = {}, None, None
+
+
+def _layer_gflops(runtime_model: Any) -> dict[str, float]:
+    """Each weighted layer's operations from the static shapes of the graph the CPU plugin executes (its layer
+    names are the performance counters' names)."""
+    operations = {}
+    for op in runtime_model.get_ordered_ops():
+        index = WEIGHT_INPUT.get(str(op.get_rt_info()["layerType"].astype(str)))
+        if index is not None and op.get_input_size() > index:
+            weight, output = op.input(index).get_partial_shape(), op.output(0).get_partial_shape()
+            if weight.is_static and output.is_static:
+                operations[op.get_friendly_name()] = weighted_gflops(weight.to_shape(), output.to_shape())
+    return operations
 
 
 def _exec_precision(exec_type: str) -> str:

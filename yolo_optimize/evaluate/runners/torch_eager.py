@@ -10,7 +10,10 @@ import numpy as np
 from yolo_optimize.evaluate.discover import recorded_source
 from yolo_optimize.evaluate.layers import LayerProfile
 from yolo_optimize.evaluate.runners.base import Runner
-from yolo_optimize.evaluate.runners.torch_profile import torch_layer_profile
+from yolo_optimize.evaluate.runners.torch_profile import (
+    state_bytes,
+    torch_layer_profile,
+)
 
 
 class TorchEagerRunner(Runner):
@@ -40,6 +43,10 @@ class TorchEagerRunner(Runner):
                 return self.model(batch)
 
         return torch_layer_profile(forward, runs, trace, self.compute_precision)
+
+    @property
+    def weight_bytes(self) -> int:
+        return state_bytes(self.model)
 
     def deactivate(self) -> None:
         self.model = None

@@ -6,9 +6,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from yolo_optimize.evaluate.layers import LayerProfile, LayerTime
+from yolo_optimize.evaluate.layers import LayerProfile, LayerTime, weighted_gflops
 
 FORWARD = "forward"
+# Their arguments start (input, weight, bias, stride, padding, dilation).
+CONVOLUTIONS = ("aten::conv2d", "aten::_convolution", "aten::convolution")
+FULLY_CONNECTED = ("aten::linear", "aten::addmm")
+
+
+def state_bytes(module: Any) -> int:
+    """A module's parameters and buffers, at their stored types (eager and TorchScript alike)."""
+    return sum(tensor.numel() * tensor.element_size() for tensor in module.state_dict().values())
 
 
 def torch_layer_profile(forward: Callable[[], Any], runs: int, trace: Path, executed: str) -> LayerProfile:
@@ -17,7 +25,7 @@ def torch_layer_profile(forward: Callable[[], Any], runs: int, trace: Path, exec
 
     for _ in range(2):
         forward()
-    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as profiler:
         for _ in range(runs):
             with record_function(FORWARD):
                 forward()
@@ -29,7 +37,28 @@ def torch_layer_profile(forward: Callable[[], Any], runs: int, trace: Path, exec
         if parent is None or parent.name != FORWARD:
             continue
         position = positions[parent.id] = positions.get(parent.id, 0) + 1
-        entry = totals.setdefault(f"{event.name} #{position}", [event.name, 0.0])
+        entry = totals.setdefault(f"{event.name} #{position}", [event.name, 0.0, _gflops(event)])
         entry[1] += event.cpu_time_total
-    layers = [LayerTime(name, kind, round(us / runs / 1e3, 4), executed) for name, (kind, us) in totals.items()]
+    layers = [LayerTime(name, kind, round(us / runs / 1e3, 4), executed, gflops=gflops)
+              for name, (kind, us, gflops) in totals.items()]
     return LayerProfile(layers, runs, "the PyTorch profiler's own timeline")
+
+
+def _gflops(event: Any) -> float | None:
+    """The profiler's own count (eager ``conv2d``, ``linear``'s ``addmm``), else a convolution's from its recorded
+    shapes and stride/padding/dilation (TorchScript calls ``_convolution``, which the profiler does not count)."""
+    if event.name not in (*CONVOLUTIONS, *FULLY_CONNECTED):
+        return None  # element-wise ops carry a count too, but only weighted layers are compared with GEMM peaks
+    counted = event.flops + sum(child.flops for child in event.cpu_children)
+    if counted:
+        return counted / 1e9
+    if event.name not in CONVOLUTIONS or len(event.input_shapes) < 2:
+        return None
+    image, weight = event.input_shapes[0], event.input_shapes[1]
+    stride, padding, dilation = (list(event.concrete_inputs[i]) if isinstance(event.concrete_inputs[i], list | tuple)
+                                 else None for i in (3, 4, 5))
+    if not (stride and padding and dilation) or len(image) != 4 or len(weight) != 4 or image[1] % weight[1]:
+        return None  # padding="same", or a call the JIT fused into another form: not worth guessing
+    spatial = [(size + 2 * pad - dil * (kernel - 1) - 1) // step + 1
+               for size, kernel, step, pad, dil in zip(image[2:], weight[2:], stride, padding, dilation)]
+    return weighted_gflops(weight, [image[0], weight[0], *spatial]) if min(spatial) >= 1 else None

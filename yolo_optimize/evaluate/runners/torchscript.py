@@ -9,7 +9,10 @@ import numpy as np
 
 from yolo_optimize.evaluate.layers import LayerProfile
 from yolo_optimize.evaluate.runners.base import Runner
-from yolo_optimize.evaluate.runners.torch_profile import torch_layer_profile
+from yolo_optimize.evaluate.runners.torch_profile import (
+    state_bytes,
+    torch_layer_profile,
+)
 
 
 class TorchScriptRunner(Runner):
@@ -39,6 +42,10 @@ class TorchScriptRunner(Runner):
                 return self.module(batch)
 
         return torch_layer_profile(forward, runs, trace, self.compute_precision)
+
+    @property
+    def weight_bytes(self) -> int:
+        return state_bytes(self.module)
 
     def deactivate(self) -> None:
         self.module = None

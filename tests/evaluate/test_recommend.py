@@ -1,0 +1,51 @@
+"""``optimize recommend`` on hand-made results whose answer is known: the fastest artifact within the budget, a tie
+when two are within noise, limits that exclude, and the command's output and exit code."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from tests.conftest import optimize
+from tests.evaluate.handmade import report, row
+from yolo_optimize.evaluate.recommend import Budget, recommend
+
+
+def test_the_fastest_artifact_within_the_accuracy_budget_is_picked_over_a_faster_inaccurate_one() -> None:
+    found, = recommend(report(row("onnx-fp32", [60, 61, 59], 0.343), row("onnx-int8", [30, 31, 29], 0.320),
+                              row("openvino-int8", [40, 41, 39], 0.339)), Budget(1, 1.0))
+    assert found.choice and found.choice.artifact == "openvino-int8" and not found.tie
+    assert found.runner_up and found.runner_up.artifact == "onnx-fp32"
+    assert "loses 2.30 points" in found.excluded["onnx-int8"]
+    assert found.choice.throughput_range[0] < found.choice.throughput_ips < found.choice.throughput_range[1]
+    assert "import openvino as ov" in found.choice.snippet and "openvino-int8.file" in found.choice.snippet
+
+
+def test_two_artifacts_within_noise_are_reported_as_a_tie() -> None:
+    found, = recommend(report(row("onnx-fp32", [50, 52, 49], 0.343), row("openvino-fp32", [51, 49, 50], 0.343)),
+                       Budget(1, 1.0))
+    assert found.tie and {found.choice.artifact, found.runner_up.artifact} == {"onnx-fp32", "openvino-fp32"}
+    assert "within measurement noise" in found.verdict
+
+
+def test_latency_and_memory_limits_exclude_with_the_reason() -> None:
+    rows = (row("onnx-fp32", [60, 61, 59], 0.343, memory_mb=200), row("openvino-fp32", [40, 41, 39], 0.343,
+                                                                       memory_mb=900))
+    found, = recommend(report(*rows), Budget(1, 1.0, max_latency_ms=70, max_memory_mb=500))
+    assert found.choice.artifact == "onnx-fp32" and found.runner_up is None
+    assert "peak memory 900 MB over 500 MB" in found.excluded["openvino-fp32"]
+    assert "over 70 ms" in found.excluded["pytorch-fp32"]
+
+
+def test_the_command_prints_the_pick_and_its_code_and_fails_when_nothing_fits(tmp_path: Path) -> None:
+    made = report(row("onnx-fp32", [60, 61, 59], 0.343), row("openvino-int8", [40, 41, 39], 0.339))
+    (tmp_path / "results.json").write_text(json.dumps(asdict(made)))
+    result = optimize("recommend", tmp_path, "--batch-size", "1")
+    assert result.returncode == 0, result.stderr
+    assert "ship: openvino-int8 (artifacts/yolov5n/openvino-int8/openvino-int8.file)" in result.stdout
+    assert "runner-up: onnx-fp32" in result.stdout and "compile_model(" in result.stdout
+    nothing = optimize("recommend", tmp_path, "--max-latency-ms", "1")
+    assert nothing.returncode == 1 and "no artifact meets the budget" in nothing.stdout
+    wrong = optimize("recommend", tmp_path / "missing")
+    assert wrong.returncode == 2 and len(wrong.stderr.strip().splitlines()) == 1

@@ -1,0 +1,181 @@
+"""Which artifact to ship: per model and batch size, the fastest one within the accuracy budget and the optional
+latency and memory limits, with its spread, the runner-up, and a tie where the two are within measurement noise.
+
+Speed is each row's throughput per interleaved round (every round one process per artifact).
+Two candidates are told apart only when the faster one wins in every round the two share and by
+more than TIE_MARGIN at the median: on these hosts a process runs in a fast or a 1.4-1.65x slower
+mode, so a gap smaller than the rounds' spread is noise and is reported as a tie, not as a choice.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from yolo_optimize.evaluate.discover import BASELINE_TARGET
+from yolo_optimize.evaluate.results import Report, Row
+from yolo_optimize.formats import FORMATS
+
+TIE_MARGIN = 0.03  # a median gap below 3% is never called a win
+
+
+@dataclass(frozen=True)
+class Budget:
+    batch: int
+    max_accuracy_drop: float = 1.0  # points: mAP50-95 for detectors, top-1 agreement for classifiers
+    max_latency_ms: float | None = None  # p50 at this batch size
+    max_memory_mb: float | None = None  # peak resident memory of the measuring process
+
+
+@dataclass(frozen=True)
+class Candidate:
+    model: str
+    artifact: str
+    path: str  # the file to load
+    runs_in: str
+    throughput_ips: float  # median over rounds
+    throughput_range: tuple[float, float]  # lowest and highest round
+    p50_ms: float
+    p99_ms: float
+    memory_mb: float
+    accuracy: str  # the family's metric and its change against FP32
+    snippet: str  # three lines that load it with its plain runtime
+
+
+@dataclass
+class Recommendation:
+    model: str
+    batch: int
+    choice: Candidate | None
+    runner_up: Candidate | None = None
+    tie: bool = False  # the two are within measurement noise
+    verdict: str = ""  # one sentence: why this one, or why none
+    excluded: dict[str, str] = field(default_factory=dict)  # artifact -> why it is not a candidate
+
+
+def recommend(report: Report, budget: Budget) -> list[Recommendation]:
+    """One recommendation per model in the report."""
+    return [_for_model(report, model, budget) for model in dict.fromkeys(row.model for row in report.rows)]
+
+
+def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
+    rows = [row for row in report.rows if row.model == model]
+    baseline = next((row for row in rows if row.target == BASELINE_TARGET), None)
+    eligible: list[Row] = []
+    excluded: dict[str, str] = {}
+    for row in rows:
+        why = _exclusion(row, baseline, budget)
+        if why:
+            excluded[row.name] = why
+        else:
+            eligible.append(row)
+    ranked = sorted(eligible, key=lambda row: -statistics.median(row.round_throughputs(budget.batch).values()))
+    if not ranked:
+        return Recommendation(model, budget.batch, None, verdict="no artifact meets the budget", excluded=excluded)
+    choice = _candidate(ranked[0], baseline, budget.batch)
+    if len(ranked) == 1:
+        return Recommendation(model, budget.batch, choice, verdict=f"{choice.artifact}: the only artifact within "
+                          "the budget", excluded=excluded)
+    runner_up = _candidate(ranked[1], baseline, budget.batch)
+    tie = not _clearly_faster(ranked[0], ranked[1], budget.batch)
+    gap = choice.throughput_ips / runner_up.throughput_ips - 1
+    verdict = (f"{choice.artifact} and {runner_up.artifact} are within measurement noise ({gap:+.1%} at the "
+               f"median; not faster in every round by more than {TIE_MARGIN:.0%}): pick either on other grounds"
+               if tie else f"{choice.artifact}: {gap:.1%} faster than {runner_up.artifact}, and faster in every round")
+    if _accuracy_drop(ranked[0], baseline) is None:
+        verdict += " (accuracy not measured for it: ranked on speed alone)"
+    return Recommendation(model, budget.batch, choice, runner_up, tie, verdict, excluded)
+
+
+def _exclusion(row: Row, baseline: Row | None, budget: Budget) -> str:
+    """Why ``row`` cannot be shipped under ``budget``; empty when it can."""
+    if row.error:
+        return row.error
+    if not row.round_throughputs(budget.batch):
+        return f"not measured at batch {budget.batch}"
+    drop = _accuracy_drop(row, baseline)  # None: not measured (random weights, --no-accuracy): speed decides
+    if drop is not None and drop > budget.max_accuracy_drop:
+        return f"loses {drop:.2f} points (budget {budget.max_accuracy_drop:g})"
+    p50 = row.median_latency(budget.batch) or 0.0
+    if budget.max_latency_ms is not None and p50 > budget.max_latency_ms:
+        return f"p50 {p50:.1f} ms over {budget.max_latency_ms:g} ms"
+    memory = row.median_memory_mb()
+    if budget.max_memory_mb is not None and memory > budget.max_memory_mb:
+        return f"peak memory {memory:.0f} MB over {budget.max_memory_mb:g} MB"
+    return ""
+
+
+def _accuracy_drop(row: Row, baseline: Row | None) -> float | None:
+    """Points lost against PyTorch FP32 in the family's metric; None where it was not measured (random weights)."""
+    if row.target == BASELINE_TARGET:
+        return 0.0
+    accuracy, reference = row.accuracy, baseline.accuracy if baseline else None
+    if accuracy and accuracy.top1_agreement is not None:
+        return (1 - accuracy.top1_agreement) * 100
+    if accuracy and reference and accuracy.map50_95 is not None and reference.map50_95 is not None:
+        return (reference.map50_95 - accuracy.map50_95) * 100
+    return None
+
+
+def _clearly_faster(first: Row, second: Row, batch: int) -> bool:
+    """``first`` won every round both were measured in, and by more than TIE_MARGIN at the median."""
+    shared = first.round_ratios(second, batch)
+    if not shared:
+        return False
+    return min(shared) > 1 and statistics.median(shared) > 1 + TIE_MARGIN
+
+
+def _candidate(row: Row, baseline: Row | None, batch: int) -> Candidate:
+    rounds = list(row.round_throughputs(batch).values())
+    path = row.entry or row.folder
+    return Candidate(row.model, row.name, path, row.measurements[0].executed_precision,
+                     round(statistics.median(rounds), 2), (round(min(rounds), 2), round(max(rounds), 2)),
+                     round(row.median_latency(batch) or 0.0, 3), round(row.median_latency(batch, "p99_ms") or 0.0, 3),
+                     round(row.median_memory_mb(), 1), _accuracy_text(row, baseline), snippet(row.target, row.precision, path))
+
+
+def _accuracy_text(row: Row, baseline: Row | None) -> str:
+    accuracy = row.accuracy
+    if accuracy is None or (accuracy.map50_95 is None and accuracy.top1_agreement is None):
+        return accuracy.note if accuracy and accuracy.note else "not measured"
+    drop = _accuracy_drop(row, baseline)
+    if accuracy.top1_agreement is not None:
+        return f"top-1 agreement {accuracy.top1_agreement:.1%}"
+    return f"mAP50-95 {accuracy.map50_95:.4f}" + (f" ({-drop:+.2f} points)" if drop else "")
+
+
+def snippet(target: str, precision: str, path: str) -> str:
+    """Three lines that load ``path`` with its plain runtime as it was measured (the format table's template)."""
+    from yolo_optimize.export.openvino import EXECUTION_HINTS
+
+    return FORMATS[target].snippet.format(path=path, hint=EXECUTION_HINTS.get(precision, "f32"),
+                                          dtype="float16" if precision == "fp16" else "float32")
+
+
+def describe(recommendation: Recommendation) -> str:
+    """The recommendation as plain text: the verdict, the choice and runner-up with their numbers, the snippet."""
+    lines = [f"{recommendation.model} at batch {recommendation.batch}: {recommendation.verdict}"]
+    for label, candidate in (("ship", recommendation.choice), ("runner-up", recommendation.runner_up)):
+        if candidate:
+            low, high = candidate.throughput_range
+            lines.append(f"  {label}: {candidate.artifact} ({candidate.path}), runs in {candidate.runs_in}: "
+                         f"{candidate.throughput_ips:g} img/s (rounds {low:g}-{high:g}), p50 {candidate.p50_ms:g} ms, "
+                         f"p99 {candidate.p99_ms:g} ms, peak {candidate.memory_mb:g} MB, {candidate.accuracy}")
+    if recommendation.choice:
+        lines += ["  " + line for line in recommendation.choice.snippet.splitlines()]
+    lines += [f"  not eligible: {artifact}: {why}" for artifact, why in recommendation.excluded.items()]
+    return "\n".join(lines)
+
+
+def brief(recommendation: Recommendation) -> str:
+    """One line: the pick (or the tie, or why none) with its speed and accuracy."""
+    choice, runner_up = recommendation.choice, recommendation.runner_up
+    head = f"{recommendation.model} b{recommendation.batch}: "
+    if choice is None:
+        return head + recommendation.verdict
+    text = f"{choice.artifact} ({choice.throughput_ips:g} img/s, p50 {choice.p50_ms:.1f} ms, {choice.accuracy})"
+    if recommendation.tie and runner_up:
+        text += f", tied within noise with {runner_up.artifact} ({runner_up.throughput_ips:g} img/s)"
+    elif runner_up:
+        text += f", {choice.throughput_ips / runner_up.throughput_ips - 1:.0%} ahead of {runner_up.artifact}"
+    return head + text
