@@ -12,9 +12,12 @@ from tests.conftest import VAL_DATA, WEIGHTS, build_args, optimize, statuses
 from yolo_optimize.artifact import MANIFEST, Manifest, read_valid, store_folder
 from yolo_optimize.checkpoint import resolve_source
 from yolo_optimize.dag import cache_keys
+from yolo_optimize.export.tensorrt import TensorRTBuild
 from yolo_optimize.images import list_images
+from yolo_optimize.optimize.gate import GateConfig
 from yolo_optimize.optimize.simplify import OnnxSimplify
 from yolo_optimize.pipeline import BuildRequest, plan
+from yolo_optimize.tensorrt_api import engine_facts
 
 REQUEST = BuildRequest(source=resolve_source(str(WEIGHTS)), targets=("torchscript", "onnx", "openvino", "tensorrt"),
                        precisions=("fp32", "fp16"), imgsz=640, batch_sizes=(1, 8), opset=18, device="cpu",
@@ -38,6 +41,16 @@ def test_plan_declares_onnx_as_the_parent_of_openvino_and_tensorrt() -> None:
     assert parents["onnx-export"] == ("load",) and parents["torchscript-fp32"] == ("load", "reference")
 
 
+def test_a_tensorrt_int8_engine_is_built_from_its_own_gated_symmetric_qdq_graph() -> None:
+    request = replace(REQUEST, precisions=("fp32", "int8"), calib_images=REQUEST.parity_images,
+                      gate=GateConfig(str(VAL_DATA), images=8, max_map_drop=1.0))
+    nodes = {node.name: node for node in plan(request)}
+    assert nodes["tensorrt-int8"].parents == ("onnx-int8-tensorrt", "reference")
+    assert nodes["onnx-int8-tensorrt"].parents == ("onnx-fp32", "reference")
+    assert nodes["onnx-int8-tensorrt"].folder == ".cache/onnx-int8-tensorrt" and not nodes["onnx-int8-tensorrt"].requested
+    assert nodes["onnx-int8"].parents == ("onnx-fp32", "reference"), "the CPU INT8 ONNX stays NNCF's"
+
+
 def test_keys_are_stable() -> None:
     assert keys(REQUEST) == keys(REQUEST)
 
@@ -59,6 +72,19 @@ def test_a_stage_revision_rebuilds_its_subtree(monkeypatch) -> None:  # type: ig
     after = keys(REQUEST)
     assert {name for name in before if before[name] != after[name]} == {"onnx-fp32", "onnx-fp16", "openvino-fp32", "openvino-fp16", "tensorrt-fp32",
                                 "tensorrt-fp16"}
+
+
+def test_a_tensorrt_upgrade_or_another_gpu_rebuilds_the_engines_and_nothing_else(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Engines are valid only for the TensorRT version and GPU that built them, whichever wheel installed TensorRT."""
+    def facts(version: str, gpu: str, capability: tuple[int, int]):  # type: ignore[no-untyped-def]
+        return lambda stage: engine_facts(version, gpu, capability)
+
+    monkeypatch.setattr(TensorRTBuild, "environment", facts("10.16.0", "NVIDIA H100 80GB HBM3", (9, 0)))
+    before = keys(REQUEST)
+    for other in (facts("11.1.0", "NVIDIA H100 80GB HBM3", (9, 0)), facts("10.16.0", "NVIDIA L4", (8, 9))):
+        monkeypatch.setattr(TensorRTBuild, "environment", other)
+        after = keys(REQUEST)
+        assert {name for name in before if before[name] != after[name]} == {"tensorrt-fp32", "tensorrt-fp16"}
 
 
 def test_new_weights_change_every_node(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -115,6 +115,9 @@ def cache_keys(nodes: list[Node], source: ModelSource) -> dict[str, str]:
             "inputs": {role: keys[parent] for role, parent in node.inputs.items()},
             "model": model if not node.parents else None,
         }
+        environment = node.stage.environment()
+        if environment:  # only machine-bound outputs carry it, so portable artifacts keep their keys
+            payload["environment"] = environment
         keys[node.name] = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     return keys
 
@@ -293,12 +296,22 @@ def build_node(job: NodeJob) -> NodeResult:
     locks.mkdir(parents=True, exist_ok=True)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        with FileLock(str(locks / f"{job.node.name}-{job.key[:KEY_CHARS]}.lock")):
+        with FileLock(str(locks / f"{job.node.name}-{job.key[:KEY_CHARS]}.lock")), _gpu_slot(job):
             if not job.force and read_valid(final, job.key) is not None:
                 return NodeResult(job.node.name, CACHED, reason="built by a concurrent run")
             return _build_locked(job, final)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _gpu_slot(job: NodeJob) -> contextlib.AbstractContextManager[object]:
+    """The machine-wide lock of the GPU for stages that must have it alone; nothing for the others."""
+    if not (job.node.stage.exclusive_gpu and job.device == "cuda"):
+        return contextlib.nullcontext()
+    from yolo_optimize.runtime_env import user_cache_dir
+
+    user_cache_dir().mkdir(parents=True, exist_ok=True)
+    return FileLock(str(user_cache_dir() / "gpu-0.lock"))  # the DAG builds on CUDA device 0
 
 
 def _build_locked(job: NodeJob, final: Path) -> NodeResult:
@@ -342,7 +355,7 @@ def _run_stage(job: NodeJob, staging: Path) -> Manifest:
     from yolo_optimize.parity import check_parity
 
     stage = job.node.stage
-    ctx = StageContext(job.source, staging, _verified_inputs(job), job.device, job.threads)
+    ctx = StageContext(job.source, staging, _verified_inputs(job), job.device, job.threads, job.model_dir / ".cache")
     _limit_threads(job.threads)
     output = stage.run(ctx)
     manifest = Manifest(

@@ -26,3 +26,19 @@ def resolve_device(device: str) -> str:
     if device == "cuda" and not cuda_present():
         raise UserError("--device cuda: no CUDA device is visible on this machine")
     return device
+
+
+def gpu_process_mb(device_index: int = 0) -> float | None:
+    """This process's memory on the GPU as the driver counts it (NVML): the CUDA context, PyTorch's allocator and
+    TensorRT's weights and context memory alike, which ``torch.cuda.max_memory_allocated`` misses. None where
+    NVML does not list this process (e.g. another PID namespace)."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+        used = [p.usedGpuMemory for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid == os.getpid()]
+    finally:
+        pynvml.nvmlShutdown()
+    return round(used[0] / 2**20, 1) if used and used[0] is not None else None
+

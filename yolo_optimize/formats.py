@@ -48,7 +48,7 @@ FORMATS: dict[str, Format] = {
                "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", "
                "{{\"INFERENCE_PRECISION_HINT\": \"{hint}\"}})\n"
                "outputs = model(images)  # images: float32 NCHW in [0, 1]"),
-        Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16"),
+        Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16", "int8"),
                "yolo_optimize.evaluate.runners.tensorrt:TensorRTRunner", None,
                "import tensorrt as trt\nengine = trt.Runtime(trt.Logger()).deserialize_cuda_engine("
                "open(\"{path}\", \"rb\").read())\n"

@@ -4,6 +4,7 @@
           ├─ torchscript-fp32 / torchscript-fp16
           └─ onnx-export ── onnx-fp32 (simplified) ─┬─ onnx-fp16 ── tensorrt-fp16
                                                     ├─ onnx-int8 (NNCF QDQ, gated)
+                                                    ├─ .cache/onnx-int8-tensorrt (symmetric QDQ, gated) ── tensorrt-int8
                                                     ├─ openvino-fp32 ── openvino-int8 (NNCF, gated)
                                                     ├─ openvino-fp16 / openvino-bf16
                                                     └─ tensorrt-fp32
@@ -25,6 +26,7 @@ from yolo_optimize.optimize.fp16 import OnnxFp16, OnnxFp16Config
 from yolo_optimize.optimize.gate import GateConfig
 from yolo_optimize.optimize.int8_onnx import OnnxInt8, OnnxInt8Config
 from yolo_optimize.optimize.int8_openvino import OpenVinoInt8, OpenVinoInt8Config
+from yolo_optimize.optimize.int8_tensorrt import TensorRTInt8Config, TensorRTInt8Qdq
 from yolo_optimize.optimize.simplify import OnnxSimplify, SimplifyConfig
 from yolo_optimize.parity import ReferenceConfig, ReferenceStage
 from yolo_optimize.stage import (
@@ -82,9 +84,15 @@ def plan(request: BuildRequest) -> list[Node]:
     if "int8" in r.precisions and "openvino" in r.targets and r.gate:
         config = OpenVinoInt8Config(r.imgsz, r.calib_images, r.gate)
         nodes.append(_artifact("openvino", "int8", OpenVinoInt8(config), _from("openvino-fp32"), wanted))
+    if "int8" in r.precisions and "tensorrt" in r.targets and r.gate:
+        config = TensorRTInt8Config(r.imgsz, r.calib_images, r.gate)
+        nodes.append(Node(TensorRTInt8Qdq.name, TensorRTInt8Qdq(config), {**_from("onnx-fp32"), REFERENCE: "reference"},
+                          f".cache/{TensorRTInt8Qdq.name}"))
     if "tensorrt" in r.targets:
+        engine_sources = {"fp32": "onnx-fp32", "fp16": "onnx-fp16", "int8": TensorRTInt8Qdq.name}
         nodes += [_artifact("tensorrt", p, TensorRTBuild(TensorRTConfig(r.imgsz, p, r.batch_sizes)),
-                            _from(f"onnx-{p}"), wanted) for p in r.precisions if p in FORMATS["tensorrt"].precisions]
+                            _from(engine_sources[p]), wanted)
+                  for p in r.precisions if p in FORMATS["tensorrt"].precisions and (p != "int8" or r.gate)]
     return nodes + _unsupported(request)
 
 

@@ -27,6 +27,7 @@ class StageContext:
     inputs: dict[str, Path]  # role -> the verified folder of the node the planner wired to it
     device: str
     threads: int
+    shared_dir: Path | None = None  # the model's folder for state stages share across builds (a timing cache)
 
     def manifest(self, role: str) -> Manifest:
         return Manifest.read(self.inputs[role])
@@ -56,6 +57,9 @@ class Stage(ABC):
     # Enters the cache key: bump it when the stage's output changes for the same config and tool
     # versions, so artifacts cached by the older code are rebuilt instead of trusted.
     revision: ClassVar[int] = 1
+    # One at a time per GPU, across every build on the machine: a builder that times kernels (TensorRT) measures
+    # wrong when another one shares the GPU.
+    exclusive_gpu: ClassVar[bool] = False
 
     def __init__(self, config: Any) -> None:
         self.config = config
@@ -67,6 +71,11 @@ class Stage(ABC):
     @cached_property
     def params(self) -> dict[str, Any]:
         return json.loads(json.dumps(asdict(self.config), default=str))
+
+    def environment(self) -> dict[str, str]:
+        """Facts of this machine its output is valid for only (they enter the cache key): empty for portable
+        files; a TensorRT engine's TensorRT version and GPU."""
+        return {}
 
     def unavailable_reason(self, device: str) -> str | None:
         """Why this stage cannot run here (checked before scheduling, cheaply); None if it can."""

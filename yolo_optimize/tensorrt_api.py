@@ -91,3 +91,38 @@ def fresh_logger() -> Any:
 def logged_errors() -> str:
     """Errors TensorRT logged since the last reset: its return values alone never say why."""
     return "; ".join(_logger().errors) or "TensorRT logged no error"
+
+
+def engine_facts(tensorrt_version: str | None, gpu_name: str | None, capability: tuple[int, int] | None
+                 ) -> dict[str, str]:
+    """What a serialized engine is valid for (NVIDIA: the TensorRT version and GPU architecture that built it):
+    the TensorRT version, the GPU's name and its compute capability; "absent" where there is none."""
+    return {"tensorrt": tensorrt_version or "absent", "gpu": gpu_name or "absent",
+            "compute_capability": ".".join(map(str, capability)) if capability else "absent"}
+
+
+def engine_environment() -> dict[str, str]:
+    """This machine's engine facts: TensorRT's own ``__version__`` (whichever wheel installed it: ``tensorrt``,
+    ``tensorrt-cu12``...) and CUDA device 0."""
+    version = None
+    if tensorrt_unavailable_reason() is None:
+        import tensorrt
+
+        version = tensorrt.__version__
+    try:
+        import torch
+    except ImportError:
+        return engine_facts(version, None, None)
+    if not torch.cuda.is_available():
+        return engine_facts(version, None, None)
+    return engine_facts(version, torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))
+
+
+def engine_mismatch(built: dict[str, str], here: dict[str, str]) -> str | None:
+    """Why an engine built with ``built`` facts cannot run ``here``, in one sentence; None when it can."""
+    differences = [f"{key} {built.get(key, 'unrecorded')} (here {here[key]})" for key in here
+                   if built.get(key) != here[key]]
+    if not differences:
+        return None
+    return ("the engine was built for another TensorRT or GPU: " + ", ".join(differences)
+            + "; rebuild it here with 'optimize build --targets trt'")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,22 @@ def test_corrupted_artifact_is_reported_and_the_rest_still_run(small_artifacts: 
     rows = matrix(tmp_path / "report")
     assert rows["openvino-fp32"]["status"] == "failed: sha256 mismatch for yolov5n_openvino_model/yolov5n.bin"
     assert rows["onnx-fp32"]["status"] == "ok" and rows["pytorch-fp32"]["status"] == "ok"
+
+
+def test_a_gpu_only_artifact_is_skipped_with_its_reason_on_a_cpu_evaluation(small_artifacts: Path,
+                                                                            tmp_path: Path) -> None:
+    """A TensorRT engine among CPU artifacts: never run (nor compared with the CPU baseline), the others measured."""
+    root = shutil.copytree(small_artifacts, tmp_path / "artifacts")
+    engine = shutil.copytree(root / "yolov5n" / "onnx-fp32", root / "yolov5n" / "tensorrt-fp32")
+    (engine / "yolov5n.onnx").rename(engine / "yolov5n.engine")  # its content never matters: it must not be loaded
+    manifest = Manifest.read(engine)
+    replace(manifest, node="tensorrt-fp32", stage="tensorrt", target="tensorrt", entry="yolov5n.engine").write(engine)
+    result = optimize(*eval_args(root, tmp_path / "report", *QUICK_EVAL))
+    assert result.returncode == 0, brief(result)
+    rows = matrix(tmp_path / "report")
+    assert rows["tensorrt-fp32"]["status"] == ("skipped: TensorRT engines run on a CUDA GPU; this evaluation runs on "
+                                               "cpu (--device cuda on a GPU host)")
+    assert rows["onnx-fp32"]["status"] == rows["pytorch-fp32"]["status"] == "ok"
 
 
 def test_artifact_that_crashes_its_runtime(small_artifacts: Path, tmp_path: Path) -> None:

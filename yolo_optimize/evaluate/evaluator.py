@@ -43,6 +43,7 @@ from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import Row
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import Family
+from yolo_optimize.formats import FORMATS
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.processes import in_own_process, one_line
 
@@ -109,7 +110,7 @@ def evaluate(root: Path, settings: EvalSettings, progress: Progress, limits: Mac
 
 def _group(rows: list[Row], candidates: list[Candidate], model: str) -> list[Pair]:
     """``model``'s measurable rows with their artifacts."""
-    return [(r, c) for r, c in zip(rows, candidates) if r.model == model and not r.error]
+    return [(r, c) for r, c in zip(rows, candidates) if r.model == model and not r.error and not r.skipped]
 
 
 def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, progress: Progress,
@@ -164,7 +165,18 @@ def _row(candidate: Candidate, settings: EvalSettings) -> Row:
     row.entry = _entry(candidate)
     if manifest and settings.imgsz and _imgsz(candidate) != settings.imgsz:
         row.error = f"artifact imgsz {_imgsz(candidate)} differs from --imgsz {settings.imgsz}"
+    row.skipped = _skip_reason(candidate, settings.device)
     return row
+
+
+def _skip_reason(candidate: Candidate, device: str) -> str:
+    """Why a row is not measured in this evaluation on purpose: its runtime cannot run on this device here (a
+    GPU-only format on a CPU evaluation is never measured against a CPU baseline)."""
+    if candidate.manifest is None or candidate.target not in FORMATS:
+        return ""
+    from yolo_optimize.evaluate.runners import runner_class
+
+    return runner_class(candidate.target).unavailable_reason(device) or ""
 
 
 def _entry(candidate: Candidate) -> str:

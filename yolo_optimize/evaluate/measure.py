@@ -103,8 +103,12 @@ def _accuracy_batch(batches: list[BatchResult]) -> int:
 
 
 def _cuda_peak_mb(device: str) -> float | None:
+    """GPU memory of this process after its runs (allocations persist: PyTorch caches, TensorRT keeps its context
+    memory), from the driver; PyTorch's reserved peak where the driver does not list the process."""
     if device != "cuda":
         return None
     import torch
 
-    return round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    from yolo_optimize.devices import gpu_process_mb
+
+    return gpu_process_mb(torch.cuda.current_device()) or round(torch.cuda.max_memory_reserved() / 2**20, 1)

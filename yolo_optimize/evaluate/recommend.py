@@ -89,8 +89,8 @@ def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
 
 def _exclusion(row: Row, baseline: Row | None, budget: Budget) -> str:
     """Why ``row`` cannot be shipped under ``budget``; empty when it can."""
-    if row.error:
-        return row.error
+    if row.error or row.skipped:
+        return row.error or row.skipped
     if not row.round_throughputs(budget.batch):
         return f"not measured at batch {budget.batch}"
     drop = _accuracy_drop(row, baseline)  # None: not measured (random weights, --no-accuracy): speed decides

@@ -62,6 +62,8 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
     processes, so the speedup is close to, not exactly, their ratio to the baseline's.
     """
     cells: dict[str, Any] = {"model": row.model, "artifact": row.name, "precision": row.precision, "task": row.task}
+    if row.skipped:
+        return {**cells, "status": f"skipped: {row.skipped}"}
     if row.error or not row.measurements:
         return {**cells, "status": f"failed: {row.error or 'not measured'}"}
     for batch in batch_sizes:

@@ -82,6 +82,7 @@ class Row:
     facts: ModelFacts | None = None  # the model's at the row's input size (None: could not be counted)
     profile: dict[str, Any] | None = None  # eval --profile: profiling.ArtifactProfile less its layers (profile.json)
     error: str = ""  # set when the row could not be measured at all
+    skipped: str = ""  # why the row is not measured on purpose (a GPU-only format on a CPU evaluation)
 
     def round_throughputs(self, batch: int) -> dict[int, float]:
         """Images per second at ``batch`` in each interleaved round the row was measured in."""

@@ -10,9 +10,14 @@ from yolo_optimize.evaluate.runners.base import Runner
 from yolo_optimize.formats import FORMATS
 
 
+def runner_class(target: str) -> type[Runner]:
+    """The runner class the format table names for ``target``, imported on first use."""
+    module, _, name = FORMATS[target].runner.partition(":")
+    found: type[Runner] = getattr(import_module(module), name)
+    return found
+
+
 def open_runner(folder: Path, manifest: Manifest, *, device: str = "cpu", threads: int = 1) -> Runner:
     """The runner for ``manifest.target`` (not yet activated; use it as a context manager)."""
     assert manifest.target, f"{manifest.node} is not a deployable artifact"
-    module, _, name = FORMATS[manifest.target].runner.partition(":")
-    runner_class: type[Runner] = getattr(import_module(module), name)
-    return runner_class(folder, manifest, device=device, threads=threads)
+    return runner_class(manifest.target)(folder, manifest, device=device, threads=threads)

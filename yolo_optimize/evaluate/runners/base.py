@@ -15,6 +15,11 @@ from yolo_optimize.evaluate.layers import LayerProfile
 class Runner(ABC):
     """``activate`` loads, ``infer`` maps float32 NCHW [0, 1] images to [B, anchors, 5 + nc], ``deactivate`` frees."""
 
+    @classmethod
+    def unavailable_reason(cls, device: str) -> str | None:
+        """Why this runtime cannot run on ``device`` here (checked before any process starts); None if it can."""
+        return None
+
     def __init__(self, folder: Path, manifest: Manifest, *, device: str = "cpu", threads: int = 1) -> None:
         self.folder, self.manifest, self.device, self.threads = folder, manifest, device, threads
 

@@ -1,6 +1,8 @@
 """TensorRT engines, run on CUDA through torch buffers (so no pycuda is needed); TensorRT 10+ tensor API.
 
-The input shape is set per call, so any batch inside the engine's optimization profile works.
+An engine runs only on the GPU and TensorRT version that built it (the manifest records them; another is refused
+in one line) and only when the evaluation runs on CUDA. Each batch runs on the optimization profile built for
+it (export/tensorrt.py's plan), selected per call.
 """
 
 from __future__ import annotations
@@ -11,7 +13,15 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.evaluate.runners.base import Runner
-from yolo_optimize.tensorrt_api import fresh_logger, logged_errors, require_tensorrt
+from yolo_optimize.export.tensorrt import profile_for
+from yolo_optimize.tensorrt_api import (
+    engine_environment,
+    engine_mismatch,
+    fresh_logger,
+    logged_errors,
+    require_tensorrt,
+    tensorrt_unavailable_reason,
+)
 
 Shape = tuple[int, ...]
 
@@ -19,9 +29,22 @@ Shape = tuple[int, ...]
 class TensorRTRunner(Runner):
     _context: Any = None
 
+    @classmethod
+    def unavailable_reason(cls, device: str) -> str | None:
+        """Engines run on CUDA only: on another device the row is skipped, never measured against a CPU baseline."""
+        if device != "cuda":
+            return f"TensorRT engines run on a CUDA GPU; this evaluation runs on {device} (--device cuda on a GPU host)"
+        return tensorrt_unavailable_reason()
+
     def activate(self) -> None:
         """Deserialize on CUDA device 0 and bind the one input and one output by name."""
+        reason = self.unavailable_reason(self.device)
+        if reason:
+            raise RuntimeError(reason)
         trt = require_tensorrt()
+        mismatch = engine_mismatch(self.manifest.info.get("environment", {}), engine_environment())
+        if mismatch:
+            raise RuntimeError(mismatch)
         import torch
 
         self._torch = torch
@@ -33,6 +56,8 @@ class TensorRTRunner(Runner):
                 raise RuntimeError(f"TensorRT could not deserialize {self.entry}: {logged_errors()}")
             self._context = self._engine.create_execution_context()
             self._stream = torch.cuda.Stream(self._device)  # a non-default stream avoids TensorRT's extra syncs
+        self._plan: list[dict[str, int]] = self.manifest.info.get("profiles", [])
+        self._active_profile = 0  # a new context starts on profile 0
         self.input_name, self.output_name = _io_names(trt, self._engine)
         self._input_dtype = _torch_dtype(trt, torch, self._engine.get_tensor_dtype(self.input_name))
         self._output_dtype = _torch_dtype(trt, torch, self._engine.get_tensor_dtype(self.output_name))
@@ -46,6 +71,7 @@ class TensorRTRunner(Runner):
         with torch.cuda.device(self._device), torch.cuda.stream(self._stream):
             batch = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
             batch = batch.to(self._device, self._input_dtype)
+            self._select_profile(len(batch))
             if not self._context.set_input_shape(self.input_name, tuple(batch.shape)):
                 raise ValueError(f"input shape {tuple(batch.shape)} is outside the engine profile {self._profile()}")
             out_shape = tuple(self._context.get_tensor_shape(self.output_name))
@@ -57,6 +83,14 @@ class TensorRTRunner(Runner):
             self._stream.synchronize()
             return output.float().cpu().numpy()
 
+    def _select_profile(self, batch: int) -> None:
+        """Switch to the profile built for ``batch`` (ValueError outside all of them); a no-op when it is active."""
+        index = profile_for(self._plan, batch) if self._plan else 0
+        if index != self._active_profile:
+            if not self._context.set_optimization_profile_async(index, self._stream.cuda_stream):
+                raise RuntimeError(f"TensorRT could not switch to profile {index}: {logged_errors()}")
+            self._active_profile = index
+
     def deactivate(self) -> None:
         """Drop context, engine and runtime in that order; TensorRT 10+ frees them when unreferenced."""
         self._context = None
@@ -64,8 +98,8 @@ class TensorRTRunner(Runner):
         self._runtime = None
 
     def _profile(self) -> list[Shape]:
-        """Profile 0's min/opt/max input shapes, to explain a rejected batch."""
-        return [tuple(dims) for dims in self._engine.get_tensor_profile_shape(self.input_name, 0)]
+        """The active profile's min/opt/max input shapes, to explain a rejected batch."""
+        return [tuple(dims) for dims in self._engine.get_tensor_profile_shape(self.input_name, self._active_profile)]
 
 
 def _io_names(trt: ModuleType, engine: Any) -> tuple[str, str]:

@@ -1,0 +1,98 @@
+"""INT8 for TensorRT: an explicitly quantized ONNX graph (Q/DQ) of the only form TensorRT 11 builds INT8 from.
+
+TensorRT's explicit quantization takes symmetric, signed int8 Q/DQ pairs (zero points 0) for
+activations and weights and keeps biases in float; implicit calibrators are gone in 11. The graph
+is written by ONNX Runtime's ``quantize_static`` in that form (per-channel weights, percentile
+ranges from the calibration images), with what the family keeps in float (a detector's Detect
+head) excluded, and gated like every INT8 artifact: the Q/DQ graph runs in ONNX Runtime on the CPU
+and is scored with the family's metric on the gate set before any engine is built from it.
+NNCF, the project's other INT8 tool, cannot write it: its CPU hardware configuration refuses signed
+activations (``signedness_to_force``) and makes non-negative tensors unsigned, which TensorRT rejects.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from yolo_optimize.families import family_named
+from yolo_optimize.optimize.calibration import (
+    Int8Config,
+    calibration_inputs,
+    candidate_manifest,
+)
+from yolo_optimize.optimize.gate import Gate, GateRecord
+from yolo_optimize.optimize.onnx_io import save_onnx
+from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+
+ROUTE = "ONNX Runtime quantize_static: symmetric signed int8, per-channel weights, percentile ranges, float bias"
+NOTE = "Q/DQ for TensorRT explicit quantization: symmetric signed int8 activations and weights, float bias"
+
+
+@dataclass(frozen=True)
+class TensorRTInt8Config(Int8Config):
+    precision: str = "int8"
+
+
+class TensorRTInt8Qdq(Stage):
+    """The Q/DQ ONNX a TensorRT INT8 engine is built from (an intermediate: not a CPU deployment target)."""
+
+    name = "onnx-int8-tensorrt"
+    inputs = (SOURCE, REFERENCE)
+    tools = ("onnx", "onnxruntime")
+    target = "onnx"  # ONNX Runtime runs it for its gate and its parity check
+    config: TensorRTInt8Config
+
+    def run(self, ctx: StageContext) -> StageOutput:
+        import onnx
+
+        parent = ctx.manifest(SOURCE)
+        entry = str(parent.entry)
+        family = family_named(parent.metadata["family"])
+        head = family.onnx_float_nodes(onnx.load(str(ctx.entry(SOURCE))))
+        images = calibration_inputs(family, self.config.calib_images, self.config.imgsz)
+        metadata = {**parent.metadata, "precision": "int8", "kept_in_float": head, "quantization": NOTE}
+        gate = Gate(self.config.gate, family, self.config.imgsz, ctx.threads)
+        try:
+            record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
+            quantize_symmetric(ctx.entry(SOURCE), ctx.out_dir / entry, images, head, metadata)
+            candidate = candidate_manifest(parent, node=self.name, precision="int8", entry=entry)
+            record.add(ROUTE, gate.score(ctx.out_dir, candidate))
+        finally:
+            gate.close()
+        record.require_pass()
+        return StageOutput(entry=entry, metadata=metadata, info={"gate": record.result(), "kept_in_float": head})
+
+
+def quantize_symmetric(source: Path, out: Path, images: list[np.ndarray], float_nodes: list[str],
+                       metadata: dict[str, Any]) -> None:
+    """Write ``source`` as a TensorRT-ready Q/DQ graph to ``out``, calibrated on ``images``, ``float_nodes`` kept."""
+    import onnx
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    class Images(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.remaining = iter(images)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            found = next(self.remaining, None)
+            return None if found is None else {input_name: found}
+
+    input_name = onnx.load(str(source), load_external_data=False).graph.input[0].name
+    with tempfile.TemporaryDirectory(prefix="yolo-optimize-qdq-") as work:
+        written = Path(work) / out.name
+        quantize_static(str(source), str(written), Images(), quant_format=QuantFormat.QDQ,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True,
+                        nodes_to_exclude=float_nodes, calibrate_method=CalibrationMethod.Percentile,
+                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False})
+        save_onnx(onnx.load(str(written)), out, metadata)
