@@ -10,7 +10,9 @@ float, ranges from every coco128 image):
 - nncf-first-layer: NNCF's own default (7 bits on the first layer only);
 - ort-all: ONNX Runtime's quantize_static, every op (the project's previous default; weights 7-bit via
   reduce_range, ranges averaged per image);
-- ort-conv: quantize_static on Conv only (QDQ on Conv inputs and outputs, SiLU in float).
+- ort-conv: quantize_static on Conv only (QDQ on Conv inputs and outputs, SiLU in float);
+- tensorrt-symmetric: the Q/DQ graph TensorRT INT8 engines are built from (optimize/int8_tensorrt.py: symmetric
+  signed int8 activations, min-max ranges, float bias), run here by ONNX Runtime on the CPU.
 Accuracy: mAP50-95 drop in points with a 90% paired-bootstrap interval. Speed: batch 1 and 8
 throughput of each route and of the FP32 parent, in fresh processes, --repeats interleaved rounds.
 """
@@ -32,18 +34,25 @@ from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 from yolo_optimize.optimize.calibration import calibration_inputs, candidate_manifest
 from yolo_optimize.optimize.gate import Gate, GateConfig
+from yolo_optimize.optimize.int8_tensorrt import quantize_symmetric
 from yolo_optimize.processes import in_own_process
 
-ROUTES = ("nncf-7bit", "nncf-8bit", "nncf-first-layer", "ort-all", "ort-conv")
+ROUTES = ("nncf-7bit", "nncf-8bit", "nncf-first-layer", "ort-all", "ort-conv", "tensorrt-symmetric")
 
 
 def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarray]) -> None:
     import onnx
 
     head = family_named("yolov5").onnx_float_nodes(onnx.load(str(source)))
+    if route == "tensorrt-symmetric":
+        quantize_symmetric(source, target, calibration, head, {})
+        return
     if route.startswith("nncf"):
         import nncf
-        from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
+        from nncf.quantization.advanced_parameters import (
+            AdvancedQuantizationParameters,
+            OverflowFix,
+        )
 
         fix = {"nncf-7bit": OverflowFix.ENABLE, "nncf-8bit": OverflowFix.DISABLE,
                "nncf-first-layer": OverflowFix.FIRST_LAYER}[route]
@@ -53,7 +62,12 @@ def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarra
                                   advanced_parameters=AdvancedQuantizationParameters(overflow_fix=fix))
         onnx.save(quantized, str(target))
         return
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
 
     class Reader:
         def __init__(self) -> None:
