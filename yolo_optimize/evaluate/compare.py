@@ -124,18 +124,24 @@ def _accuracy_change(new: Row, old: Row) -> float | None:
     return None
 
 
-def describe(comparison: Comparison) -> str:
-    """The comparison as a Markdown table with the setup caveats."""
-    lines = [f"Comparison of {comparison.new} against {comparison.old}: p50 change with its 95% bootstrap interval "
-             "(processes, then runs, resampled); significant when the interval excludes 0.", ""]
+def caveats(comparison: Comparison) -> list[str]:
+    """How to read the comparison, and what limits it (a forced setup difference, other images, one process)."""
+    found = [f"Comparison of {comparison.new} against {comparison.old}: p50 change with its 95% bootstrap interval "
+             "(processes, then runs, resampled); significant when the interval excludes 0."]
     if comparison.setup_differences:
-        lines += [f"Compared across different setups (--force): {'; '.join(comparison.setup_differences)}.", ""]
+        found.append(f"Compared across different setups (--force): {'; '.join(comparison.setup_differences)}.")
     if not comparison.same_data:
-        lines += ["The runs measured accuracy on different images (--data, --max-images or --imgsz differ): "
-                  "accuracy is not compared.", ""]
+        found.append("The runs measured accuracy on different images (--data, --max-images or --imgsz differ): "
+                     "accuracy is not compared.")
     if comparison.single_process:
-        lines += ["Some rows were measured in one process only: a process running in the slow mode cannot be told "
-                  "from a real change (evaluate with --repeats 2 or more).", ""]
+        found.append("Some rows were measured in one process only: a process running in the slow mode cannot be "
+                     "told from a real change (evaluate with --repeats 2 or more).")
+    return found
+
+
+def describe(comparison: Comparison) -> str:
+    """The comparison as a Markdown table after its caveats."""
+    lines = [line for caveat in caveats(comparison) for line in (caveat, "")]
     lines += ["| model | artifact | batch | img/s old -> new | p50 change [95% interval] | p99 change | memory | "
               "accuracy | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for c in comparison.changes:

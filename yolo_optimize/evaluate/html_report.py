@@ -12,8 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from yolo_optimize.evaluate.compare import Comparison
-from yolo_optimize.evaluate.compare import describe as describe_comparison
+from yolo_optimize.evaluate.compare import Comparison, caveats
 from yolo_optimize.evaluate.plots import report_figures, save_figure
 from yolo_optimize.evaluate.recommend import Budget, Recommendation, recommend
 from yolo_optimize.evaluate.results import Report
@@ -109,8 +108,8 @@ def _comparison_section(comparison: Comparison) -> str:
              f"{c.p50_change:+.1%}", f"{c.p50_interval[0]:+.1%} .. {c.p50_interval[1]:+.1%}", f"{c.p99_change:+.1%}",
              f"{c.memory_change_mb:+g}", "n/a" if c.accuracy_change is None else f"{c.accuracy_change:+.2f}",
              c.verdict] for c in comparison.changes]
-    caveats = describe_comparison(comparison).split("| model |")[0].strip().replace("\n\n", " ")
-    return (f"<h2 id='comparison'>Against {_e(comparison.old)}</h2><p class='note'>{_e(caveats)}</p>"
+    notes = " ".join(caveats(comparison))
+    return (f"<h2 id='comparison'>Against {_e(comparison.old)}</h2><p class='note'>{_e(notes)}</p>"
             + _table(head, rows))
 
 

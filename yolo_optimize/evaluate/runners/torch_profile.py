@@ -14,11 +14,6 @@ CONVOLUTIONS = ("aten::conv2d", "aten::_convolution", "aten::convolution")
 FULLY_CONNECTED = ("aten::linear", "aten::addmm")
 
 
-def state_bytes(module: Any) -> int:
-    """A module's parameters and buffers, at their stored types (eager and TorchScript alike)."""
-    return sum(tensor.numel() * tensor.element_size() for tensor in module.state_dict().values())
-
-
 def torch_layer_profile(forward: Callable[[], Any], runs: int, trace: Path, executed: str) -> LayerProfile:
     """Each op called directly by a forward pass is a layer (``aten::conv2d #3``: the third op of the pass)."""
     from torch.profiler import ProfilerActivity, profile, record_function

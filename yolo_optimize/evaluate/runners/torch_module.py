@@ -1,0 +1,44 @@
+"""What the two PyTorch runners share once their module is loaded: inference, per-layer profiling, weight bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from yolo_optimize.evaluate.layers import LayerProfile
+from yolo_optimize.evaluate.runners.base import Runner
+from yolo_optimize.evaluate.runners.torch_profile import torch_layer_profile
+
+
+class TorchModuleRunner(Runner):
+    """A runner whose ``activate`` sets ``module`` (eager or TorchScript) and the input ``dtype`` it takes."""
+
+    module: Any = None
+    dtype: Any = None  # torch.float32, or torch.float16 for an FP16 TorchScript file
+
+    def infer(self, images: np.ndarray) -> np.ndarray:
+        import torch
+
+        with torch.inference_mode():
+            return self.module(torch.from_numpy(images).to(self.device, self.dtype)).float().cpu().numpy()
+
+    def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
+        import torch
+
+        batch = torch.from_numpy(images).to(self.device, self.dtype)
+
+        def forward() -> Any:
+            with torch.inference_mode():
+                return self.module(batch)
+
+        return torch_layer_profile(forward, runs, trace, self.compute_precision)
+
+    @property
+    def weight_bytes(self) -> int:
+        """Parameters and buffers at their stored types (eager and TorchScript alike)."""
+        return sum(tensor.numel() * tensor.element_size() for tensor in self.module.state_dict().values())
+
+    def deactivate(self) -> None:
+        self.module = None
