@@ -11,10 +11,16 @@ float, ranges from every coco128 image):
 - ort-all: ONNX Runtime's quantize_static, every op (the project's previous default; weights 7-bit via
   reduce_range, ranges averaged per image);
 - ort-conv: quantize_static on Conv only (QDQ on Conv inputs and outputs, SiLU in float);
-- tensorrt-symmetric: the Q/DQ graph TensorRT INT8 engines are built from (optimize/int8_tensorrt.py: symmetric
-  signed int8 activations, min-max ranges, float bias), run here by ONNX Runtime on the CPU.
+- ort-all-percentile, ort-all-entropy: ort-all with percentile (99.999) or entropy ranges instead of min-max
+  (histograms merged over chunks of 4 images);
+- tensorrt-minmax, tensorrt-entropy, tensorrt-percentile-99.99, tensorrt-percentile-99.999: the Q/DQ graph
+  TensorRT INT8 engines are built from (optimize/int8_tensorrt.py: symmetric signed int8 activations, float
+  bias), with each way of choosing activation ranges, run here by ONNX Runtime on the CPU; "-image-float" also keeps
+  the convolution that reads the image in float; "-conv" quantizes only the convolutions' inputs (NVIDIA's
+  recommended placement: weighted layers' inputs), every other op (SiLU, Concat, Add, MaxPool, Resize) in float.
 Accuracy: mAP50-95 drop in points with a 90% paired-bootstrap interval. Speed: batch 1 and 8
-throughput of each route and of the FP32 parent, in fresh processes, --repeats interleaved rounds.
+throughput of each route and of the FP32 parent, in fresh processes, --repeats interleaved rounds
+(``--repeats 0``: accuracy only, e.g. for the TensorRT routes, whose CPU speed says nothing of an engine's).
 """
 
 from __future__ import annotations
@@ -37,15 +43,31 @@ from yolo_optimize.optimize.gate import Gate, GateConfig
 from yolo_optimize.optimize.int8_tensorrt import quantize_symmetric
 from yolo_optimize.processes import in_own_process
 
-ROUTES = ("nncf-7bit", "nncf-8bit", "nncf-first-layer", "ort-all", "ort-conv", "tensorrt-symmetric")
+TENSORRT_RANGES = {"tensorrt-minmax": "minmax", "tensorrt-entropy": "entropy",
+                   "tensorrt-percentile-99.99": "percentile:99.99", "tensorrt-percentile-99.999": "percentile:99.999",
+                   "tensorrt-percentile-99.99-image-float": "percentile:99.99",
+                   "tensorrt-percentile-99.999-image-float": "percentile:99.999",
+                   "tensorrt-percentile-99.99-conv": "percentile:99.99",
+                   "tensorrt-percentile-99.999-conv": "percentile:99.999", "tensorrt-minmax-conv": "minmax"}
+ORT_RANGES = {"ort-all-percentile": ("Percentile", {"CalibPercentile": 99.999}), "ort-all-entropy": ("Entropy", {})}
+ROUTES = ("nncf-7bit", "nncf-8bit", "nncf-first-layer", "ort-all", "ort-conv", *ORT_RANGES, *TENSORRT_RANGES)
+
+
+def image_convolutions(model: Any) -> list[str]:
+    """The convolutions that read the input image: pixels in [0, 1] use half of a symmetric int8 range (7 bits), and
+    the first layer's few channels carry everything the network sees, so they are kept in float."""
+    inputs = {tensor.name for tensor in model.graph.input}
+    return [node.name for node in model.graph.node if node.op_type == "Conv" and node.input[0] in inputs]
 
 
 def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarray]) -> None:
     import onnx
 
     head = family_named("yolov5").onnx_float_nodes(onnx.load(str(source)))
-    if route == "tensorrt-symmetric":
-        quantize_symmetric(source, target, calibration, head, {})
+    if route in TENSORRT_RANGES:
+        kept = head + (image_convolutions(onnx.load(str(source))) if route.endswith("image-float") else [])
+        quantize_symmetric(source, target, calibration, kept, {}, TENSORRT_RANGES[route],
+                           ("Conv",) if route.endswith("-conv") else None)
         return
     if route.startswith("nncf"):
         import nncf
@@ -71,18 +93,26 @@ def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarra
 
     class Reader:
         def __init__(self) -> None:
-            self.items = iter({"images": x} for x in calibration)
+            self.set_range(0, len(calibration))
+
+        def __len__(self) -> int:
+            return len(calibration)
+
+        def set_range(self, start_index: int, end_index: int) -> None:
+            self.items = iter({"images": x} for x in calibration[start_index:end_index])
 
         def get_next(self) -> dict[str, Any] | None:
             return next(self.items, None)
 
+    method, options = ORT_RANGES.get(route, ("MinMax", {"CalibMovingAverage": True}))
+    if route in ORT_RANGES:
+        options = {**options, "CalibStridedMinMax": 4}  # chunks of 4 images: histograms merge, activations do not pile up
     with tempfile.TemporaryDirectory() as work:  # quantize_static writes '<model>-inferred.onnx' beside its input
         private = Path(shutil.copy(source, work))
         quantize_static(str(private), str(target), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                         reduce_range=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        nodes_to_exclude=head, calibrate_method=CalibrationMethod.MinMax,
-                        op_types_to_quantize=["Conv"] if route == "ort-conv" else None,
-                        extra_options={"CalibMovingAverage": True})
+                        nodes_to_exclude=head, calibrate_method=CalibrationMethod[method],
+                        op_types_to_quantize=["Conv"] if route == "ort-conv" else None, extra_options=options)
 
 
 def accuracy(folders: dict[str, Path], parent: Manifest, data: Path, threads: int) -> dict[str, dict[str, Any]]:
@@ -136,15 +166,16 @@ def main() -> None:
         pixels = Path(work) / "images.npy"
         np.save(pixels, np.stack([np.asarray(x[0].transpose(1, 2, 0) * 255, np.uint8) for x in calibration[:8]]))
         result["throughput_ips"] = speed(folders, parent, pixels, args)
-    print(f"{'route':18} {'gate drop (90% CI)':>24} {'val drop (90% CI)':>24} {'b1 img/s':>9} {'b8 img/s':>9}")
+    print(f"{'route':26} {'gate drop (90% CI)':>24} {'val drop (90% CI)':>24} {'b1 img/s':>9} {'b8 img/s':>9}")
     for route in folders:
         cells = []
         for key in ("gate", "coco_val128"):
             entry = result[key].get(route)
             cells.append(f"{entry['drop_points']:.2f} ({entry['drop_90ci_points'][0]:.2f}..{entry['drop_90ci_points'][1]:.2f})"
                          if entry else "reference")
-        b1, b8 = (statistics.median(result["throughput_ips"][route][b]) for b in ("b1", "b8"))
-        print(f"{route:18} {cells[0]:>24} {cells[1]:>24} {b1:9.2f} {b8:9.2f}")
+        b1, b8 = (f"{statistics.median(samples):9.2f}" if (samples := result["throughput_ips"][route][b]) else " " * 9
+                  for b in ("b1", "b8"))
+        print(f"{route:26} {cells[0]:>24} {cells[1]:>24} {b1} {b8}")
     save(args.save, "onnx_int8_routes", {**result, "settings": {"artifact": str(args.artifact), "routes": args.routes,
                                                                 "repeats": args.repeats, "seconds": args.seconds}},
          args.threads)

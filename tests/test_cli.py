@@ -68,11 +68,12 @@ def test_changed_parameter_rebuilds_only_its_subtree(built: Path, tmp_path: Path
     assert Manifest.read(tmp_path / "yolov5n" / ".cache" / "onnx-export").params["opset"] == 19
 
 
-def test_force_rebuilds(tmp_path: Path) -> None:
-    args = build_args(tmp_path, "--targets", "onnx", "--precisions", "fp32", "--imgsz", "320")
-    assert optimize(*args).returncode == 0
-    table = statuses(optimize(*args, "--force").stdout)
-    assert table["onnx-fp32"] == "built" and table["load"] == "built"
+def test_force_rebuilds_every_node_the_request_needs_although_all_are_cached(built: Path, tmp_path: Path) -> None:
+    shutil.copytree(built.parent, tmp_path, dirs_exist_ok=True)  # every node cached
+    result = optimize(*build_args(tmp_path, "--targets", "torchscript", "--precisions", "fp32", "--force"))
+    assert result.returncode == 0, brief(result)
+    table = statuses(result.stdout)
+    assert {table[n] for n in ("load", "reference", "torchscript-fp32")} == {"built"}, table
 
 
 def test_killed_build_leaves_no_valid_looking_partial_artifact_and_resumes(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def main() -> None:
 @main.command()
 @click.argument("model")
 @click.option("--targets", default="torchscript,onnx,openvino", show_default=True,
-              help="Comma list: torchscript, onnx, openvino, tensorrt (trt).")
+              help="Comma list: torchscript, onnx, openvino, tensorrt (trt), torch-tensorrt.")
 @click.option("--precisions", default="fp32,fp16", show_default=True, help="Comma list: fp32, fp16, bf16, int8.")
 @click.option("--imgsz", help="Square input size(s), multiples of 32, comma-separated [default: the family's: 640 "
                                "for detectors, 224 for classifiers]; with several, each goes to <out>/<model>-<size>.")

@@ -53,6 +53,10 @@ FORMATS: dict[str, Format] = {
                "import tensorrt as trt\nengine = trt.Runtime(trt.Logger()).deserialize_cuda_engine("
                "open(\"{path}\", \"rb\").read())\n"
                "context = engine.create_execution_context()  # bind device buffers, context.execute_async_v3(stream)"),
+        Format("torch-tensorrt", ("torch_tensorrt", "torchtrt"), "{model}_torchtrt.ep", ("fp32", "fp16"),
+               "yolo_optimize.evaluate.runners.torch_tensorrt:TorchTensorRTRunner", None,
+               "import torch, torch_tensorrt\nmodel = torch_tensorrt.load(\"{path}\").module()\n"
+               "outputs = model(torch.from_numpy(images).cuda())  # images: {dtype} NCHW in [0, 1]"),
     )
 }
 

@@ -2,6 +2,7 @@
 
     load ─┬─ reference (PyTorch FP32 outputs for parity; a parent of every artifact)
           ├─ torchscript-fp32 / torchscript-fp16
+          ├─ torch-tensorrt-fp32 / torch-tensorrt-fp16 (torch.export + torch_tensorrt.dynamo.compile)
           └─ onnx-export ── onnx-fp32 (simplified) ─┬─ onnx-fp16 ── tensorrt-fp16
                                                     ├─ onnx-int8 (NNCF QDQ, gated)
                                                     ├─ .cache/onnx-int8-tensorrt (symmetric QDQ, gated) ── tensorrt-int8
@@ -19,6 +20,10 @@ from yolo_optimize.dag import Node
 from yolo_optimize.export.onnx import OnnxExport, OnnxExportConfig
 from yolo_optimize.export.openvino import OpenVinoConfig, OpenVinoExport
 from yolo_optimize.export.tensorrt import TensorRTBuild, TensorRTConfig
+from yolo_optimize.export.torch_tensorrt import (
+    TorchTensorRTCompile,
+    TorchTensorRTConfig,
+)
 from yolo_optimize.export.torchscript import TorchScriptConfig, TorchScriptExport
 from yolo_optimize.formats import FORMATS
 from yolo_optimize.loading import LoadConfig, LoadStage
@@ -68,6 +73,9 @@ def plan(request: BuildRequest) -> list[Node]:
     if "torchscript" in r.targets:
         nodes += [_artifact("torchscript", p, TorchScriptExport(TorchScriptConfig(r.imgsz, p, r.device)),
                             {MODEL: "load"}, wanted) for p in r.precisions if p in FORMATS["torchscript"].precisions]
+    if "torch-tensorrt" in r.targets:
+        nodes += [_artifact("torch-tensorrt", p, TorchTensorRTCompile(TorchTensorRTConfig(r.imgsz, p, r.batch_sizes)),
+                            {MODEL: "load"}, wanted) for p in r.precisions if p in FORMATS["torch-tensorrt"].precisions]
     if any(t in r.targets for t in ONNX_CONSUMERS):
         nodes.append(Node("onnx-export", OnnxExport(OnnxExportConfig(r.imgsz, r.opset)), {MODEL: "load"},
                           ".cache/onnx-export"))

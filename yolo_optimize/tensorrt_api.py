@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from importlib.util import find_spec
 from types import ModuleType
 from typing import Any
 
@@ -33,6 +34,16 @@ def tensorrt_unavailable_reason() -> str | None:
         return f"TensorRT is installed but its libraries failed to load ({exc})."
     if _major(trt.__version__) < MIN_TENSORRT_MAJOR:
         return f"TensorRT {trt.__version__} is too old; TensorRT >= {MIN_TENSORRT_MAJOR} is needed: {INSTALL_HINT}."
+    return None
+
+
+def gpu_build_unavailable(tool: str, module: str, hint: str, device: str) -> str | None:
+    """Why a stage that builds with ``tool`` (imported as ``module``) cannot run on ``device``, checked before the
+    build starts without importing it; None when it may try (the run checks the rest)."""
+    if device != "cuda":
+        return f"{tool} needs a CUDA device; this build runs on {device}"
+    if find_spec(module) is None:
+        return f"{tool} is not installed: {hint}"
     return None
 
 

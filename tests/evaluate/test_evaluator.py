@@ -113,17 +113,20 @@ def test_corrupted_artifact_is_reported_and_the_rest_still_run(small_artifacts: 
 
 def test_a_gpu_only_artifact_is_skipped_with_its_reason_on_a_cpu_evaluation(small_artifacts: Path,
                                                                             tmp_path: Path) -> None:
-    """A TensorRT engine among CPU artifacts: never run (nor compared with the CPU baseline), the others measured."""
+    """A TensorRT engine and a torch-tensorrt program among CPU artifacts: never run (nor compared with the CPU
+    baseline), the others measured."""
     root = shutil.copytree(small_artifacts, tmp_path / "artifacts")
-    engine = shutil.copytree(root / "yolov5n" / "onnx-fp32", root / "yolov5n" / "tensorrt-fp32")
-    (engine / "yolov5n.onnx").rename(engine / "yolov5n.engine")  # its content never matters: it must not be loaded
-    manifest = Manifest.read(engine)
-    replace(manifest, node="tensorrt-fp32", stage="tensorrt", target="tensorrt", entry="yolov5n.engine").write(engine)
+    for target, entry in (("tensorrt", "yolov5n.engine"), ("torch-tensorrt", "yolov5n_torchtrt.ep")):
+        folder = shutil.copytree(root / "yolov5n" / "onnx-fp32", root / "yolov5n" / f"{target}-fp32")
+        (folder / "yolov5n.onnx").rename(folder / entry)  # its content never matters: it must not be loaded
+        replace(Manifest.read(folder), node=f"{target}-fp32", stage=target, target=target, entry=entry).write(folder)
     result = optimize(*eval_args(root, tmp_path / "report", *QUICK_EVAL))
     assert result.returncode == 0, brief(result)
     rows = matrix(tmp_path / "report")
     assert rows["tensorrt-fp32"]["status"] == ("skipped: TensorRT engines run on a CUDA GPU; this evaluation runs on "
                                                "cpu (--device cuda on a GPU host)")
+    assert rows["torch-tensorrt-fp32"]["status"] == ("skipped: torch-tensorrt programs run on a CUDA GPU; this "
+                                                     "evaluation runs on cpu (--device cuda)")
     assert rows["onnx-fp32"]["status"] == rows["pytorch-fp32"]["status"] == "ok"
 
 

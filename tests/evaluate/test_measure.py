@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.measure import MeasureJob, measure, peak_rss, time_batch
@@ -46,3 +47,31 @@ def test_a_measurement_reports_its_own_process_peak_not_its_parents(small_artifa
         measurement, _ = in_own_process(measure, job)
     assert 100 < measurement.peak_rss_mb < 1500, measurement.peak_rss_mb  # ONNX Runtime with yolov5n: ~0.5 GB
     assert int(ballast[-1]) == 1
+
+
+def test_on_cuda_every_timed_run_is_split_into_copies_and_compute_within_its_latency() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device is visible to torch: the copy/compute split by CUDA events needs one")
+    from yolo_optimize.evaluate.runners.cuda_phases import CudaPhases
+
+    phases, conv = CudaPhases(), torch.nn.Conv2d(3, 64, 3, padding=1).cuda().eval()
+
+    def infer(images: np.ndarray) -> np.ndarray:
+        phases.start()
+        batch = torch.from_numpy(images).cuda()
+        phases.mark()
+        with torch.inference_mode():
+            output = conv(batch)
+        phases.mark()
+        found = output.cpu().numpy()
+        phases.finish()
+        return found
+
+    timed = time_batch(infer, np.random.default_rng(0).random((8, 3, 320, 320), np.float32), 0.2, phases)
+    assert timed.latency and timed.phases_ms and set(timed.phases_ms) == {"copy_in", "compute", "copy_out"}
+    runs = len(timed.latency.samples_ms)
+    assert all(len(stats.samples_ms) == runs for stats in timed.phases_ms.values()), "warm-up runs are not kept"
+    assert all(stats.p50_ms > 0 for stats in timed.phases_ms.values())
+    assert sum(stats.p50_ms for stats in timed.phases_ms.values()) <= timed.latency.p50_ms * 1.05

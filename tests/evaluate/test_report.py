@@ -6,9 +6,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tests.evaluate.handmade import report, row
-from yolo_optimize.evaluate.report import rich_table, write_report
-from yolo_optimize.evaluate.results import load_report
+from tests.evaluate.handmade import SETTINGS, report, row
+from yolo_optimize.evaluate.report import build_report, rich_table, write_report
+from yolo_optimize.evaluate.results import LatencyStats, load_report
 
 ARTIFACTS = ("torchscript-fp32", "onnx-fp32", "onnx-fp16", "onnx-int8", "openvino-fp32", "openvino-fp16",
              "openvino-bf16", "openvino-int8")
@@ -28,4 +28,21 @@ def test_a_written_report_reads_back_as_the_same_typed_report(tmp_path: Path) ->
     written = write_report(made, tmp_path)
     assert {p.name for p in written} >= {"results.json", "matrix.csv", "matrix.md", "report.html", "heatmap.svg",
                                          "heatmap.png", "pareto.svg", "latency.png", "memory.svg"}
+    assert load_report(tmp_path) == made
+
+
+def test_a_gpu_rows_copies_and_compute_are_the_medians_of_its_processes_and_read_back(tmp_path: Path) -> None:
+    """On CUDA each process splits its runs into copy in / compute / copy out (CUDA events): the matrix shows the
+    median over processes of each phase's median, and results.json keeps every raw sample."""
+    gpu = row("tensorrt-fp16", [5.0, 6.0, 5.5], 0.343)
+    for process, measurement in enumerate(gpu.measurements):
+        measurement.batches[0].phases_ms = {phase: LatencyStats.of([ms * (process + 1) / 1e3] * 6)
+                                            for phase, ms in (("copy_in", 0.5), ("compute", 4.0), ("copy_out", 0.25))}
+    made = build_report([row("pytorch-fp32", [20, 21, 19], 0.343), gpu], {**SETTINGS, "device": "cuda"})
+    line = next(line for line in made.matrix if line["artifact"] == "tensorrt-fp16")
+    assert line["gpu_b1_ms"] == {"copy_in": 1.0, "compute": 8.0, "copy_out": 0.5}
+    assert "gpu_b1_ms" not in next(line for line in made.matrix if line["artifact"] == "pytorch-fp32")
+    write_report(made, tmp_path)
+    assert "| 1.00 / 8.00 / 0.50 |" in (tmp_path / "matrix.md").read_text()
+    assert "b1 GPU ms in/compute/out" in (tmp_path / "matrix.md").read_text()
     assert load_report(tmp_path) == made

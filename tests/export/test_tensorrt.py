@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import brief, build_args, optimize
+from tests.conftest import brief, build_args, optimize, statuses
 from yolo_optimize.export.tensorrt import (
     ProfileShape,
     profile_for,
@@ -23,12 +23,18 @@ from yolo_optimize.tensorrt_api import (
 REASON = tensorrt_unavailable_reason()
 
 
-def test_build_reports_why_tensorrt_is_skipped(tmp_path: Path) -> None:
+def test_build_reports_why_tensorrt_and_torch_tensorrt_are_skipped(tmp_path: Path) -> None:
     if REASON is None:
         pytest.skip("TensorRT is usable here; the engine test below covers it")
-    result = optimize(*build_args(tmp_path, "--targets", "trt", "--precisions", "fp32", "--imgsz", "320"))
+    result = optimize(*build_args(tmp_path, "--targets", "trt,torch-tensorrt", "--precisions", "fp32", "--imgsz",
+                                  "320"))
     assert result.returncode == 0, brief(result)
-    assert "skipped" in result.stdout and ("CUDA" in result.stdout or "TensorRT" in result.stdout)
+    assert statuses(result.stdout)["tensorrt-fp32"] == statuses(result.stdout)["torch-tensorrt-fp32"] == "skipped"
+    lines = result.stdout.splitlines()  # the build picks the CPU on a host without CUDA (REASON says none is usable)
+    assert "tensorrt-fp32: skipped TensorRT needs a CUDA device; this build runs on cpu" in lines
+    assert "torch-tensorrt-fp32: skipped torch-tensorrt needs a CUDA device; this build runs on cpu" in lines
+    assert not (tmp_path / "yolov5n" / "tensorrt-fp32").exists()
+    assert not (tmp_path / "yolov5n" / "torch-tensorrt-fp32").exists()
 
 
 @pytest.mark.skipif(REASON is not None, reason=f"TensorRT unavailable: {REASON}")

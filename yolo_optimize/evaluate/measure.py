@@ -12,6 +12,7 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.results import BatchResult, LatencyStats, Measurement
+from yolo_optimize.evaluate.runners.cuda_phases import CudaPhases
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import Family
 from yolo_optimize.images import to_input
@@ -45,7 +46,8 @@ def measure(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
         started = time.perf_counter()
         runner.infer(first)
         first_inference_s = time.perf_counter() - started
-        batches = [time_batch(runner.infer, to_input(_batch(images, b)), job.min_time_s) for b in job.batch_sizes]
+        batches = [time_batch(runner.infer, to_input(_batch(images, b)), job.min_time_s, runner.phases)
+                   for b in job.batch_sizes]
         peak_rss_mb = peak_rss() / 2**20
         measurement = Measurement(round(load_s, 4), round(first_inference_s, 4), batches, round(peak_rss_mb, 1),
                                   _cuda_peak_mb(job.device), runner.executed_precision, job.threads,
@@ -55,12 +57,15 @@ def measure(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
     return measurement, found
 
 
-def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float) -> BatchResult:
-    """Warm up, then time runs until both MIN_RUNS and ``min_time_s`` are reached."""
+def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float, phases: CudaPhases | None = None) -> BatchResult:
+    """Warm up, then time runs until both MIN_RUNS and ``min_time_s`` are reached; a GPU runner's ``phases``
+    also split each timed run into its copies and its compute (CUDA events)."""
     size = len(batch)
     try:
         for _ in range(WARMUP_RUNS):
             infer(batch)
+        if phases:
+            phases.take()  # the warm-up runs' split is not kept
         samples: list[float] = []
         deadline = time.perf_counter() + min_time_s
         while len(samples) < MIN_RUNS or time.perf_counter() < deadline:
@@ -70,7 +75,9 @@ def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float) -> BatchResul
     except Exception as err:  # noqa: BLE001 - reported per batch size, the others still run
         return BatchResult(size, error=f"unsupported: {str(err).strip().splitlines()[0][:160]}")
     latency = LatencyStats.of(samples)
-    return BatchResult(size, latency, round(size / (latency.p50_ms / 1e3), 3))
+    split = {phase: LatencyStats.of([ms / 1e3 for ms in times]) for phase, times in phases.take().items()} \
+        if phases else None
+    return BatchResult(size, latency, round(size / (latency.p50_ms / 1e3), 3), phases_ms=split)
 
 
 def predict_all(family: Family, infer: Infer, images: np.ndarray, batch: int) -> list[np.ndarray]:

@@ -21,6 +21,7 @@ from yolo_optimize.evaluate.discover import BASELINE_TARGET
 from yolo_optimize.evaluate.html_report import write_page
 from yolo_optimize.evaluate.results import SCHEMA_VERSION, Report, Row
 from yolo_optimize.evaluate.roofline import roofline_cells
+from yolo_optimize.evaluate.runners.cuda_phases import PHASES
 from yolo_optimize.machine.peaks import MachineLimits
 
 UNSTABLE_SPREAD = 0.15  # repeats of one row disagreeing by more than this are flagged
@@ -75,6 +76,8 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
         cells[f"throughput_b{batch}_ips"] = round(statistics.median(mine.values()), 2)
         cells[f"speedup_b{batch}"] = round(statistics.median(ratios), 3) if ratios else None
         cells[f"speedup_b{batch}_range"] = [round(min(ratios), 3), round(max(ratios), 3)] if ratios else None
+        if split := row.median_phases(batch):
+            cells[f"gpu_b{batch}_ms"] = split
     latency_b1 = row.median_latency(1)
     accuracy, base_accuracy = row.accuracy, baseline.accuracy if baseline else None
     delta = (accuracy.map50_95 - base_accuracy.map50_95
@@ -157,6 +160,8 @@ def matrix_columns(report: Report) -> list[tuple[str, str]]:
     profiled = sorted({int(k[len("end_to_end_b"):-len("_ips")]) for line in report.matrix for k in line
                        if k.startswith("end_to_end_b") and not k.endswith("_infer_ips")})
     explained += [(f"end_to_end_b{b}_ips", f"b{b} e2e img/s") for b in profiled]
+    explained += [(f"gpu_b{b}_ms", f"b{b} GPU ms in/compute/out") for b in report.settings["batch_sizes"]
+                  if any(f"gpu_b{b}_ms" in line for line in report.matrix)]
     return [("model", "model"), ("artifact", "artifact"), ("executed_precision", "runs in"), *speed,
             ("latency_b1_p50_ms", "b1 p50 ms"), ("peak_rss_mb", "peak MB"), ("file_mb", "file MB"),
             ("weights_mb", "weights MB"),
@@ -178,13 +183,15 @@ def cell(line: dict[str, Any], key: str) -> str:
         return f"{value} (infer {line[key.replace('_ips', '_infer_ips')]})"
     if key.startswith("utilization_b") and isinstance(value, float):
         return f"{value:.0%} of {line['peak_gops']:.0f}"
+    if key.startswith("gpu_b") and isinstance(value, dict):
+        return " / ".join(f"{value[phase]:.2f}" for phase in PHASES)
     if key == "map50_95_delta" and isinstance(value, float):
         return f"{value:+.4f}"
     return "" if value is None else str(value)
 
 
 def _plain(value: Any) -> Any:
-    return json.dumps(value) if isinstance(value, list) else value
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
 
 
 def markdown(report: Report, columns: list[tuple[str, str]]) -> str:
@@ -201,7 +208,7 @@ def _legend(report: Report) -> str:
             f"! = a row's processes differ by more than {UNSTABLE_SPREAD:.0%}). Latency and throughput are the "
             f"medians of the row's processes, so speedups are close to, not exactly, their ratios. 'runs in' is "
             f"the precision the runtime reported computing in. GFLOPs per image count 2 per multiply-add (thop, at "
-            f"the row's input size).{_utilization_legend(report)} {env['cpu']} "
+            f"the row's input size).{_utilization_legend(report)}{_gpu_legend(report)} {env['cpu']} "
             f"({', '.join(env['cpu_facts']['isa']) or 'no AVX2'}), {env['threads']} threads, {env['date']}.")
 
 
@@ -213,6 +220,13 @@ def _utilization_legend(report: Report) -> str:
             "info). "
             "e2e img/s: the deployed path from image file to kept predictions (read, prepare, infer, postprocess; "
             "profiles/<model>/<artifact>/profile.md), with inference alone in the same process in brackets.")
+
+
+def _gpu_legend(report: Report) -> str:
+    if report.settings["device"] != "cuda":
+        return ""
+    return (" On CUDA, latency is the host's clock around each call, copies to and from the GPU included; GPU ms "
+            "in/compute/out splits the same runs by CUDA events (medians).")
 
 
 def rich_table(report: Report) -> Table:

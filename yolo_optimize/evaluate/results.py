@@ -14,8 +14,8 @@ from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.accuracy import Accuracy
 from yolo_optimize.evaluate.facts import ModelFacts
 
-SCHEMA_VERSION = 4  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
-#                    4: weight bytes per artifact, per-convolution utilization in profiles
+SCHEMA_VERSION = 5  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
+#                    4: weight bytes per artifact, per-convolution utilization in profiles; 5: GPU rows' copy/compute
 
 
 @dataclass
@@ -43,6 +43,7 @@ class BatchResult:
     latency: LatencyStats | None = None
     throughput_ips: float | None = None  # images per second, from the median latency
     error: str = ""  # e.g. the artifact cannot take this batch size
+    phases_ms: dict[str, LatencyStats] | None = None  # GPU rows: copy_in / compute / copy_out of the same runs
 
 
 @dataclass
@@ -100,6 +101,14 @@ class Row:
                   if b.batch == batch and b.latency]
         return statistics.median(values) if values else None
 
+    def median_phases(self, batch: int) -> dict[str, float] | None:
+        """GPU rows: the median over the row's processes of each phase's p50 at ``batch`` (copy in, compute, copy
+        out, by CUDA events); None for rows without that split."""
+        splits = [b.phases_ms for m in self.measurements for b in m.batches if b.batch == batch and b.phases_ms]
+        if not splits:
+            return None
+        return {phase: round(statistics.median(s[phase].p50_ms for s in splits), 4) for phase in splits[0]}
+
     def median_memory_mb(self) -> float:
         return statistics.median(m.peak_rss_mb for m in self.measurements)
 
@@ -140,4 +149,7 @@ def _row(data: dict[str, Any]) -> Row:
 
 
 def _batch(data: dict[str, Any]) -> BatchResult:
-    return BatchResult(**{**data, "latency": LatencyStats(**data["latency"]) if data.get("latency") else None})
+    phases = {phase: LatencyStats(**stats) for phase, stats in data["phases_ms"].items()} \
+        if data.get("phases_ms") else None
+    return BatchResult(**{**data, "latency": LatencyStats(**data["latency"]) if data.get("latency") else None,
+                          "phases_ms": phases})

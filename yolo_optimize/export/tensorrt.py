@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
-from importlib.util import find_spec
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,6 +27,7 @@ from yolo_optimize.tensorrt_api import (
     INSTALL_HINT,
     engine_environment,
     fresh_logger,
+    gpu_build_unavailable,
     logged_errors,
     require_tensorrt,
     tensorrt_unavailable_reason,
@@ -198,11 +198,7 @@ class TensorRTBuild(Stage):
         return engine_environment()
 
     def unavailable_reason(self, device: str) -> str | None:
-        if device != "cuda":
-            return f"TensorRT needs a CUDA device; this build runs on {device}"
-        if find_spec("tensorrt") is None:
-            return f"TensorRT is not installed: {INSTALL_HINT}"
-        return None
+        return gpu_build_unavailable("TensorRT", "tensorrt", INSTALL_HINT, device)
 
     def run(self, ctx: StageContext) -> StageOutput:
         reason = tensorrt_unavailable_reason()

@@ -2,18 +2,21 @@
 
 TensorRT's explicit quantization takes symmetric, signed int8 Q/DQ pairs (zero points 0) for
 activations and weights and keeps biases in float; implicit calibrators are gone in 11. The graph
-is written by ONNX Runtime's ``quantize_static`` in that form (per-channel weights, min-max ranges
-over the calibration images, taken a few images at a time and merged (``CalibStridedMinMax``) so memory
-stays bounded: otherwise ONNX Runtime holds every image's activations at once), with what the family keeps in
-float (a detector's Detect
-head) excluded, and gated like every INT8 artifact: the Q/DQ graph runs in ONNX Runtime on the CPU
-and is scored with the family's metric on the gate set before any engine is built from it.
+is written by ONNX Runtime's ``quantize_static`` in that form: Q/DQ on the inputs of the convolutions only
+(NVIDIA's recommended placement), per-channel weights, activation ranges at the 99.999th percentile of
+their absolute values over the calibration images (histograms taken a few images at a time and merged, so
+memory stays bounded: otherwise ONNX Runtime holds every image's activations at once), what the family keeps
+in float (a detector's Detect head) excluded, and gated like every INT8 artifact: the Q/DQ graph runs in
+ONNX Runtime on the CPU and is scored with the family's metric on the gate set before any engine is built
+from it. The choice is measured (bench/onnx_int8_routes.py, README "Which INT8 ONNX recipe").
 NNCF, the project's other INT8 tool, cannot write it: its CPU hardware configuration refuses signed
 activations (``signedness_to_force``) and makes non-negative tensors unsigned, which TensorRT rejects.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +34,12 @@ from yolo_optimize.optimize.gate import Gate, GateRecord
 from yolo_optimize.optimize.onnx_io import save_onnx
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
-ROUTE = "ONNX Runtime quantize_static: symmetric signed int8, per-channel weights, min-max ranges, float bias"
+ROUTE = ("ONNX Runtime quantize_static: symmetric signed int8 on the convolutions' inputs, per-channel weights, "
+         "99.999th-percentile ranges, float bias")
+RANGES = "percentile:99.999"  # how activation ranges are chosen (quantize_symmetric); bench/onnx_int8_routes.py
+#                                measured min-max, entropy and percentiles: this one lost least on both image sets
+QUANTIZED_OPS = ("Conv",)  # Q/DQ on the convolutions' inputs only: NVIDIA's recommended placement for TensorRT
+#                             (weighted layers' inputs); SiLU, Concat, Add, MaxPool and Resize stay in float
 HELD_IMAGES = 4  # calibration images whose every activation is held at once: ONNX Runtime keeps them all by
 #                  default, which for yolov5n at 640 exhausts 24 GiB before 128 images
 NOTE = "Q/DQ for TensorRT explicit quantization: symmetric signed int8 activations and weights, float bias"
@@ -46,6 +54,7 @@ class TensorRTInt8Qdq(Stage):
     """The Q/DQ ONNX a TensorRT INT8 engine is built from (an intermediate: not a CPU deployment target)."""
 
     name = "onnx-int8-tensorrt"
+    revision = 2  # 2: Q/DQ on the convolutions' inputs only, 99.999th-percentile ranges (1: every op, min-max)
     inputs = (SOURCE, REFERENCE)
     tools = ("onnx", "onnxruntime")
     target = "onnx"  # ONNX Runtime runs it for its gate and its parity check
@@ -73,8 +82,15 @@ class TensorRTInt8Qdq(Stage):
 
 
 def quantize_symmetric(source: Path, out: Path, images: list[np.ndarray], float_nodes: list[str],
-                       metadata: dict[str, Any]) -> None:
-    """Write ``source`` as a TensorRT-ready Q/DQ graph to ``out``, calibrated on ``images``, ``float_nodes`` kept."""
+                       metadata: dict[str, Any], ranges: str = RANGES,
+                       op_types: tuple[str, ...] | None = QUANTIZED_OPS) -> None:
+    """Write ``source`` as a TensorRT-ready Q/DQ graph to ``out``, calibrated on ``images``, ``float_nodes`` kept.
+
+    ``ranges`` is how an activation's range is chosen from its calibration values: ``minmax``, ``entropy``
+    (the threshold minimizing the KL divergence of the quantized histogram) or ``percentile:P`` (the P-th
+    percentile of the absolute values). Every method runs on a few images at a time (``HELD_IMAGES``): the
+    histograms merge across chunks, the raw activations are dropped after each. ``op_types``: the operators whose
+    inputs are quantized (None: every operator ONNX Runtime can quantize)."""
     import onnx
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -101,13 +117,19 @@ def quantize_symmetric(source: Path, out: Path, images: list[np.ndarray], float_
             return None if found is None else {input_name: found}
 
     stride = max(size for size in range(1, HELD_IMAGES + 1) if len(images) % size == 0)  # it must divide the count
+    name, _, percentile = ranges.partition(":")
+    method = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
+              "percentile": CalibrationMethod.Percentile}[name]
+    options = {"CalibPercentile": float(percentile)} if percentile else {}
 
     input_name = onnx.load(str(source), load_external_data=False).graph.input[0].name
     with tempfile.TemporaryDirectory(prefix="yolo-optimize-qdq-") as work:
         written = Path(work) / out.name
-        quantize_static(str(source), str(written), Images(), quant_format=QuantFormat.QDQ,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True,
-                        nodes_to_exclude=float_nodes, calibrate_method=CalibrationMethod.MinMax,
-                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False,
-                                       "CalibStridedMinMax": stride})
+        with contextlib.redirect_stdout(io.StringIO()):  # the histogram calibrators print their progress
+            quantize_static(str(source), str(written), Images(), quant_format=QuantFormat.QDQ,
+                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True,
+                            nodes_to_exclude=float_nodes, calibrate_method=method,
+                            op_types_to_quantize=list(op_types) if op_types else None,
+                            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True,
+                                           "QuantizeBias": False, "CalibStridedMinMax": stride, **options})
         save_onnx(onnx.load(str(written)), out, metadata)

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.runners.onnxruntime import OnnxRuntimeRunner
+from yolo_optimize.evaluate.runners.onnxruntime import OnnxRuntimeRunner, gpu_providers
 
 
 def qdq_conv(path: Path, *, quantized_output: bool) -> None:
@@ -44,3 +44,29 @@ def test_int8_convolutions_are_read_back_from_onnx_runtime(tmp_path: Path, quant
         output = runner.infer(np.random.default_rng(0).random((1, 3, 8, 8), np.float32))
         assert runner.convolutions == kernels and runner.executed_precision == label
     assert output.shape == (1, 4, 8, 8)
+
+
+def test_a_cuda_row_prefers_tensorrt_then_cuda_providers_on_the_runners_stream_with_fp32_kept_fp32(
+        tmp_path: Path) -> None:
+    both = gpu_providers(["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"], 1234,
+                         tmp_path, int8=True)
+    assert [p[0] if isinstance(p, tuple) else p for p in both] == ["TensorrtExecutionProvider",
+                                                                   "CUDAExecutionProvider", "CPUExecutionProvider"]
+    tensorrt, cuda = both[0][1], both[1][1]
+    assert tensorrt["user_compute_stream"] == cuda["user_compute_stream"] == "1234"
+    assert tensorrt["trt_int8_enable"] == "True" and tensorrt["trt_fp16_enable"] == "False"
+    assert tensorrt["trt_engine_cache_path"] == tensorrt["trt_timing_cache_path"] == str(tmp_path)
+    assert cuda["use_tf32"] == "0"
+    assert gpu_providers(["CUDAExecutionProvider", "CPUExecutionProvider"], 1, tmp_path, int8=False)[0][0] \
+        == "CUDAExecutionProvider"
+
+
+def test_the_cpu_build_of_onnx_runtime_skips_a_cuda_row_instead_of_running_it_on_the_cpu() -> None:
+    import onnxruntime as ort
+
+    if set(ort.get_available_providers()) & {"CUDAExecutionProvider", "TensorrtExecutionProvider"}:
+        pytest.skip(f"this onnxruntime has GPU providers ({ort.get_available_providers()}): nothing to skip")
+    assert OnnxRuntimeRunner.unavailable_reason("cpu") is None
+    assert OnnxRuntimeRunner.unavailable_reason("cuda") == (
+        f"this onnxruntime {ort.__version__} has no CUDA or TensorRT execution provider (the CPU build): install "
+        "onnxruntime-gpu instead of onnxruntime to measure ONNX files on the GPU")

@@ -10,10 +10,13 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.layers import LayerProfile
+from yolo_optimize.evaluate.runners.cuda_phases import CudaPhases
 
 
 class Runner(ABC):
     """``activate`` loads, ``infer`` maps float32 NCHW [0, 1] images to [B, anchors, 5 + nc], ``deactivate`` frees."""
+
+    phases: CudaPhases | None = None  # set by a runner on CUDA: each call's copies and compute (cuda_phases.py)
 
     @classmethod
     def unavailable_reason(cls, device: str) -> str | None:

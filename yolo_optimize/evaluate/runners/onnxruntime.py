@@ -1,13 +1,21 @@
-"""ONNX Runtime: CPU execution provider, CUDA/TensorRT providers when present and asked for.
+"""ONNX Runtime: the CPU execution provider; with ``--device cuda``, its TensorRT and CUDA providers.
 
 For an INT8 file, what ONNX Runtime executes is read back from the graph it optimized: it
 computes a convolution in int8 only where it could fuse ``DequantizeLinear -> Conv ->
 QuantizeLinear`` into an integer kernel; elsewhere it dequantizes and convolves in float.
+
+On CUDA the row runs on the TensorRT provider when this onnxruntime has it, else on the CUDA provider
+(the row says which), never silently on the CPU: an onnxruntime without either (the CPU build) skips the
+row. FP32 stays FP32 (TF32 off: the CUDA provider's ``use_tf32``, and ``NVIDIA_TF32_OVERRIDE=0`` for the
+TensorRT provider's engine builds, whose TF32 flag ONNX Runtime does not expose). The input is copied by
+PyTorch and bound to the session (I/O binding) on the runner's stream, so CUDA events split each call into
+copy in, compute and copy out.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import tempfile
@@ -23,21 +31,41 @@ from yolo_optimize.evaluate.layers import (
     weighted_gflops,
 )
 from yolo_optimize.evaluate.runners.base import Runner
+from yolo_optimize.evaluate.runners.cuda_phases import CudaPhases
 
 X86 = ("x86_64", "AMD64", "i686")
+GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")  # preferred first
+PROVIDER_LABELS = {"TensorrtExecutionProvider": "TensorRT EP", "CUDAExecutionProvider": "CUDA EP"}
+NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+
 INTEGER_OPS = ("QLinearConv", "ConvInteger", "MatMulInteger", "QLinearMatMul", "MatMulIntegerToFloat",
                "DynamicQuantizeLinear", "QLinearAdd", "QLinearMul", "QLinearConcat", "QLinearSigmoid")
 
 
 class OnnxRuntimeRunner(Runner):
     session: Any = None
+    _stream: Any = None  # the CUDA stream the GPU providers compute on (None on CPU)
+
+    @classmethod
+    def unavailable_reason(cls, device: str) -> str | None:
+        """On CUDA a GPU provider is required: without one ONNX Runtime would quietly run on the CPU."""
+        if device != "cuda":
+            return None
+        import onnxruntime as ort
+
+        if not set(GPU_PROVIDERS) & set(ort.get_available_providers()):
+            return (f"this onnxruntime {ort.__version__} has no CUDA or TensorRT execution provider (the CPU "
+                    "build): install onnxruntime-gpu instead of onnxruntime to measure ONNX files on the GPU")
+        return None
 
     def activate(self) -> None:
         import onnxruntime as ort
 
+        if self.device == "cuda":
+            self._prepare_cuda()
         options = self._options(ort)
         with tempfile.TemporaryDirectory(prefix="yolo-optimize-ort-") as work:
-            if self.file_precision == "int8":
+            if self.file_precision == "int8" and self.device == "cpu":  # GPU providers' compiled nodes cannot be saved
                 options.optimized_model_filepath = str(Path(work) / "optimized.onnx")
                 options.log_severity_level = 3  # its warning that the copy is hardware-specific: it is only read here
             self.session = ort.InferenceSession(str(self.entry), options, providers=self._providers(ort))
@@ -66,10 +94,23 @@ class OnnxRuntimeRunner(Runner):
         return LayerProfile(_node_times(json.loads(trace.read_text()), runs, self.compute_precision), runs,
                             "ONNX Runtime's own profile: every node of every run, warm-up runs included")
 
-    def _providers(self, ort: Any) -> list[str]:
-        available = ort.get_available_providers()
-        wanted = ["CUDAExecutionProvider"] if self.device == "cuda" else []
-        return [p for p in wanted if p in available] + ["CPUExecutionProvider"]
+    def _prepare_cuda(self) -> None:
+        import torch
+
+        reason = self.unavailable_reason(self.device)
+        if reason:
+            raise RuntimeError(reason)
+        os.environ["NVIDIA_TF32_OVERRIDE"] = "0"  # read by TensorRT's builder and cuDNN/cuBLAS in this process
+        self._torch, self._stream = torch, torch.cuda.Stream(torch.device("cuda", 0))
+        self.phases = CudaPhases(self._stream)
+
+    def _providers(self, ort: Any) -> list[Any]:
+        if self.device != "cuda":
+            return ["CPUExecutionProvider"]
+        from yolo_optimize.runtime_env import user_cache_dir
+
+        return gpu_providers(ort.get_available_providers(), self._stream.cuda_stream,
+                             user_cache_dir() / "onnxruntime-tensorrt", int8=self.file_precision == "int8")
 
     @property
     def compute_precision(self) -> str:
@@ -82,6 +123,8 @@ class OnnxRuntimeRunner(Runner):
     def executed_precision(self) -> str:
         if self.file_precision != "int8":
             return super().executed_precision
+        if self.device == "cuda":
+            return f"int8 file ({self.precision_note}: its kernels' precision is not read back)"
         integer, total = self.convolutions
         if integer == 0:
             return "fp32 (int8 file, convolutions dequantized to float)"
@@ -89,6 +132,8 @@ class OnnxRuntimeRunner(Runner):
 
     @property
     def precision_note(self) -> str:
+        if self.device == "cuda":
+            return PROVIDER_LABELS.get(self.session.get_providers()[0], self.session.get_providers()[0])
         return "fp16 cast up" if self.file_precision == "fp16" and self.compute_precision == "fp32" else ""
 
     @property
@@ -96,7 +141,30 @@ class OnnxRuntimeRunner(Runner):
         return self.session.get_providers()[0] == "CPUExecutionProvider" and platform.machine() in X86
 
     def infer(self, images: np.ndarray) -> np.ndarray:
-        return self.session.run(None, {self.input_name: images})[0]
+        if self._stream is None:
+            return self.session.run(None, {self.input_name: images})[0]
+        return self._infer_cuda(images)
+
+    def _infer_cuda(self, images: np.ndarray) -> np.ndarray:
+        """Copy in with PyTorch, bind input and output buffers on the GPU, run, copy out: all on one stream."""
+        torch, phases = self._torch, self.phases
+        assert phases is not None
+        types = {"tensor(float)": torch.float32, "tensor(float16)": torch.float16}
+        inputs, outputs = self.session.get_inputs()[0], self.session.get_outputs()[0]
+        with torch.cuda.stream(self._stream):
+            phases.start()
+            batch = torch.from_numpy(images).to("cuda", types[inputs.type])
+            phases.mark()
+            shape = [len(images), *outputs.shape[1:]]  # a detector's or classifier's outputs: only the batch varies
+            output = torch.empty(shape, dtype=types[outputs.type], device="cuda")
+            binding = self.session.io_binding()
+            binding.bind_input(inputs.name, "cuda", 0, NUMPY_TYPES[inputs.type], tuple(batch.shape), batch.data_ptr())
+            binding.bind_output(outputs.name, "cuda", 0, NUMPY_TYPES[outputs.type], tuple(shape), output.data_ptr())
+            self.session.run_with_iobinding(binding)
+            phases.mark()
+            found = output.float().cpu().numpy()
+            phases.finish()
+        return found
 
     @property
     def weight_bytes(self) -> int:
@@ -109,6 +177,23 @@ class OnnxRuntimeRunner(Runner):
 
     def deactivate(self) -> None:
         self.session = None
+
+
+def gpu_providers(available: list[str], stream: int, cache: Path, *, int8: bool) -> list[Any]:
+    """ONNX Runtime's provider list for a CUDA row: TensorRT's provider first when present (its engines and
+    timing cache kept in ``cache``; INT8 on for a Q/DQ file, FP16 never switched on: a file computes in its own
+    types), the CUDA provider (TF32 off), both on ``stream``; the CPU provider last for what neither takes."""
+    found: list[Any] = []
+    if "TensorrtExecutionProvider" in available:
+        found.append(("TensorrtExecutionProvider", {
+            "device_id": "0", "has_user_compute_stream": "1", "user_compute_stream": str(stream),
+            "trt_engine_cache_enable": "True", "trt_engine_cache_path": str(cache),
+            "trt_timing_cache_enable": "True", "trt_timing_cache_path": str(cache),
+            "trt_fp16_enable": "False", "trt_int8_enable": str(int8)}))
+    if "CUDAExecutionProvider" in available:
+        found.append(("CUDAExecutionProvider", {
+            "device_id": "0", "has_user_compute_stream": "1", "user_compute_stream": str(stream), "use_tf32": "0"}))
+    return [*found, "CPUExecutionProvider"]
 
 
 def _node_times(events: list[dict[str, Any]], runs: int, float_precision: str) -> list[LayerTime]:

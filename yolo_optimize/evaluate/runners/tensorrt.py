@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.evaluate.runners.base import Runner
+from yolo_optimize.evaluate.runners.cuda_phases import CudaPhases
 from yolo_optimize.export.tensorrt import profile_for
 from yolo_optimize.tensorrt_api import (
     engine_environment,
@@ -56,6 +57,7 @@ class TensorRTRunner(Runner):
                 raise RuntimeError(f"TensorRT could not deserialize {self.entry}: {logged_errors()}")
             self._context = self._engine.create_execution_context()
             self._stream = torch.cuda.Stream(self._device)  # a non-default stream avoids TensorRT's extra syncs
+        self.phases = CudaPhases(self._stream)
         self._plan: list[dict[str, int]] = self.manifest.info.get("profiles", [])
         self._active_profile = 0  # a new context starts on profile 0
         self.input_name, self.output_name = _io_names(trt, self._engine)
@@ -69,8 +71,10 @@ class TensorRTRunner(Runner):
         torch = self._torch
         fresh_logger()
         with torch.cuda.device(self._device), torch.cuda.stream(self._stream):
+            self.phases.start()
             batch = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
             batch = batch.to(self._device, self._input_dtype)
+            self.phases.mark()
             self._select_profile(len(batch))
             if not self._context.set_input_shape(self.input_name, tuple(batch.shape)):
                 raise ValueError(f"input shape {tuple(batch.shape)} is outside the engine profile {self._profile()}")
@@ -80,8 +84,10 @@ class TensorRTRunner(Runner):
             self._context.set_tensor_address(self.output_name, output.data_ptr())
             if not self._context.execute_async_v3(stream_handle=self._stream.cuda_stream):
                 raise RuntimeError(f"TensorRT execution failed: {logged_errors()}")
-            self._stream.synchronize()
-            return output.float().cpu().numpy()
+            self.phases.mark()
+            found = output.float().cpu().numpy()  # waits for the stream
+            self.phases.finish()
+            return found
 
     def _select_profile(self, batch: int) -> None:
         """Switch to the profile built for ``batch`` (ValueError outside all of them); a no-op when it is active."""

@@ -15,3 +15,4 @@ class TorchEagerRunner(TorchModuleRunner):
         torch.set_num_threads(self.threads)
         self.module = load_model(recorded_source(self.manifest)).to(self.device)
         self.dtype = torch.float32
+        self.prepare_device()

@@ -12,3 +12,4 @@ class TorchScriptRunner(TorchModuleRunner):
         torch.set_num_threads(self.threads)
         self.module = torch.jit.load(str(self.entry), map_location=self.device).eval()
         self.dtype = torch.float16 if self.manifest.precision == "fp16" else torch.float32
+        self.prepare_device()

@@ -1,0 +1,30 @@
+"""torch-tensorrt ExportedPrograms (export/torch_tensorrt.py): loaded by ``torch_tensorrt.load`` and run on CUDA like
+any PyTorch module, only on the TensorRT version and GPU that compiled them."""
+
+from __future__ import annotations
+
+from yolo_optimize.evaluate.runners.torch_module import TorchModuleRunner
+from yolo_optimize.export.torch_tensorrt import torch_tensorrt_unavailable_reason
+from yolo_optimize.tensorrt_api import engine_environment, engine_mismatch
+
+
+class TorchTensorRTRunner(TorchModuleRunner):
+    @classmethod
+    def unavailable_reason(cls, device: str) -> str | None:
+        """Its engines run on CUDA only: on another device the row is skipped, never measured against a CPU
+        baseline."""
+        if device != "cuda":
+            return f"torch-tensorrt programs run on a CUDA GPU; this evaluation runs on {device} (--device cuda)"
+        return torch_tensorrt_unavailable_reason()
+
+    def activate(self) -> None:
+        reason = self.unavailable_reason(self.device) or engine_mismatch(
+            self.manifest.info.get("environment", {}), engine_environment())
+        if reason:
+            raise RuntimeError(reason)
+        import torch
+        import torch_tensorrt
+
+        self.module = torch_tensorrt.load(str(self.entry)).module()
+        self.dtype = torch.float16 if self.manifest.precision == "fp16" else torch.float32
+        self.prepare_device()
