@@ -68,13 +68,14 @@ class TensorRTRunner(Runner):
         """Run one batch; raises ValueError when its shape lies outside the engine's optimization profile."""
         if self._context is None:
             raise RuntimeError("the TensorRT runner is not active")
-        torch = self._torch
+        torch, phases = self._torch, self.phases
+        assert phases is not None, "activate sets the phases"
         fresh_logger()
         with torch.cuda.device(self._device), torch.cuda.stream(self._stream):
-            self.phases.start()
+            phases.start()
             batch = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
             batch = batch.to(self._device, self._input_dtype)
-            self.phases.mark()
+            phases.mark()
             self._select_profile(len(batch))
             if not self._context.set_input_shape(self.input_name, tuple(batch.shape)):
                 raise ValueError(f"input shape {tuple(batch.shape)} is outside the engine profile {self._profile()}")
@@ -84,9 +85,9 @@ class TensorRTRunner(Runner):
             self._context.set_tensor_address(self.output_name, output.data_ptr())
             if not self._context.execute_async_v3(stream_handle=self._stream.cuda_stream):
                 raise RuntimeError(f"TensorRT execution failed: {logged_errors()}")
-            self.phases.mark()
+            phases.mark()
             found = output.float().cpu().numpy()  # waits for the stream
-            self.phases.finish()
+            phases.finish()
             return found
 
     def _select_profile(self, batch: int) -> None:
