@@ -75,8 +75,9 @@ def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float, phases: CudaP
     except Exception as err:  # noqa: BLE001 - reported per batch size, the others still run
         return BatchResult(size, error=f"unsupported: {str(err).strip().splitlines()[0][:160]}")
     latency = LatencyStats.of(samples)
-    split = {phase: LatencyStats.of([ms / 1e3 for ms in times]) for phase, times in phases.take().items()} \
-        if phases else None
+    taken = phases.take() if phases else {}
+    split = {phase: LatencyStats.of([ms / 1e3 for ms in times]) for phase, times in taken.items()} \
+        if taken and all(taken.values()) else None  # None: a runner that could not split these runs
     return BatchResult(size, latency, round(size / (latency.p50_ms / 1e3), 3), phases_ms=split)
 
 

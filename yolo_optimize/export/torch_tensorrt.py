@@ -75,20 +75,19 @@ class TorchTensorRTCompile(Stage):
         model = load_model(ctx.source).to("cuda", dtype).eval()
         # Batch 2, not 1, as for ONNX (export/onnx.py): torch.export specializes dimensions of size 1.
         example = torch.zeros(2, 3, size, size, device="cuda", dtype=dtype)
+        inputs = [torch_tensorrt.Input(min_shape=(1, 3, size, size), opt_shape=(largest, 3, size, size),
+                                       max_shape=(top, 3, size, size), dtype=dtype)]
         with torch.no_grad():
             program = torch.export.export(model, (example,), strict=False,
                                           dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=top)},))
-            compiled = torch_tensorrt.dynamo.compile(
-                program, arg_inputs=[torch_tensorrt.Input(min_shape=(1, 3, size, size),
-                                                          opt_shape=(largest, 3, size, size),
-                                                          max_shape=(top, 3, size, size), dtype=dtype)],
-                disable_tf32=True, min_block_size=1)
+            compiled = torch_tensorrt.dynamo.compile(program, arg_inputs=inputs, disable_tf32=True, min_block_size=1)
         metadata = artifact_metadata(ctx.manifest(MODEL).metadata, target=self.target,
                                      precision=self.config.precision, imgsz=size)
         metadata["input"]["dtype"] = "float16" if dtype == torch.float16 else "float32"
         entry = FORMATS[self.target].entry_for(ctx.source.model_id)
+        # The Input specs, not the example tensor: the saved program keeps the dynamic batch they describe.
         torch_tensorrt.save(compiled, str(ctx.out_dir / entry), output_format="exported_program",
-                            arg_inputs=[example], extra_files={METADATA_FILE: json.dumps(metadata)})
+                            arg_inputs=inputs, extra_files={METADATA_FILE: json.dumps(metadata)})
         info = {"environment": engine_environment(), "max_batch": top, "disable_tf32": True,
                 "torch_tensorrt": torch_tensorrt.__version__}
         return StageOutput(entry=entry, metadata=metadata, info=info)

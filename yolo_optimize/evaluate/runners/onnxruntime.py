@@ -151,11 +151,13 @@ class OnnxRuntimeRunner(Runner):
         assert phases is not None
         types = {"tensor(float)": torch.float32, "tensor(float16)": torch.float16}
         inputs, outputs = self.session.get_inputs()[0], self.session.get_outputs()[0]
+        if not all(isinstance(dim, int) for dim in outputs.shape[1:]):  # no buffer to bind: ONNX Runtime copies
+            return self.session.run(None, {self.input_name: images})[0]
         with torch.cuda.stream(self._stream):
             phases.start()
             batch = torch.from_numpy(images).to("cuda", types[inputs.type])
             phases.mark()
-            shape = [len(images), *outputs.shape[1:]]  # a detector's or classifier's outputs: only the batch varies
+            shape = [len(images), *outputs.shape[1:]]
             output = torch.empty(shape, dtype=types[outputs.type], device="cuda")
             binding = self.session.io_binding()
             binding.bind_input(inputs.name, "cuda", 0, NUMPY_TYPES[inputs.type], tuple(batch.shape), batch.data_ptr())
