@@ -129,6 +129,12 @@ def engine_environment() -> dict[str, str]:
     return engine_facts(version, torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))
 
 
+def engine_refused_here(info: dict[str, Any]) -> str | None:
+    """Why an artifact whose manifest ``info`` records the TensorRT and GPU it was built for cannot run on this
+    machine (a TensorRT engine, a torch-tensorrt program); None when it can."""
+    return engine_mismatch(info.get("environment", {}), engine_environment())
+
+
 def engine_mismatch(built: dict[str, str], here: dict[str, str]) -> str | None:
     """Why an engine built with ``built`` facts cannot run ``here``, in one sentence; None when it can."""
     differences = [f"{key} {built.get(key, 'unrecorded')} (here {here[key]})" for key in here

@@ -70,7 +70,8 @@ class OnnxRuntimeRunner(Runner):
                 options.log_severity_level = 3  # its warning that the copy is hardware-specific: it is only read here
             self.session = ort.InferenceSession(str(self.entry), options, providers=self._providers(ort))
             self.convolutions = _convolution_kernels(options.optimized_model_filepath)
-        self.input_name = self.session.get_inputs()[0].name
+        self._io = self.session.get_inputs()[0], self.session.get_outputs()[0]
+        self.input_name = self._io[0].name
 
     def _options(self, ort: Any) -> Any:
         options = ort.SessionOptions()
@@ -149,16 +150,15 @@ class OnnxRuntimeRunner(Runner):
         """Copy in with PyTorch, bind input and output buffers on the GPU, run, copy out: all on one stream."""
         torch, phases = self._torch, self.phases
         assert phases is not None
-        types = {"tensor(float)": torch.float32, "tensor(float16)": torch.float16}
-        inputs, outputs = self.session.get_inputs()[0], self.session.get_outputs()[0]
+        inputs, outputs = self._io
         if not all(isinstance(dim, int) for dim in outputs.shape[1:]):  # no buffer to bind: ONNX Runtime copies
             return self.session.run(None, {self.input_name: images})[0]
         with torch.cuda.stream(self._stream):
             phases.start()
-            batch = torch.from_numpy(images).to("cuda", types[inputs.type])
+            batch = torch.from_numpy(images).to("cuda", _torch_type(torch, inputs.type))
             phases.mark()
             shape = [len(images), *outputs.shape[1:]]
-            output = torch.empty(shape, dtype=types[outputs.type], device="cuda")
+            output = torch.empty(shape, dtype=_torch_type(torch, outputs.type), device="cuda")
             binding = self.session.io_binding()
             binding.bind_input(inputs.name, "cuda", 0, NUMPY_TYPES[inputs.type], tuple(batch.shape), batch.data_ptr())
             binding.bind_output(outputs.name, "cuda", 0, NUMPY_TYPES[outputs.type], tuple(shape), output.data_ptr())
@@ -179,6 +179,11 @@ class OnnxRuntimeRunner(Runner):
 
     def deactivate(self) -> None:
         self.session = None
+
+
+def _torch_type(torch: Any, onnx_type: str) -> Any:
+    """The torch dtype of an ONNX tensor type (``tensor(float16)`` -> ``torch.float16``)."""
+    return getattr(torch, np.dtype(NUMPY_TYPES[onnx_type]).name)
 
 
 def gpu_providers(available: list[str], stream: int, cache: Path, *, int8: bool) -> list[Any]:

@@ -16,8 +16,7 @@ from yolo_optimize.evaluate.runners.base import Runner
 from yolo_optimize.evaluate.runners.cuda_phases import CudaPhases
 from yolo_optimize.export.tensorrt import profile_for
 from yolo_optimize.tensorrt_api import (
-    engine_environment,
-    engine_mismatch,
+    engine_refused_here,
     fresh_logger,
     logged_errors,
     require_tensorrt,
@@ -43,7 +42,7 @@ class TensorRTRunner(Runner):
         if reason:
             raise RuntimeError(reason)
         trt = require_tensorrt()
-        mismatch = engine_mismatch(self.manifest.info.get("environment", {}), engine_environment())
+        mismatch = engine_refused_here(self.manifest.info)
         if mismatch:
             raise RuntimeError(mismatch)
         import torch

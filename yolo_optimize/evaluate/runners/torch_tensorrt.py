@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from yolo_optimize.evaluate.runners.torch_module import TorchModuleRunner
 from yolo_optimize.export.torch_tensorrt import torch_tensorrt_unavailable_reason
-from yolo_optimize.tensorrt_api import engine_environment, engine_mismatch
+from yolo_optimize.tensorrt_api import engine_refused_here
 
 
 class TorchTensorRTRunner(TorchModuleRunner):
@@ -18,8 +18,7 @@ class TorchTensorRTRunner(TorchModuleRunner):
         return torch_tensorrt_unavailable_reason()
 
     def activate(self) -> None:
-        reason = self.unavailable_reason(self.device) or engine_mismatch(
-            self.manifest.info.get("environment", {}), engine_environment())
+        reason = self.unavailable_reason(self.device) or engine_refused_here(self.manifest.info)
         if reason:
             raise RuntimeError(reason)
         import torch
