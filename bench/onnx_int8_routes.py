@@ -8,6 +8,10 @@ float, ranges from every coco128 image):
   (7-bit weights: what ``onnx-int8`` builds on CPUs without VNNI);
 - nncf-8bit: the same with full 8-bit weights (what it builds on VNNI CPUs);
 - nncf-first-layer: NNCF's own default (7 bits on the first layer only);
+- nncf-ort: what ``onnx-int8`` ships: NNCF with this CPU's weight bits (7 without VNNI, 8 with it), completed for
+  ONNX Runtime's int8 kernels (optimize/onnxruntime_fusion.py: int32 bias, Q/DQ on the convolutions' outputs,
+  the SiLU's low end cut at -6, the sigmoid on the [0, 1] grid); "-no-floor" keeps the observed low end,
+  "-floor-8" cuts it at -8, "-float-silu" leaves the sigmoid unquantized (the SiLU runs in float);
 - ort-all: ONNX Runtime's quantize_static, every op (the project's previous default; weights 7-bit via
   reduce_range, ranges averaged per image);
 - ort-conv: quantize_static on Conv only (QDQ on Conv inputs and outputs, SiLU in float);
@@ -35,12 +39,17 @@ import numpy as np
 from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.cpu import has_vnni
 from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 from yolo_optimize.optimize.calibration import calibration_inputs, candidate_manifest
 from yolo_optimize.optimize.gate import Gate, GateConfig
 from yolo_optimize.optimize.int8_tensorrt import quantize_symmetric
+from yolo_optimize.optimize.onnxruntime_fusion import (
+    FusionOptions,
+    fuse_for_onnxruntime,
+)
 from yolo_optimize.processes import in_own_process
 
 TENSORRT_RANGES = {"tensorrt-minmax": "minmax", "tensorrt-entropy": "entropy",
@@ -50,7 +59,10 @@ TENSORRT_RANGES = {"tensorrt-minmax": "minmax", "tensorrt-entropy": "entropy",
                    "tensorrt-percentile-99.99-conv": "percentile:99.99",
                    "tensorrt-percentile-99.999-conv": "percentile:99.999", "tensorrt-minmax-conv": "minmax"}
 ORT_RANGES = {"ort-all-percentile": ("Percentile", {"CalibPercentile": 99.999}), "ort-all-entropy": ("Entropy", {})}
-ROUTES = ("nncf-7bit", "nncf-8bit", "nncf-first-layer", "ort-all", "ort-conv", *ORT_RANGES, *TENSORRT_RANGES)
+ORT_FUSION = {"nncf-ort": FusionOptions(), "nncf-ort-no-floor": FusionOptions(silu_floor=None),
+              "nncf-ort-floor-8": FusionOptions(silu_floor=8.0), "nncf-ort-float-silu": FusionOptions(quantize_sigmoid=False)}
+ROUTES = ("nncf-7bit", "nncf-8bit", "nncf-first-layer", *ORT_FUSION, "ort-all", "ort-conv", *ORT_RANGES,
+          *TENSORRT_RANGES)
 
 
 def image_convolutions(model: Any) -> list[str]:
@@ -60,7 +72,7 @@ def image_convolutions(model: Any) -> list[str]:
     return [node.name for node in model.graph.node if node.op_type == "Conv" and node.input[0] in inputs]
 
 
-def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarray]) -> None:
+def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarray], threads: int) -> None:
     import onnx
 
     head = family_named("yolov5").onnx_float_nodes(onnx.load(str(source)))
@@ -77,11 +89,14 @@ def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarra
         )
 
         fix = {"nncf-7bit": OverflowFix.ENABLE, "nncf-8bit": OverflowFix.DISABLE,
-               "nncf-first-layer": OverflowFix.FIRST_LAYER}[route]
-        quantized = nncf.quantize(onnx.load(str(source)), nncf.Dataset([{"images": x} for x in calibration]),
+               "nncf-first-layer": OverflowFix.FIRST_LAYER}.get(route, OverflowFix.DISABLE if has_vnni() else OverflowFix.ENABLE)
+        feeds = [{"images": x} for x in calibration]
+        quantized = nncf.quantize(onnx.load(str(source)), nncf.Dataset(feeds),
                                   preset=nncf.QuantizationPreset.MIXED, subset_size=len(calibration),
                                   ignored_scope=nncf.IgnoredScope(names=head, validate=False),
                                   advanced_parameters=AdvancedQuantizationParameters(overflow_fix=fix))
+        if route in ORT_FUSION:
+            fuse_for_onnxruntime(quantized, feeds, threads, ORT_FUSION[route])
         onnx.save(quantized, str(target))
         return
     from onnxruntime.quantization import (
@@ -159,7 +174,8 @@ def main() -> None:
         for route in args.routes.split(","):
             folders[route] = Path(work) / route
             folders[route].mkdir()
-            quantize(route, args.artifact / str(parent.entry), folders[route] / str(parent.entry), calibration)
+            quantize(route, args.artifact / str(parent.entry), folders[route] / str(parent.entry), calibration,
+                     args.threads)
             print(f"quantized {route}")
         result: dict[str, Any] = {"gate": accuracy(folders, parent, args.assets / "coco128", args.threads),
                                   "coco_val128": accuracy(folders, parent, args.assets / "coco_val128", args.threads)}

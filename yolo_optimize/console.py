@@ -22,6 +22,7 @@ from yolo_optimize.dag import BUILT, CACHED, FAILED, NOT_NEEDED, SKIPPED, NodeRe
 
 STYLES = {BUILT: "green", CACHED: "cyan", FAILED: "bold red", SKIPPED: "yellow", NOT_NEEDED: "dim",
           "running": "magenta"}
+LOG_LINE = {"soft_wrap": True, "markup": False, "highlight": False}  # one greppable line each, printed as said
 
 
 class BuildDisplay:
@@ -48,13 +49,14 @@ class BuildDisplay:
         if result is None:
             self.started[node] = time.monotonic()
             if not self.console.is_terminal:
-                self.console.print(f"{node}: started")
+                self.console.print(f"{node}: started", **LOG_LINE)
         else:
             self.rows[node] = result
             self.progress.update(self.task, completed=sum(r is not None for r in self.rows.values()),
                                  description=f"{node}: {result.status}")
             if not self.console.is_terminal and result.status not in (CACHED, NOT_NEEDED):
-                self.console.print(" ".join(filter(None, (f"{node}:", result.status, _seconds(result), result.reason))))
+                self.console.print(" ".join(filter(None, (f"{node}:", result.status, _seconds(result), result.reason))),
+                                   **LOG_LINE)
 
     def _render(self) -> Group:
         table = Table(title="optimize build", title_justify="left")

@@ -1,4 +1,8 @@
-"""INT8 ONNX: NNCF's ONNX backend writes a QDQ graph that ONNX Runtime runs, the Detect head in float.
+"""INT8 ONNX: NNCF's ONNX backend writes a QDQ graph, completed so ONNX Runtime runs it in int8, the Detect head in float.
+
+NNCF quantizes the inputs of operations; ONNX Runtime computes a convolution in int8 only when its
+output is quantized too, so the graph is completed for it (optimize/onnxruntime_fusion.py): without
+that, ONNX Runtime dequantizes every convolution and the file runs slower than FP32.
 
 Weights are signed 8-bit, symmetric per channel; activations unsigned 8-bit. How many weight
 bits depends on the CPU that will run it: ONNX Runtime's u8 x s8 kernels are exact on CPUs
@@ -8,7 +12,7 @@ with VNNI, but on CPUs without it (AVX2 only) they add pairs of u8 x s8 products
 8 bits, and the file says in its metadata that it needs VNNI to compute exactly.
 Measured on this project's AVX2-only host (bench/onnx_int8_routes.py): this recipe lost
 less mAP than ONNX Runtime's own quantize_static with every calibration and
-sensitivity option the project tried (README).
+sensitivity option the project tried, and the completed graph no more than NNCF's own (README).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from yolo_optimize.families.base import Family
 from yolo_optimize.optimize.calibration import Int8Config
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
 from yolo_optimize.optimize.onnx_io import save_onnx
+from yolo_optimize.optimize.onnxruntime_fusion import fuse_for_onnxruntime
 
 VNNI_NOTE = "8-bit weights: exact on CPUs with VNNI (AVX512-VNNI, AVX-VNNI, AMX); may saturate on AVX2-only CPUs"
 NO_VNNI_NOTE = "7-bit weights (NNCF overflow fix): exact on every x86 CPU"
@@ -37,7 +42,8 @@ class OnnxInt8Config(Int8Config):
 
 class OnnxInt8(NncfInt8):
     name = "onnx-int8"
-    revision = 4  # 3: NNCF's ONNX backend instead of ONNX Runtime's quantize_static; 4: the gate's metric per task
+    revision = 5  # 3: NNCF's ONNX backend instead of ONNX Runtime's quantize_static; 4: the gate's metric per task;
+    #               5: completed for ONNX Runtime's int8 kernels (optimize/onnxruntime_fusion.py)
     tools = ("onnx", "onnxruntime", "nncf")
     target = "onnx"
     config: OnnxInt8Config
@@ -50,6 +56,10 @@ class OnnxInt8(NncfInt8):
 
         fix = OverflowFix.ENABLE if self.config.weight_bits == 7 else OverflowFix.DISABLE
         return AdvancedQuantizationParameters(overflow_fix=fix)
+
+    def for_runtime(self, quantized: Any, feeds: list[Any], threads: int) -> Any:
+        fuse_for_onnxruntime(quantized, feeds, threads)
+        return quantized
 
     def cpu_metadata(self) -> dict[str, Any]:
         needs_vnni = self.config.weight_bits == 8

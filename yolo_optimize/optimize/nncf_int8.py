@@ -48,15 +48,18 @@ class NncfInt8(Stage):
         model = self.read(ctx.entry(SOURCE))
         head = self.float_ops(family, model)
         images = calibration_inputs(family, self.config.calib_images, self.config.imgsz)
-        calibration = nncf.Dataset([self.model_input(x) for x in images])
+        feeds = [self.model_input(x) for x in images]
+        calibration = nncf.Dataset(feeds)
         settings = {"preset": nncf.QuantizationPreset.MIXED, "subset_size": len(self.config.calib_images),
                     "ignored_scope": nncf.IgnoredScope(names=head, validate=False)}
         gate = Gate(self.config.gate, family, self.config.imgsz, ctx.threads)
         try:
             record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
             quantized = nncf.quantize(model, calibration, **settings, advanced_parameters=self.advanced_parameters())
+            quantized = self.for_runtime(quantized, feeds, ctx.threads)
             if not record.add(ROUTE, self._score(quantized, ctx, gate, entry)):
-                quantized = self._with_accuracy_control(model, calibration, gate, settings)
+                quantized = self.for_runtime(self._with_accuracy_control(model, calibration, gate, settings), feeds,
+                                             ctx.threads)
                 record.add(ACCURACY_CONTROL_ROUTE, self._score(quantized, ctx, gate, entry))
         finally:
             gate.close()
@@ -95,6 +98,11 @@ class NncfInt8(Stage):
         ``advanced_quantization_parameters``, hence a typed object rather than keyword arguments.
         """
         return None
+
+    def for_runtime(self, quantized: Any, feeds: list[Any], threads: int) -> Any:
+        """What this backend's runtime needs done to NNCF's model to run it in int8 (nothing, unless overridden);
+        ``feeds`` are the calibration items."""
+        return quantized
 
     def cpu_metadata(self) -> dict[str, Any]:
         """What the artifact records about the CPU its arithmetic was chosen for."""

@@ -221,12 +221,17 @@ def _node_times(events: list[dict[str, Any]], runs: int, float_precision: str) -
 
 
 def _gflops(args: dict[str, Any]) -> float | None:
-    """A weighted node's operations from the shapes ONNX Runtime's profile records (``[{"float": [...]}]``)."""
+    """A weighted node's operations from the shapes ONNX Runtime's profile records (``[{"float": [...]}]``).
+
+    None where they are not there: ONNX Runtime leaves prepacked weights out of the shapes of its channels-last
+    int8 convolutions, so the entry at the weight's index is then a scale vector, not a weight.
+    """
     index = WEIGHT_INPUT.get(args.get("op_name", ""))
     inputs, outputs = args.get("input_type_shape", []), args.get("output_type_shape", [])
     if index is None or len(inputs) <= index or not outputs:
         return None
-    return weighted_gflops(next(iter(inputs[index].values())), next(iter(outputs[0].values())))
+    weight = next(iter(inputs[index].values()))
+    return weighted_gflops(weight, next(iter(outputs[0].values()))) if len(weight) >= 2 else None
 
 
 def _convolution_kernels(optimized: str) -> tuple[int, int]:

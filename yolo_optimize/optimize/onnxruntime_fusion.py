@@ -1,0 +1,252 @@
+"""Complete NNCF's QDQ graph so ONNX Runtime's CPU provider runs its convolutions on int8 kernels.
+
+NNCF quantizes the inputs of operations, which is what OpenVINO fuses. ONNX Runtime computes a
+convolution in int8 (QLinearConv) only for the whole unit ``DequantizeLinear(x), DequantizeLinear(w),
+DequantizeLinear(int32 bias) -> Conv -> QuantizeLinear``, input and output of one type
+(``ConvNodeGroupSelector`` in onnxruntime/core/optimizer/qdq_transformer/selectors_actions/qdq_selectors.cc).
+Left as NNCF writes it, every convolution runs in float on dequantized tensors, slower than FP32.
+This pass completes the units around each convolution whose input and weights NNCF quantized and
+whose output feeds a SiLU (``x * sigmoid(x)``, every YOLO detector's activation), without moving
+NNCF's own quantizers:
+
+- activations become unsigned (the same grid shifted by 128): ONNX Runtime's x86 kernels take u8
+  activations with s8 weights, and a convolution's output must have its input's type;
+- the float bias becomes int32 at scale ``x_scale * w_scale``, the sums QLinearConv accumulates;
+- a Concat (and MaxPools before it) whose inputs NNCF quantized on one shared grid get that grid on
+  their outputs, which changes no value;
+- the convolution's output gets a Q/DQ pair whose range is the mean over calibration images of each
+  image's min and max; where it feeds a SiLU its low end is cut at ``-silu_floor``: SiLU(x) for
+  x < -6 lies within 0.015 of 0, while early layers reach -85, which would coarsen the grid 7x;
+- the SiLU's sigmoid gets the fixed [0, 1] grid (step 1/255) where the SiLU's product is quantized
+  anyway, so ONNX Runtime runs the SiLU as QLinearSigmoid and QLinearMul on int8 tensors instead of
+  dequantizing around it.
+
+Every choice is measured in bench/onnx_int8_routes.py (README "Which INT8 ONNX recipe").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+U8_LEVELS = 255
+SIGMOID_SCALE = np.float32(1 / U8_LEVELS)  # the fixed grid of a sigmoid's [0, 1] output
+
+
+@dataclass(frozen=True)
+class FusionOptions:
+    silu_floor: float | None = 6.0  # None: the observed low end (see the module docstring)
+    quantize_sigmoid: bool = True
+
+
+@dataclass
+class _Graph:
+    """The model's nodes indexed both ways, and the nodes this pass inserts before or after existing ones."""
+
+    model: Any
+    producer: dict[str, Any] = field(default_factory=dict)
+    consumers: dict[str, list[Any]] = field(default_factory=dict)
+    initializers: dict[str, Any] = field(default_factory=dict)
+    before: dict[str, list[Any]] = field(default_factory=dict)
+    after: dict[str, list[Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for node in self.model.graph.node:
+            self.producer.update({name: node for name in node.output})
+            for name in node.input:
+                self.consumers.setdefault(name, []).append(node)
+        self.initializers = {tensor.name: tensor for tensor in self.model.graph.initializer}
+
+    def array(self, name: str) -> np.ndarray:
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(self.initializers[name])
+
+    def add_initializer(self, name: str, value: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        if name not in self.initializers:
+            self.initializers[name] = numpy_helper.from_array(value, name)
+            self.model.graph.initializer.append(self.initializers[name])
+        return name
+
+    def made_by(self, name: str, op_type: str) -> Any:
+        node = self.producer.get(name)
+        return node if node is not None and node.op_type == op_type else None
+
+    def write_nodes(self) -> None:
+        """Put the inserted nodes beside their anchors (the graph stays in topological order) and drop the
+        initializers no node reads any more (the float biases, the signed zero points)."""
+        nodes = []
+        for node in self.model.graph.node:
+            nodes += self.before.pop(node.name, []) + [node] + self.after.pop(node.name, [])
+        del self.model.graph.node[:]
+        self.model.graph.node.extend(nodes)
+        read = {name for node in nodes for name in node.input}
+        kept = [tensor for tensor in self.model.graph.initializer if tensor.name in read]
+        del self.model.graph.initializer[:]
+        self.model.graph.initializer.extend(kept)
+
+
+@dataclass(frozen=True)
+class _Site:
+    conv: Any
+    input_dq: Any  # the DequantizeLinear whose grid the convolution's input is on
+    on_input_grid: tuple[Any, ...]  # MaxPools and a Concat between that grid and the convolution
+    sigmoid: Any
+    mul: Any
+
+
+def fuse_for_onnxruntime(model: Any, feeds: list[dict[str, np.ndarray]], threads: int,
+                         options: FusionOptions = FusionOptions()) -> int:
+    """Rewrite ``model`` in place (see the module docstring); returns how many convolutions it made int8."""
+    activations_to_u8(model)
+    graph = _Graph(model)
+    sites = _sites(graph)
+    if not sites:  # no SiLU convolution (ReLU networks such as ResNet): ONNX Runtime fuses those graphs as written
+        return 0
+    ranges = _observed_ranges(model, [site.conv.output[0] for site in sites], feeds, threads)
+    for site in sites:
+        _quantize_bias(graph, site)
+        low, high = ranges[site.conv.output[0]]
+        if options.silu_floor is not None:
+            low = max(low, -options.silu_floor)
+        _quantize_output(graph, site.conv, _u8_grid(graph, site.conv.name + "_output", low, high))
+        for node in site.on_input_grid:
+            if node.name not in graph.after:  # not yet done for another convolution reading it
+                _quantize_output(graph, node, (site.input_dq.input[1], site.input_dq.input[2]))
+        if options.quantize_sigmoid and _only_quantized(graph, site.mul.output[0]):
+            grid = (graph.add_initializer("sigmoid_scale", SIGMOID_SCALE),
+                    graph.add_initializer("sigmoid_zero_point", np.array(0, np.uint8)))
+            _quantize_output(graph, site.sigmoid, grid)
+    graph.write_nodes()
+    return len(sites)
+
+
+def activations_to_u8(model: Any) -> None:
+    """Shift every s8 activation Q/DQ pair to u8 (zero point + 128: the same values), weights untouched."""
+    from onnx import TensorProto
+
+    graph = _Graph(model)
+    shifted: set[str] = set()
+    for quantize in [node for node in model.graph.node if node.op_type == "QuantizeLinear"]:
+        if quantize.input[0] in graph.initializers or len(quantize.input) < 3:
+            continue
+        zero_point = graph.array(quantize.input[2])
+        if zero_point.dtype != np.int8:
+            continue
+        unsigned = graph.add_initializer(quantize.input[2] + "_u8", (zero_point.astype(np.int16) + 128).astype(np.uint8))
+        for node in [quantize, *graph.consumers.get(quantize.output[0], [])]:
+            node.input[2] = unsigned
+        shifted.add(quantize.output[0])
+    for info in model.graph.value_info:
+        if info.name in shifted:
+            info.type.tensor_type.elem_type = TensorProto.UINT8
+    graph.write_nodes()
+
+
+def _sites(graph: _Graph) -> list[_Site]:
+    """Convolutions with NNCF-quantized input and weights whose output only feeds a SiLU."""
+    sites = []
+    for conv in graph.model.graph.node:
+        if conv.op_type != "Conv" or len(conv.input) < 3 or not graph.made_by(conv.input[1], "DequantizeLinear"):
+            continue
+        silu = _silu(graph, conv.output[0])
+        input_dq, on_input_grid = _input_grid(graph, conv.input[0])
+        if silu and input_dq is not None:
+            sites.append(_Site(conv, input_dq, on_input_grid, *silu))
+    return sites
+
+
+def _silu(graph: _Graph, tensor: str) -> tuple[Any, Any] | None:
+    """(Sigmoid, Mul) when ``tensor`` feeds exactly ``tensor * sigmoid(tensor)``."""
+    users = graph.consumers.get(tensor, [])
+    sigmoid = next((node for node in users if node.op_type == "Sigmoid"), None)
+    mul = next((node for node in users if node.op_type == "Mul"), None)
+    if len(users) != 2 or sigmoid is None or mul is None or set(mul.input) != {tensor, sigmoid.output[0]}:
+        return None
+    return sigmoid, mul
+
+
+def _input_grid(graph: _Graph, tensor: str) -> tuple[Any, tuple[Any, ...]]:
+    """The DequantizeLinear whose grid ``tensor`` is on, and the nodes on the way that keep values on it.
+
+    Those are MaxPools (their outputs are some of their inputs) and a Concat whose inputs are all on one
+    grid; putting their outputs on that grid changes no value. (None, ()) where there is no single grid.
+    """
+    concat = graph.made_by(tensor, "Concat")
+    sources = [_grid_source(graph, name) for name in (concat.input if concat is not None else [tensor])]
+    dqs = [dq for dq, _ in sources]
+    if None in dqs or len({(graph.array(dq.input[1]).tobytes(), graph.array(dq.input[2]).tobytes()) for dq in dqs}) != 1:
+        return None, ()
+    keeping = tuple(node for _, nodes in sources for node in nodes) + ((concat,) if concat is not None else ())
+    return dqs[0], keeping
+
+
+def _grid_source(graph: _Graph, tensor: str) -> tuple[Any, list[Any]]:
+    """The DequantizeLinear at the start of a chain of MaxPools ending in ``tensor``, and those MaxPools."""
+    pools = []
+    node = graph.producer.get(tensor)
+    while node is not None and node.op_type == "MaxPool":
+        pools.append(node)
+        node = graph.producer.get(node.input[0])
+    return (node if node is not None and node.op_type == "DequantizeLinear" else None), pools
+
+
+def _only_quantized(graph: _Graph, tensor: str) -> bool:
+    users = graph.consumers.get(tensor, [])
+    return bool(users) and all(node.op_type == "QuantizeLinear" for node in users)
+
+
+def _observed_ranges(model: Any, tensors: list[str], feeds: list[dict[str, np.ndarray]],
+                     threads: int) -> dict[str, tuple[float, float]]:
+    """Mean over the calibration images of each image's min and max of every tensor, widened to hold 0."""
+    import onnx
+    import onnxruntime as ort
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    del probe.graph.output[:]
+    probe.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None) for name in tensors)
+    settings = ort.SessionOptions()
+    settings.intra_op_num_threads = threads
+    session = ort.InferenceSession(probe.SerializeToString(), settings, providers=["CPUExecutionProvider"])
+    extremes = np.array([[(value.min(), value.max()) for value in session.run(tensors, feed)] for feed in feeds])
+    low, high = extremes.mean(axis=0).T
+    return {name: (min(0.0, float(lo)), max(0.0, float(hi))) for name, lo, hi in zip(tensors, low, high)}
+
+
+def _u8_grid(graph: _Graph, name: str, low: float, high: float) -> tuple[str, str]:
+    scale = max((high - low) / U8_LEVELS, np.finfo(np.float32).tiny)
+    zero_point = np.clip(np.round(-low / scale), 0, U8_LEVELS)
+    return (graph.add_initializer(name + "_scale", np.array(scale, np.float32)),
+            graph.add_initializer(name + "_zero_point", np.array(zero_point, np.uint8)))
+
+
+def _quantize_output(graph: _Graph, node: Any, grid: tuple[str, str]) -> None:
+    """Insert Q -> DQ on the grid after ``node``; its consumers read the same tensor name as before."""
+    from onnx import helper
+
+    tensor = node.output[0]
+    node.output[0] = tensor + "_float"
+    graph.after.setdefault(node.name, []).extend([
+        helper.make_node("QuantizeLinear", [node.output[0], *grid], [tensor + "_u8"], name=tensor + "_quantize"),
+        helper.make_node("DequantizeLinear", [tensor + "_u8", *grid], [tensor], name=tensor + "_dequantize")])
+
+
+def _quantize_bias(graph: _Graph, site: _Site) -> None:
+    from onnx import helper
+
+    conv = site.conv
+    weight_scale = graph.array(graph.producer[conv.input[1]].input[1]).astype(np.float64)
+    scale = (float(graph.array(site.input_dq.input[1])) * weight_scale).astype(np.float32)
+    bias = np.round(graph.array(conv.input[2]).astype(np.float64) / scale)
+    integers = np.clip(bias, np.iinfo(np.int32).min, np.iinfo(np.int32).max).astype(np.int32)
+    inputs = [graph.add_initializer(conv.name + "_bias_int32", integers),
+              graph.add_initializer(conv.name + "_bias_scale", scale),
+              graph.add_initializer(conv.name + "_bias_zero_point", np.zeros_like(integers))]
+    conv.input[2] = conv.name + "_bias"
+    graph.before.setdefault(conv.name, []).append(
+        helper.make_node("DequantizeLinear", inputs, [conv.input[2]], name=conv.input[2] + "_dequantize", axis=0))
