@@ -17,6 +17,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from common import save
 
@@ -45,6 +46,20 @@ def rank_conflicts(first: dict[str, dict], second: dict[str, dict], batch: int) 
     return conflicts
 
 
+def agreement(first: dict[str, dict], second: dict[str, dict], batch: int) -> dict[str, Any]:
+    """Do two runs' speedups at ``batch`` meet the goal? Printed, and returned for the saved summary."""
+    key = f"speedup_b{batch}"
+    gaps = {name: abs(first[name][key] / second[name][key] - 1) for name in set(first) & set(second)}
+    worst = max(gaps, key=gaps.__getitem__)
+    conflicts = rank_conflicts(first, second, batch)
+    met = not conflicts and gaps[worst] <= GOAL
+    print(f"b{batch}: ranking {'agrees' if not conflicts else 'DIFFERS: ' + '; '.join(conflicts)}; largest speedup "
+          f"disagreement {gaps[worst]:.1%} ({worst}); goal {'met' if met else 'MISSED'}")
+    return {"same_ranking": not conflicts, "rank_conflicts": conflicts, "largest_speedup_disagreement": round(gaps[worst], 4),
+            "worst_artifact": worst, "speedups": {name: [first[name][key], second[name][key]] for name in sorted(gaps)},
+            "goal_met": met}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("artifacts", type=Path)
@@ -55,18 +70,7 @@ def main() -> None:
     parser.add_argument("--save", type=Path, default=Path("bench/results"))
     args = parser.parse_args()
     runs = [evaluate(args.artifacts, args.save / f"reproducibility-run{n}", args) for n in (1, 2)]
-    summary: dict[str, dict] = {}
-    for batch in (int(b) for b in args.batch_sizes.split(",")):
-        key = f"speedup_b{batch}"
-        gaps = {name: abs(runs[0][name][key] / runs[1][name][key] - 1) for name in set(runs[0]) & set(runs[1])}
-        worst = max(gaps, key=gaps.__getitem__)
-        conflicts = rank_conflicts(*runs, batch)
-        summary[f"b{batch}"] = {"same_ranking": not conflicts, "rank_conflicts": conflicts,
-                                "largest_speedup_disagreement": round(gaps[worst], 4), "worst_artifact": worst,
-                                "speedups": {name: [runs[0][name][key], runs[1][name][key]] for name in sorted(gaps)},
-                                "goal_met": not conflicts and gaps[worst] <= GOAL}
-        print(f"b{batch}: ranking {'agrees' if not conflicts else 'DIFFERS: ' + '; '.join(conflicts)}; largest speedup "
-              f"disagreement {gaps[worst]:.1%} ({worst}); goal {'met' if summary[f'b{batch}']['goal_met'] else 'MISSED'}")
+    summary = {f"b{batch}": agreement(*runs, int(batch)) for batch in args.batch_sizes.split(",")}
     save(args.save, "reproducibility", {"settings": vars(args) | {"artifacts": str(args.artifacts),
                                                                    "save": str(args.save)}, "summary": summary},
          args.threads)

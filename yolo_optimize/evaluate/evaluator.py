@@ -1,7 +1,8 @@
 """The evaluation protocol: every artifact in its own processes, in interleaved rounds with the baseline.
 
-A process on these hosts runs in a fast mode or a 1.4-1.65x slower one and keeps it for
-its life, so one process per artifact decides nothing. Each round measures the PyTorch
+A process on these hosts runs in a fast mode or a 1.4-1.7x slower one, which on some hosts
+changes every few seconds even within one process (bench/host_speed.py), so one process per
+artifact decides nothing. Each round measures the PyTorch
 baseline and then every artifact once, each in a fresh process, the artifacts' order
 rotated from round to round (so none is always measured right after the baseline); the
 report takes each speedup as the median over rounds of the ratio to the baseline of the
