@@ -2,10 +2,10 @@
 
     python bench/paired_slices.py artifacts/ [--pairs 5] [--slice 0.4] [--rounds 1] [--runs 2]
 
-A prototype of a measurement protocol, not yet the evaluator's. ``optimize eval`` measures the
-PyTorch baseline and then each artifact, each in its own process, and takes each speedup as the
-median over rounds of the ratio to the baseline of the same round; the two measurements of a
-ratio lie tens of seconds apart. Here the baseline and the artifact run in two live processes at
+A measurement protocol tried on the Zen 4 host and not adopted (README, "Reproducibility"): the
+evaluator then took each speedup as the median over rounds of the ratio to the baseline of the
+same round, whose two measurements lie tens of seconds apart; it now compares rows in the
+host's fast state (``results.fast_state``), which this study's saved slices led to. Here the baseline and the artifact run in two live processes at
 once and take turns in short slices (``--slice`` seconds, the first inference of each slice
 discarded as its warm-up), so both sides of every ratio see the same host state; the speedup is
 the median over ``--pairs`` slice pairs (with ``--rounds`` above 1, the median of that over as many

@@ -1,8 +1,18 @@
 """One measurement, one process: a fresh spawned interpreter per call, so its memory, timing mode and crashes
-stay its own."""
+stay its own.
+
+Every such process keeps the memory it frees (``ALLOCATOR_ENV``, glibc's malloc settings, read at
+the process's start): by default glibc hands large freed blocks back to the kernel, so PyTorch
+eager, which allocates its activations afresh in every inference, page-faults them back in on the
+next one, at a cost the host decides: on the Zen 4 VM its batch-1 latency moved between 45 and 113
+ms from process to process with it, and stayed at 43-47 ms without it (bench/allocator.py). ONNX
+Runtime and OpenVINO reuse their own arenas and do not notice. PyTorch's CPU tuning guide has
+deployments swap in jemalloc or tcmalloc for the same reason. A user's own MALLOC_* settings win.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -10,6 +20,8 @@ from multiprocessing import get_context
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+ALLOCATOR_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2**40)}  # no mmap'd blocks, never trimmed
 
 
 def one_line(err: BaseException, limit: int = 200) -> str:
@@ -19,7 +31,10 @@ def one_line(err: BaseException, limit: int = 200) -> str:
 
 
 def in_own_process(function: Callable[..., T], *args: Any) -> T:
-    """``function(*args)`` in a fresh spawned process (a module-level function with picklable arguments)."""
+    """``function(*args)`` in a fresh spawned process (a module-level function with picklable arguments), with
+    ALLOCATOR_ENV unless the environment sets those variables already."""
+    for name, value in ALLOCATOR_ENV.items():
+        os.environ.setdefault(name, value)  # inherited by the spawned interpreter; this one's malloc is set up
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
         try:
             return pool.submit(function, *args).result()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -55,25 +54,32 @@ def test_every_row_is_measured_at_every_batch_size_in_two_processes(evaluated: P
     assert all([m["round"] for m in row["measurements"]] == [0, 1] for row in results["rows"])
 
 
-def test_speedups_are_median_per_round_ratios_recomputable_from_the_raw_samples(evaluated: Path) -> None:
-    """Each speedup is the median over rounds of (row throughput / baseline throughput in that round)."""
+def test_speedups_are_fast_state_throughput_ratios_recomputable_from_the_raw_samples(evaluated: Path) -> None:
+    """Each speedup is the row's fast-state throughput over the baseline's, both recomputed here from the raw
+    samples in results.json; throughput and b1 p50 are the same figures; the range spans the per-round ratios."""
+    from yolo_optimize.evaluate.results import fast_state
+
     results = json.loads((evaluated / "results.json").read_text())
     rows = matrix(evaluated)
     assert rows["pytorch-fp32"]["speedup_b1"] == rows["pytorch-fp32"]["speedup_b2"] == 1.0
 
-    def by_round(name: str, batch: int) -> dict[int, float]:
+    def raw(name: str, batch: int) -> list[dict]:
         row = next(r for r in results["rows"] if r["name"] == name)
-        return {m["round"]: next(b["throughput_ips"] for b in m["batches"] if b["batch"] == batch)
-                for m in row["measurements"]}
+        return [{"round": m["round"], **next(b for b in m["batches"] if b["batch"] == batch)}
+                for m in row["measurements"]]
 
     for name, line in rows.items():
         for batch in (1, 2):
-            mine, base = by_round(name, batch), by_round("pytorch-fp32", batch)
-            ratios = [mine[r] / base[r] for r in mine]
-            assert line[f"speedup_b{batch}"] == pytest.approx(statistics.median(ratios), abs=1e-3), name
-            low, high = line[f"speedup_b{batch}_range"]
-            assert low <= line[f"speedup_b{batch}"] <= high
-            assert line[f"throughput_b{batch}_ips"] == pytest.approx(statistics.median(mine.values()), abs=0.01)
+            mine, base = raw(name, batch), raw("pytorch-fp32", batch)
+            fast = fast_state([m["latency"]["samples_ms"] for m in mine], batch)
+            base_fast = fast_state([m["latency"]["samples_ms"] for m in base], batch)
+            assert fast and base_fast and 0 < fast.runs_kept <= fast.runs
+            assert line[f"fast_runs_b{batch}"] == [fast.runs_kept, fast.runs]
+            assert line[f"throughput_b{batch}_ips"] == fast.throughput_ips
+            assert line[f"speedup_b{batch}"] == pytest.approx(fast.throughput_ips / base_fast.throughput_ips, abs=1e-3)
+            ratios = [m["throughput_ips"] / b["throughput_ips"] for m, b in zip(mine, base) if m["round"] == b["round"]]
+            assert line[f"speedup_b{batch}_range"] == [round(min(ratios), 3), round(max(ratios), 3)]
+        assert line["latency_b1_p50_ms"] == fast_state([m["latency"]["samples_ms"] for m in raw(name, 1)], 1).latency.p50_ms
 
 
 def test_the_schedule_rotates_the_artifacts_behind_the_baseline() -> None:

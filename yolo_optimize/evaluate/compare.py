@@ -127,7 +127,8 @@ def _accuracy_change(new: Row, old: Row) -> float | None:
 def caveats(comparison: Comparison) -> list[str]:
     """How to read the comparison, and what limits it (a forced setup difference, other images, one process)."""
     found = [f"Comparison of {comparison.new} against {comparison.old}: p50 change with its 95% bootstrap interval "
-             "(processes, then runs, resampled); significant when the interval excludes 0."]
+             "(processes, then runs, resampled); significant when the interval excludes 0. Over all runs, the "
+             "host's slow state included (the matrix's speedups take the fast-state runs)."]
     if comparison.setup_differences:
         found.append(f"Compared across different setups (--force): {'; '.join(comparison.setup_differences)}.")
     if not comparison.same_data:

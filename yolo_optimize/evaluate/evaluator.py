@@ -2,11 +2,12 @@
 
 A process on these hosts runs in a fast mode or a 1.4-1.7x slower one, which on some hosts
 changes every few seconds even within one process (bench/host_speed.py), so one process per
-artifact decides nothing. Each round measures the PyTorch
-baseline and then every artifact once, each in a fresh process, the artifacts' order
-rotated from round to round (so none is always measured right after the baseline); the
-report takes each speedup as the median over rounds of the ratio to the baseline of the
-same round (``report.py``). Every raw sample is kept.
+artifact decides nothing. Each round measures the PyTorch baseline and then every artifact
+once, each in a fresh process, the artifacts' order rotated from round to round (so none is
+always measured right after the baseline). The slow state slows each runtime by its own
+factor, so the report compares rows in the host's fast state: the runs, over all of a row's
+processes, of the blocks within a span of the row's reference block (``results.fast_state``).
+Every raw sample is kept.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ document.querySelectorAll("table.sortable th").forEach(function (header, column)
 """
 
 CAPTIONS = {
-    "heatmap": "Speedup over PyTorch FP32 eager at the same batch size (median of the per-round ratios).",
+    "heatmap": "Speedup over PyTorch FP32 eager at the same batch size, both in the host's fast state (legend).",
     "latency": "Latency per image against batch size: p50, with the band up to p99 (median over processes).",
     "pareto": "Accuracy against throughput; the dashed step is the Pareto front (no artifact both faster and "
               "more accurate), its artifacts ringed.",

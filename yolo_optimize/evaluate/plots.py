@@ -71,7 +71,7 @@ def speedup_heatmap(report: Report) -> Any:
         axes.text(j, i, "n/a" if np.isnan(value) else f"{value:.2f}x", ha="center", va="center", fontsize=8)
     axes.set_xticks(range(len(sizes)), [f"batch {b}" for b in sizes])
     axes.set_yticks(range(len(lines)), [_label(line, report) for line in lines])
-    axes.set_title("speedup over PyTorch FP32 eager (median of per-round ratios)", fontsize=9)
+    axes.set_title("speedup over PyTorch FP32 eager (host's fast state)", fontsize=9)
     figure.colorbar(image, ax=axes, shrink=0.8)
     return figure
 

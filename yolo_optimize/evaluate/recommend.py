@@ -1,10 +1,12 @@
 """Which artifact to ship: per model and batch size, the fastest one within the accuracy budget and the optional
 latency and memory limits, with its spread, the runner-up, and a tie where the two are within measurement noise.
 
-Speed is each row's throughput per interleaved round (every round one process per artifact).
-Two candidates are told apart only when the faster one wins in every round the two share and by
-more than TIE_MARGIN at the median: on these hosts a process runs in a fast or a 1.4-1.65x slower
-mode, so a gap smaller than the rounds' spread is noise and is reported as a tie, not as a choice.
+Speed is each row's throughput in the host's fast state (``Row.fast_state``, the matrix's figure),
+ranked; its spread is the row's throughput per interleaved round (every round one process per
+artifact). Two candidates are told apart only when the faster one wins in every round the two
+share and by more than TIE_MARGIN at the median: on these hosts a process runs in a fast or a
+1.4-1.65x slower mode, so a gap smaller than the rounds' spread is noise and is reported as a tie,
+not as a choice.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class Candidate:
     artifact: str
     path: str  # the file to load
     runs_in: str
-    throughput_ips: float  # median over rounds
+    throughput_ips: float  # in the host's fast state, as in the matrix
     throughput_range: tuple[float, float]  # lowest and highest round
     p50_ms: float
     p99_ms: float
@@ -69,7 +71,7 @@ def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
             excluded[row.name] = why
         else:
             eligible.append(row)
-    ranked = sorted(eligible, key=lambda row: -statistics.median(row.round_throughputs(budget.batch).values()))
+    ranked = sorted(eligible, key=lambda row: -_throughput(row, budget.batch))
     if not ranked:
         return Recommendation(model, budget.batch, None, verdict="no artifact meets the budget", excluded=excluded)
     choice = _candidate(ranked[0], baseline, budget.batch)
@@ -125,11 +127,16 @@ def _clearly_faster(first: Row, second: Row, batch: int) -> bool:
     return min(shared) > 1 and statistics.median(shared) > 1 + TIE_MARGIN
 
 
+def _throughput(row: Row, batch: int) -> float:
+    fast = row.fast_state(batch)
+    return fast.throughput_ips if fast else 0.0
+
+
 def _candidate(row: Row, baseline: Row | None, batch: int) -> Candidate:
     rounds = list(row.round_throughputs(batch).values())
     path = row.entry or row.folder
     return Candidate(row.model, row.name, path, row.measurements[0].executed_precision,
-                     round(statistics.median(rounds), 2), (round(min(rounds), 2), round(max(rounds), 2)),
+                     round(_throughput(row, batch), 2), (round(min(rounds), 2), round(max(rounds), 2)),
                      round(row.median_latency(batch) or 0.0, 3), round(row.median_latency(batch, "p99_ms") or 0.0, 3),
                      round(row.median_memory_mb(), 1), _accuracy_text(row, baseline), snippet(row.target, row.precision, path))
 

@@ -6,7 +6,6 @@ import csv
 import json
 import os
 import platform
-import statistics
 from dataclasses import asdict
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -19,10 +18,18 @@ from yolo_optimize.cpu import cpu_facts, cpu_model
 from yolo_optimize.evaluate.compare import Comparison
 from yolo_optimize.evaluate.discover import BASELINE_TARGET
 from yolo_optimize.evaluate.html_report import write_page
-from yolo_optimize.evaluate.results import SCHEMA_VERSION, Report, Row
+from yolo_optimize.evaluate.results import (
+    BLOCK_S,
+    FAST_STATE_SPAN,
+    REFERENCE_QUANTILE,
+    SCHEMA_VERSION,
+    Report,
+    Row,
+)
 from yolo_optimize.evaluate.roofline import roofline_cells
 from yolo_optimize.evaluate.runners.cuda_phases import PHASES
 from yolo_optimize.machine.peaks import MachineLimits
+from yolo_optimize.processes import ALLOCATOR_ENV
 
 UNSTABLE_SPREAD = 0.15  # repeats of one row disagreeing by more than this are flagged
 PACKAGES = ("yolo-optimize", "torch", "onnxruntime", "openvino", "onnx", "yolov5", "yolov7-package", "ultralytics",
@@ -55,12 +62,14 @@ def end_to_end_cells(row: Row) -> dict[str, Any]:
 
 
 def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[str, Any]:
-    """One line of the matrix: per-batch speedups from the interleaved rounds and the row's other figures.
+    """One line of the matrix: per-batch speedups in the host's fast state and the row's other figures.
 
-    Speedup = the median over rounds of the row's throughput divided by the baseline's in the
-    same round (range in ``speedup_b<N>_range``): the host's drifts from one round to the
-    next cancel in each ratio. Throughput and latency columns are the medians of the row's
-    processes, so the speedup is close to, not exactly, their ratio to the baseline's.
+    Speedup = the row's throughput over the baseline's, each from the median of its runs in the
+    host's fast state over all its processes (``Row.fast_state``; ``fast_runs_b<N>``: runs kept of
+    all); throughput and latency columns are the same figures, so a speedup is exactly their
+    ratio. ``speedup_b<N>_range`` is the spread of the per-round ratios over all runs (a round is
+    one process of the row and one of the baseline), slow state included, to show how much a
+    single process pair could be off.
     """
     cells: dict[str, Any] = {"model": row.model, "artifact": row.name, "precision": row.precision, "task": row.task}
     if row.skipped:
@@ -68,17 +77,19 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
     if row.error or not row.measurements:
         return {**cells, "status": f"failed: {row.error or 'not measured'}"}
     for batch in batch_sizes:
-        mine = row.round_throughputs(batch)
-        if not mine:
+        mine = row.fast_state(batch)
+        if mine is None:
             cells[f"speedup_b{batch}"] = _batch_error(row, batch)
             continue
+        theirs = baseline.fast_state(batch) if baseline else None
         ratios = row.round_ratios(baseline, batch) if baseline else []
-        cells[f"throughput_b{batch}_ips"] = round(statistics.median(mine.values()), 2)
-        cells[f"speedup_b{batch}"] = round(statistics.median(ratios), 3) if ratios else None
+        cells[f"throughput_b{batch}_ips"] = mine.throughput_ips
+        cells[f"fast_runs_b{batch}"] = [mine.runs_kept, mine.runs]
+        cells[f"speedup_b{batch}"] = round(mine.throughput_ips / theirs.throughput_ips, 3) if theirs else None
         cells[f"speedup_b{batch}_range"] = [round(min(ratios), 3), round(max(ratios), 3)] if ratios else None
         if split := row.median_phases(batch):
             cells[f"gpu_b{batch}_ms"] = split
-    latency_b1 = row.median_latency(1)
+    fast_b1 = row.fast_state(1)
     accuracy, base_accuracy = row.accuracy, baseline.accuracy if baseline else None
     delta = (accuracy.map50_95 - base_accuracy.map50_95
              if accuracy and base_accuracy and accuracy.map50_95 is not None and base_accuracy.map50_95 is not None
@@ -86,7 +97,7 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
     return {
         **cells,
         "executed_precision": row.measurements[0].executed_precision,
-        "latency_b1_p50_ms": round(latency_b1, 3) if latency_b1 else None,
+        "latency_b1_p50_ms": fast_b1.latency.p50_ms if fast_b1 else None,
         "peak_rss_mb": round(row.median_memory_mb(), 1),
         "file_mb": row.file_mb,
         "weights_mb": round(row.measurements[0].weight_bytes / 2**20, 3) if row.measurements[0].weight_bytes else None,
@@ -118,6 +129,7 @@ def environment(threads: int) -> dict[str, Any]:
     return {
         "cpu": cpu_model(), "cpu_facts": cpu_facts(), "cores": os.cpu_count(), "threads": threads, "os": platform.platform(),
         "python": platform.python_version(), "packages": {p: _version(p) for p in PACKAGES},
+        "allocator": {name: os.environ.get(name, "") for name in ALLOCATOR_ENV},  # the measurement processes' malloc
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
@@ -153,6 +165,7 @@ ACCURACY_COLUMNS = {  # per task: (key, header) of its accuracy columns; the fir
 def matrix_columns(report: Report) -> list[tuple[str, str]]:
     """(key, header) of the matrix, in display order; accuracy columns for the tasks of the rows present."""
     speed = [(f"speedup_b{b}", f"b{b} speedup") for b in report.settings["batch_sizes"]]
+    kept = [(f"fast_runs_b{b}", f"b{b} fast runs") for b in report.settings["batch_sizes"]]
     tasks = {line.get("task") for line in report.matrix}
     accuracy = [column for task, columns in ACCURACY_COLUMNS.items() if task in tasks for column in columns]
     explained = ([(f"utilization_b{b}", f"b{b} util.") for b in report.settings["batch_sizes"]]
@@ -165,7 +178,7 @@ def matrix_columns(report: Report) -> list[tuple[str, str]]:
     return [("model", "model"), ("artifact", "artifact"), ("executed_precision", "runs in"), *speed,
             ("latency_b1_p50_ms", "b1 p50 ms"), ("peak_rss_mb", "peak MB"), ("file_mb", "file MB"),
             ("weights_mb", "weights MB"),
-            ("gflops_per_image", "GFLOPs"), *explained, *accuracy, ("status", "status"), ("cpu_note", "CPU note")]
+            ("gflops_per_image", "GFLOPs"), *explained, *accuracy, *kept, ("status", "status"), ("cpu_note", "CPU note")]
 
 
 def cell(line: dict[str, Any], key: str) -> str:
@@ -179,6 +192,8 @@ def cell(line: dict[str, Any], key: str) -> str:
         low, high = line.get(f"{key}_range") or (value, value)
         text = f"{value:.2f}x" + (f" ({low:.2f}-{high:.2f})" if high - low >= 0.01 else "")
         return text + (" !" if line.get("unstable") else "")
+    if key.startswith("fast_runs_b") and isinstance(value, list):
+        return f"{value[0]}/{value[1]}"
     if key.startswith("end_to_end_b") and value is not None:
         return f"{value} (infer {line[key.replace('_ips', '_infer_ips')]})"
     if key.startswith("utilization_b") and isinstance(value, float):
@@ -202,11 +217,14 @@ def markdown(report: Report, columns: list[tuple[str, str]]) -> str:
 
 def _legend(report: Report) -> str:
     env = report.environment
-    return (f"Speedup = throughput over PyTorch FP32 eager at the same batch size: the median over "
-            f"{report.settings['repeats']} interleaved rounds of the artifact's throughput divided by the "
-            f"baseline's in the same round (range over rounds in brackets; each measurement is its own process; "
-            f"! = a row's processes differ by more than {UNSTABLE_SPREAD:.0%}). Latency and throughput are the "
-            f"medians of the row's processes, so speedups are close to, not exactly, their ratios. 'runs in' is "
+    return (f"Speedup = throughput over PyTorch FP32 eager at the same batch size, both in the host's fast "
+            f"state: each row's runs from its {report.settings['repeats']} processes (interleaved rounds, the "
+            f"baseline first in each) are judged in blocks of {BLOCK_S:g} s, and the blocks within "
+            f"{FAST_STATE_SPAN - 1:.0%} of the row's {REFERENCE_QUANTILE:.0%}-quantile block are kept (fast runs: "
+            f"kept/all; every run is in results.json): some hosts slow every multi-threaded runtime for seconds "
+            f"at a time, each by its own factor. Throughput (batch / median kept latency) and b1 p50 are the same "
+            f"kept runs, so a speedup is exactly their ratio. In brackets: the range of the per-round ratios over "
+            f"all runs (! = a row's processes differ by more than {UNSTABLE_SPREAD:.0%}). 'runs in' is "
             f"the precision the runtime reported computing in. GFLOPs per image count 2 per multiply-add (thop, at "
             f"the row's input size).{_utilization_legend(report)}{_gpu_legend(report)} {env['cpu']} "
             f"({', '.join(env['cpu_facts']['isa']) or 'no AVX2'}), {env['threads']} threads, {env['date']}.")

@@ -14,8 +14,13 @@ from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.accuracy import Accuracy
 from yolo_optimize.evaluate.facts import ModelFacts
 
-SCHEMA_VERSION = 5  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
-#                    4: weight bytes per artifact, per-convolution utilization in profiles; 5: GPU rows' copy/compute
+SCHEMA_VERSION = 6  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
+#                    4: weight bytes per artifact, per-convolution utilization in profiles; 5: GPU rows' copy/compute;
+#                    6: speedups from the host's fast state (Row.fast_state)
+
+BLOCK_S = 0.2  # a process's consecutive runs are judged in blocks of at least this many seconds
+FAST_STATE_SPAN = 1.1  # blocks slower than this times the row's reference block ran in the host's slow state
+REFERENCE_QUANTILE = 0.1  # the reference block: this quantile of the row's block medians (not its single fastest)
 
 
 @dataclass
@@ -44,6 +49,48 @@ class BatchResult:
     throughput_ips: float | None = None  # images per second, from the median latency
     error: str = ""  # e.g. the artifact cannot take this batch size
     phases_ms: dict[str, LatencyStats] | None = None  # GPU rows: copy_in / compute / copy_out of the same runs
+
+
+@dataclass(frozen=True)
+class FastState:
+    """A row's runs at one batch size that ran in the host's fast state (``Row.fast_state``)."""
+
+    latency: LatencyStats
+    throughput_ips: float  # images per second, from the median latency of the kept runs
+    runs_kept: int
+    runs: int  # all timed runs of the row at this batch size, in every process
+
+
+def blocks(samples_ms: list[float]) -> list[list[float]]:
+    """One process's runs in time order, cut into consecutive blocks of at least BLOCK_S (a last shorter one too)."""
+    found: list[list[float]] = [[]]
+    for sample in samples_ms:
+        if sum(found[-1]) >= BLOCK_S * 1e3:
+            found.append([])
+        found[-1].append(sample)
+    return [block for block in found if block]
+
+
+def fast_state(processes: list[list[float]], batch: int) -> FastState | None:
+    """The runs of the blocks within FAST_STATE_SPAN of the reference block, over all of a row's processes.
+
+    Why: some hosts switch for seconds at a time into a state where every multi-threaded runtime
+    slows down, by a factor that depends on the runtime (a 2-vCPU Zen 4 VM: PyTorch 1.3x, ONNX
+    Runtime at batch 1 1.7x; single-threaded code not at all, README "Reproducibility"). A
+    speedup taken over all runs then depends on how much of each row's time fell in that state,
+    and moves from one evaluation to the next. The fast state is the host's own speed, so the
+    speedup compares rows there; every run stays in results.json and the matrix says how many
+    were kept. The reference is a low quantile of the block medians rather than the fastest
+    block, so one lucky block does not decide which runs count.
+    """
+    cut = [block for samples in processes for block in blocks(samples)]
+    if not cut:
+        return None
+    medians = sorted(statistics.median(block) for block in cut)
+    reference = medians[int(REFERENCE_QUANTILE * (len(medians) - 1))]
+    kept = [sample for block in cut if statistics.median(block) <= FAST_STATE_SPAN * reference for sample in block]
+    latency = LatencyStats.of([ms / 1e3 for ms in kept])
+    return FastState(latency, round(batch / (latency.p50_ms / 1e3), 3), len(kept), sum(map(len, cut)))
 
 
 @dataclass
@@ -94,6 +141,11 @@ class Row:
         drift from one round to the next cancels in each ratio."""
         mine, theirs = self.round_throughputs(batch), other.round_throughputs(batch)
         return [mine[r] / theirs[r] for r in sorted(mine) if r in theirs]
+
+    def fast_state(self, batch: int) -> FastState | None:
+        """The row's runs at ``batch`` in the host's fast state (results.fast_state); None if never measured."""
+        return fast_state([b.latency.samples_ms for m in self.measurements for b in m.batches
+                           if b.batch == batch and b.latency], batch)
 
     def median_latency(self, batch: int, statistic: str = "p50_ms") -> float | None:
         """The median over the row's processes of their ``p50_ms``/``p99_ms``... at ``batch``."""
