@@ -2,12 +2,12 @@
 
 A process on these hosts runs in a fast mode or a 1.4-1.7x slower one, which on some hosts
 changes every few seconds even within one process (bench/host_speed.py), so one process per
-artifact decides nothing. Each round measures the PyTorch baseline and then every artifact
-once, each in a fresh process, the artifacts' order rotated from round to round (so none is
-always measured right after the baseline). The slow state slows each runtime by its own
-factor, so the report compares rows in the host's fast state: the runs, over all of a row's
-processes, of the blocks within a span of the row's reference block (``results.fast_state``).
-Every raw sample is kept.
+artifact decides nothing. Each round starts a fresh process per row, the PyTorch baseline first
+and the artifacts' order rotated from round to round, keeps them all alive, and has them take
+turns in short blocks at each batch size (``interleave.py``), so every row's runs are spread over
+the same stretch of time. The slow state slows each runtime by its own factor, so the report
+compares rows in the host's fast state: the runs, over all of a row's processes, of the blocks
+within a span of the row's reference block (``results.fast_state``). Every raw sample is kept.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from yolo_optimize.evaluate.discover import (
     recorded_source,
 )
 from yolo_optimize.evaluate.facts import ModelFacts, model_facts
-from yolo_optimize.evaluate.measure import MeasureJob, measure
+from yolo_optimize.evaluate.interleave import LiveRow, cycles
+from yolo_optimize.evaluate.measure import MeasureJob
 from yolo_optimize.evaluate.results import Row
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import Family
@@ -227,38 +228,70 @@ def _model_facts(group: list[Pair], imgsz: int) -> ModelFacts | None:
 
 def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], dataset: Dataset,
                    settings: EvalSettings, progress: Progress) -> None:
-    """``repeats`` rounds of (baseline, every artifact in rotated order); accuracy from each row's first measurement.
+    """``repeats`` rounds; in each, every row's process alive at once, the rows taking turns in blocks at each batch
+    size (interleave.py); accuracy from each row's first measurement.
 
     The baseline goes first, so its predictions are there for the metrics that compare with it
     (a classifier's top-1 agreement).
     """
     schedule = measurement_schedule(group, settings.repeats)
     baseline: list[np.ndarray] | None = None
-    for round_, (row, candidate) in schedule:
-        if row.error:
-            progress.done += 1  # a step that need not run
-            continue
-        progress.step(f"{row.model} {row.name} (measurement {len(row.measurements) + 1} of {settings.repeats})")
-        family = _family(candidate)
-        wants_accuracy = settings.accuracy and row.accuracy is None and wants_predictions(family, row.pretrained)
-        images = prepared[_imgsz(candidate)]
-        job = MeasureJob(candidate.folder, candidate.manifest, images.pixels, settings.batch_sizes,  # type: ignore[arg-type]
-                         settings.min_time_s, settings.threads, settings.device, wants_accuracy)
-        try:
-            measurement, found = in_own_process(measure, job)
-        except Exception as err:  # noqa: BLE001 - the row fails, the others go on
-            row.error = f"runtime failed: {one_line(err)}"
-            continue
-        measurement.round = round_
-        row.measurements.append(measurement)
-        if found is not None:
-            baseline = found if row.target == BASELINE_TARGET else baseline
-            row.accuracy = task_accuracy(family, found, dataset, images, names=candidate.manifest.metadata["names"],  # type: ignore[union-attr]
-                                         pretrained=row.pretrained, baseline=baseline)
+    for round_ in range(settings.repeats):
+        live = _start_round([pair for r, pair in schedule if r == round_], prepared, settings, progress, round_)
+        _take_turns(live, settings, progress, round_)
+        for row, candidate, worker in live:
+            found = worker.finish()
+            if found is None:
+                row.error = worker.error
+                continue
+            measurement, predictions = found
+            measurement.round = round_
+            row.measurements.append(measurement)
+            if predictions is not None:
+                baseline = predictions if row.target == BASELINE_TARGET else baseline
+                row.accuracy = task_accuracy(_family(candidate), predictions, dataset, prepared[_imgsz(candidate)],
+                                             names=candidate.manifest.metadata["names"],  # type: ignore[union-attr]
+                                             pretrained=row.pretrained, baseline=baseline)
     if settings.accuracy:
         for row, _ in group:
             if row.accuracy is None and not row.pretrained:
                 row.accuracy = Accuracy(None, None, len(dataset.images), RANDOM_WEIGHTS)
+
+
+Live = tuple[Row, Candidate, LiveRow]
+
+
+def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], settings: EvalSettings,
+                 progress: Progress, round_: int) -> list[Live]:
+    """One loaded process per row still measurable, in the round's order; a row whose process fails is marked."""
+    live: list[Live] = []
+    for row, candidate in pairs:
+        if row.error:
+            progress.done += 1  # a step that need not run
+            continue
+        progress.step(f"{row.model} {row.name}: loading (round {round_ + 1} of {settings.repeats})")
+        family = _family(candidate)
+        wants_accuracy = settings.accuracy and row.accuracy is None and wants_predictions(family, row.pretrained)
+        job = MeasureJob(candidate.folder, candidate.manifest, prepared[_imgsz(candidate)].pixels,  # type: ignore[arg-type]
+                         settings.batch_sizes, settings.min_time_s, settings.threads, settings.device, wants_accuracy)
+        worker = LiveRow(job)
+        if worker.error:
+            row.error = worker.error
+            worker.finish()
+            continue
+        live.append((row, candidate, worker))
+    return live
+
+
+def _take_turns(live: list[Live], settings: EvalSettings, progress: Progress, round_: int) -> None:
+    """At each batch size, cycle after cycle, one block per row in the round's order."""
+    turns = cycles(settings.min_time_s)
+    for batch in settings.batch_sizes:
+        for turn in range(turns):
+            progress.note(f"round {round_ + 1} of {settings.repeats}: {len(live)} rows at batch {batch}, "
+                          f"turn {turn + 1} of {turns}")
+            for _, _, worker in live:
+                worker.block(batch)
 
 
 Pair = tuple[Row, Candidate]

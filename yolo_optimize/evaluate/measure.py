@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,8 @@ class MeasureJob:
 
 
 def measure(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
-    """Worker entry: everything about one artifact that one process can tell."""
+    """Worker entry: everything about one artifact that one process can tell, its batch sizes one after the other
+    (the evaluator's rounds interleave rows instead: ``interleave.py``)."""
     from yolo_optimize.evaluate.runners import open_runner
 
     images = np.load(job.pixels, mmap_mode="r")
@@ -48,13 +50,17 @@ def measure(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
         first_inference_s = time.perf_counter() - started
         batches = [time_batch(runner.infer, to_input(_batch(images, b)), job.min_time_s, runner.phases)
                    for b in job.batch_sizes]
-        peak_rss_mb = peak_rss() / 2**20
-        measurement = Measurement(round(load_s, 4), round(first_inference_s, 4), batches, round(peak_rss_mb, 1),
-                                  _cuda_peak_mb(job.device), runner.executed_precision, job.threads,
-                                  runner.weight_bytes)
-        family = family_named(job.manifest.metadata["family"])
-        found = predict_all(family, runner.infer, images, _accuracy_batch(batches)) if job.predict else None
+        measurement = measurement_of(job, runner, load_s, first_inference_s, batches)
+        found = predict_all(family_named(job.manifest.metadata["family"]), runner.infer, images,
+                            accuracy_batch(batches)) if job.predict else None
     return measurement, found
+
+
+def measurement_of(job: MeasureJob, runner: Any, load_s: float, first_inference_s: float,
+                   batches: list[BatchResult]) -> Measurement:
+    """What this process tells of its artifact, once its timed runs are done (peak memory read now)."""
+    return Measurement(round(load_s, 4), round(first_inference_s, 4), batches, round(peak_rss() / 2**20, 1),
+                       _cuda_peak_mb(job.device), runner.executed_precision, job.threads, runner.weight_bytes)
 
 
 def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float, phases: CudaPhases | None = None) -> BatchResult:
@@ -74,10 +80,16 @@ def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float, phases: CudaP
             samples.append(time.perf_counter() - started)
     except Exception as err:  # noqa: BLE001 - reported per batch size, the others still run
         return BatchResult(size, error=f"unsupported: {str(err).strip().splitlines()[0][:160]}")
+    return batch_result(size, samples, phases.take() if phases else {})
+
+
+def batch_result(size: int, samples: list[float], phases: dict[str, list[float]], error: str = "") -> BatchResult:
+    """Timed runs (seconds) as a BatchResult; ``phases`` (ms per run, CUDA events) kept when every phase has them."""
+    if error:
+        return BatchResult(size, error=error)
     latency = LatencyStats.of(samples)
-    taken = phases.take() if phases else {}
-    split = {phase: LatencyStats.of([ms / 1e3 for ms in times]) for phase, times in taken.items()} \
-        if taken and all(taken.values()) else None  # None: a runner that could not split these runs
+    split = {phase: LatencyStats.of([ms / 1e3 for ms in times]) for phase, times in phases.items()} \
+        if phases and all(phases.values()) else None  # None: a runner that could not split these runs
     return BatchResult(size, latency, round(size / (latency.p50_ms / 1e3), 3), phases_ms=split)
 
 
@@ -105,7 +117,8 @@ def _batch(images: np.ndarray, size: int) -> np.ndarray:
     return images[np.arange(size) % len(images)]
 
 
-def _accuracy_batch(batches: list[BatchResult]) -> int:
+def accuracy_batch(batches: list[BatchResult]) -> int:
+    """The largest batch size the runtime took: predictions for the task metric run at it."""
     working = [b.batch for b in batches if not b.error]
     return max(working) if working else 1
 

@@ -1,0 +1,58 @@
+"""Rows taking turns in live processes: blocks, the cut the report makes again, and a failing runtime."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from yolo_optimize.artifact import Manifest
+from yolo_optimize.evaluate.interleave import LiveRow, cycles
+from yolo_optimize.evaluate.measure import MeasureJob
+from yolo_optimize.evaluate.results import BLOCK_S, blocks
+
+
+def job(folder: Path, pixels: Path, batch_sizes: tuple[int, ...] = (1, 2)) -> MeasureJob:
+    return MeasureJob(folder, Manifest.read(folder), pixels, batch_sizes, 0.0, 1, "cpu", False)
+
+
+def test_two_live_rows_take_turns_and_each_block_is_one_block_of_the_reports_cut(small_artifacts: Path,
+                                                                                   tmp_path: Path) -> None:
+    """Each turn adds one block of at least BLOCK_S per row; results.blocks cuts the samples into exactly those
+    blocks again (so the fast-state statistic judges the blocks that were run), and each process reports its own
+    memory and load."""
+    pixels = tmp_path / "images.npy"
+    np.save(pixels, np.random.default_rng(0).integers(0, 256, (2, 640, 640, 3), np.uint8))
+    folders = [small_artifacts / "yolov5n" / name for name in ("onnx-fp32", "openvino-fp32")]
+    rows = [LiveRow(job(folder, pixels)) for folder in folders]
+    assert not any(row.error for row in rows)
+    turns = cycles(0.0)
+    for batch in (1, 2):
+        for _ in range(turns):
+            for row in rows:
+                row.block(batch)
+    for row in rows:
+        found = row.finish()
+        assert found is not None
+        measurement, predictions = found
+        assert predictions is None and measurement.peak_rss_mb > 100 and measurement.load_s > 0
+        for result in measurement.batches:
+            assert result.latency is not None and result.throughput_ips
+            cut = blocks(result.latency.samples_ms)
+            assert len(cut) == turns, (result.batch, [len(block) for block in cut])
+            assert all(sum(block) >= BLOCK_S * 1e3 for block in cut)
+
+
+def test_a_runtime_that_cannot_load_its_file_marks_its_row_and_ends_its_process(small_artifacts: Path,
+                                                                                tmp_path: Path) -> None:
+    broken = tmp_path / "onnx-fp32"
+    source = small_artifacts / "yolov5n" / "onnx-fp32"
+    broken.mkdir()
+    for path in source.iterdir():
+        (broken / path.name).write_bytes(path.read_bytes()[:100] if path.suffix == ".onnx" else path.read_bytes())
+    pixels = tmp_path / "images.npy"
+    np.save(pixels, np.zeros((1, 640, 640, 3), np.uint8))
+    row = LiveRow(job(broken, pixels, (1,)))
+    assert row.error.startswith("runtime failed: "), row.error
+    row.block(1)  # a failed row ignores its turns
+    assert row.finish() is None

@@ -1,0 +1,150 @@
+"""Every row's process alive at once, taking turns in short blocks: each row samples the same stretch of time.
+
+Why: on some hosts the speed of every multi-threaded runtime changes for seconds at a time
+(README, "Reproducibility, Zen 4"), and the report compares rows in the host's fast state
+(``results.fast_state``). A row measured in one go of a second or two per process can miss the
+fast state in all its processes while the baseline catches it, and the speedup is then off by
+up to 1.7x. Here a round starts one process per row (the baseline first) and keeps them all
+alive; at each batch size the rows take turns, one block of at least BLOCK_S each (after one
+warm-up run, since another process just had the cores and caches), cycle after cycle, so every
+row's blocks are spread over the same tens of seconds and see the same host states. Each
+process still measures only its own row: its load, first inference, peak memory and
+predictions stay its own, as in ``measure.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from multiprocessing import get_context
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from yolo_optimize.evaluate.measure import (
+    MIN_RUNS,
+    WARMUP_RUNS,
+    MeasureJob,
+    accuracy_batch,
+    batch_result,
+    measurement_of,
+    predict_all,
+)
+from yolo_optimize.evaluate.results import BLOCK_S, BatchResult, Measurement
+from yolo_optimize.families import family_named
+from yolo_optimize.images import to_input
+from yolo_optimize.processes import ALLOCATOR_ENV, one_line
+
+
+def cycles(min_time_s: float) -> int:
+    """Blocks per batch size and process: ``min_time_s`` of timed runs, and at least MIN_RUNS blocks."""
+    return max(MIN_RUNS, math.ceil(min_time_s / BLOCK_S))
+
+
+class LiveRow:
+    """One row's measurement process, driven block by block; ``error`` is set once it has failed."""
+
+    def __init__(self, job: MeasureJob) -> None:
+        for name, value in ALLOCATOR_ENV.items():
+            os.environ.setdefault(name, value)  # as processes.in_own_process: read by the spawned interpreter
+        context = get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=serve, args=(job, child), daemon=True)
+        self._process.start()
+        child.close()
+        self.error = ""
+        self._answer()  # "ready", after its load and first inference
+
+    def block(self, batch: int) -> None:
+        if not self.error:
+            self._conn.send(("block", batch))
+            self._answer()
+
+    def finish(self) -> tuple[Measurement, list[np.ndarray] | None] | None:
+        """The process's measurement and predictions (None once it has failed); the process ends."""
+        found = None
+        if not self.error:
+            self._conn.send(("finish", 0))
+            found = self._answer()
+        self._process.join(timeout=60)
+        if self._process.is_alive():
+            self._process.kill()
+        return found
+
+    def _answer(self) -> Any:
+        try:
+            kind, payload = self._conn.recv()
+        except (EOFError, ConnectionError):
+            kind, payload = "error", "runtime failed: the runtime crashed its process"
+        if kind == "error":
+            self.error = payload
+            return None
+        return payload
+
+
+def serve(job: MeasureJob, conn: Connection) -> None:
+    """The measurement process: activate, then answer blocks until asked to finish."""
+    from yolo_optimize.evaluate.runners import open_runner
+
+    try:
+        images = np.load(job.pixels, mmap_mode="r")
+        started = time.perf_counter()
+        with open_runner(job.folder, job.manifest, device=job.device, threads=job.threads) as runner:
+            load_s = time.perf_counter() - started
+            started = time.perf_counter()
+            runner.infer(to_input(images[:1]))
+            first_inference_s = time.perf_counter() - started
+            timed = _Timed(runner, images, job.batch_sizes)
+            conn.send(("ready", None))
+            while (request := conn.recv())[0] == "block":
+                timed.block(request[1])
+                conn.send(("block", None))
+            batches = timed.results()
+            measurement = measurement_of(job, runner, load_s, first_inference_s, batches)
+            found = predict_all(family_named(job.manifest.metadata["family"]), runner.infer, images,
+                                accuracy_batch(batches)) if job.predict else None
+        conn.send(("done", (measurement, found)))
+    except Exception as err:  # noqa: BLE001 - the parent marks the row failed and goes on
+        conn.send(("error", f"runtime failed: {one_line(err)}"))
+
+
+class _Timed:
+    """A process's timed runs per batch size, block by block; a batch size the runtime refuses keeps its error."""
+
+    def __init__(self, runner: Any, images: np.ndarray, batch_sizes: tuple[int, ...]) -> None:
+        self.runner = runner
+        self.inputs = {size: to_input(images[np.arange(size) % len(images)]) for size in batch_sizes}
+        self.samples: dict[int, list[float]] = {size: [] for size in batch_sizes}
+        self.phases: dict[int, dict[str, list[float]]] = {size: {} for size in batch_sizes}
+        self.errors: dict[int, str] = {}
+        for size in batch_sizes:
+            try:
+                for _ in range(WARMUP_RUNS):
+                    runner.infer(self.inputs[size])
+            except Exception as err:  # noqa: BLE001 - reported per batch size, the others still run
+                self.errors[size] = f"unsupported: {str(err).strip().splitlines()[0][:160]}"
+
+    def block(self, size: int) -> None:
+        """One warm-up run, then runs until they add up to BLOCK_S (the cut ``results.blocks`` makes again)."""
+        if size in self.errors:
+            return
+        infer, phases = self.runner.infer, self.runner.phases
+        infer(self.inputs[size])
+        if phases:
+            phases.take()
+        taken: list[float] = []
+        while sum(taken) < BLOCK_S:
+            started = time.perf_counter()
+            infer(self.inputs[size])
+            taken.append(time.perf_counter() - started)
+        self.samples[size] += taken
+        if phases:
+            for phase, values in phases.take().items():
+                self.phases[size].setdefault(phase, []).extend(values)
+
+    def results(self) -> list[BatchResult]:
+        return [batch_result(size, self.samples[size], self.phases[size], self.errors.get(size, ""))
+                for size in self.samples]
+
