@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.interleave import LiveRow, cycles
-from yolo_optimize.evaluate.measure import MeasureJob
+from yolo_optimize.evaluate.interleave import LiveRow, take_turns
+from yolo_optimize.evaluate.measure import MIN_RUNS, MeasureJob
 from yolo_optimize.evaluate.results import BLOCK_S, blocks
 
 
@@ -18,19 +18,18 @@ def job(folder: Path, pixels: Path, batch_sizes: tuple[int, ...] = (1, 2)) -> Me
 
 def test_two_live_rows_take_turns_and_each_block_is_one_block_of_the_reports_cut(small_artifacts: Path,
                                                                                    tmp_path: Path) -> None:
-    """Each turn adds one block of at least BLOCK_S per row; results.blocks cuts the samples into exactly those
-    blocks again (so the fast-state statistic judges the blocks that were run), and each process reports its own
-    memory and load."""
+    """Each turn adds one block of at least BLOCK_S per row (the progress callback sees each turn once);
+    results.blocks cuts the samples into exactly those blocks again, so the fast-state statistic judges the
+    blocks that were run; each process reports its own memory and load."""
     pixels = tmp_path / "images.npy"
     np.save(pixels, np.random.default_rng(0).integers(0, 256, (2, 640, 640, 3), np.uint8))
     folders = [small_artifacts / "yolov5n" / name for name in ("onnx-fp32", "openvino-fp32")]
     rows = [LiveRow(job(folder, pixels)) for folder in folders]
     assert not any(row.error for row in rows)
-    turns = cycles(0.0)
-    for batch in (1, 2):
-        for _ in range(turns):
-            for row in rows:
-                row.block(batch)
+    shown: dict[int, list[int]] = {1: [], 2: []}
+    for batch, turns in shown.items():
+        take_turns(rows, batch, 3, turns.append)
+        assert turns[:3] == [0, 1, 2]
     for row in rows:
         found = row.finish()
         assert found is not None
@@ -39,7 +38,7 @@ def test_two_live_rows_take_turns_and_each_block_is_one_block_of_the_reports_cut
         for result in measurement.batches:
             assert result.latency is not None and result.throughput_ips
             cut = blocks(result.latency.samples_ms)
-            assert len(cut) == turns, (result.batch, [len(block) for block in cut])
+            assert len(cut) == len(shown[result.batch]), (result.batch, [len(block) for block in cut])
             assert all(sum(block) >= BLOCK_S * 1e3 for block in cut)
 
 
@@ -54,5 +53,19 @@ def test_a_runtime_that_cannot_load_its_file_marks_its_row_and_ends_its_process(
     np.save(pixels, np.zeros((1, 640, 640, 3), np.uint8))
     row = LiveRow(job(broken, pixels, (1,)))
     assert row.error.startswith("runtime failed: "), row.error
-    row.block(1)  # a failed row ignores its turns
+    assert row.block(1) is None  # a failed row ignores its turns
     assert row.finish() is None
+
+
+def test_turns_go_on_until_every_row_has_its_minimum_of_runs(small_artifacts: Path, tmp_path: Path) -> None:
+    """One turn asked for, but a block of 0.2 s holds fewer than MIN_RUNS runs at batch 8: turns are added until
+    the row has them, and the blocks are still whole."""
+    pixels = tmp_path / "images.npy"
+    np.save(pixels, np.random.default_rng(0).integers(0, 256, (8, 640, 640, 3), np.uint8))
+    row = LiveRow(job(small_artifacts / "yolov5n" / "onnx-fp32", pixels, (8,)))
+    shown: list[int] = []
+    take_turns([row], 8, 1, shown.append)
+    found = row.finish()
+    assert found is not None
+    samples = found[0].batches[0].latency.samples_ms  # type: ignore[union-attr]
+    assert len(samples) >= MIN_RUNS and len(shown) == len(blocks(samples)) > 1

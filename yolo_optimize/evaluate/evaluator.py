@@ -41,7 +41,7 @@ from yolo_optimize.evaluate.discover import (
     recorded_source,
 )
 from yolo_optimize.evaluate.facts import ModelFacts, model_facts
-from yolo_optimize.evaluate.interleave import LiveRow, cycles
+from yolo_optimize.evaluate.interleave import LiveRow, take_turns, turns_for
 from yolo_optimize.evaluate.measure import MeasureJob
 from yolo_optimize.evaluate.results import Row
 from yolo_optimize.families import family_named
@@ -240,6 +240,8 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
         live = _start_round([pair for r, pair in schedule if r == round_], prepared, settings, progress, round_)
         _take_turns(live, settings, progress, round_)
         for row, candidate, worker in live:
+            progress.note(f"{row.model} {row.name}: finishing round {round_ + 1}"
+                          + (" (predicting every image for accuracy)" if round_ == 0 and settings.accuracy else ""))
             found = worker.finish()
             if found is None:
                 row.error = worker.error
@@ -284,14 +286,12 @@ def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], setting
 
 
 def _take_turns(live: list[Live], settings: EvalSettings, progress: Progress, round_: int) -> None:
-    """At each batch size, cycle after cycle, one block per row in the round's order."""
-    turns = cycles(settings.min_time_s)
+    """At each batch size, turn after turn, one block per row in the round's order."""
+    turns = turns_for(settings.min_time_s)
+    workers = [worker for _, _, worker in live]
     for batch in settings.batch_sizes:
-        for turn in range(turns):
-            progress.note(f"round {round_ + 1} of {settings.repeats}: {len(live)} rows at batch {batch}, "
-                          f"turn {turn + 1} of {turns}")
-            for _, _, worker in live:
-                worker.block(batch)
+        take_turns(workers, batch, turns, lambda turn, batch=batch: progress.note(
+            f"round {round_ + 1} of {settings.repeats}: {len(live)} rows at batch {batch}, turn {turn + 1}"))
 
 
 Pair = tuple[Row, Candidate]

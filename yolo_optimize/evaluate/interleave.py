@@ -6,7 +6,7 @@ Why: on some hosts the speed of every multi-threaded runtime changes for seconds
 fast state in all its processes while the baseline catches it, and the speedup is then off by
 up to 1.7x. Here a round starts one process per row (the baseline first) and keeps them all
 alive; at each batch size the rows take turns, one block of at least BLOCK_S each (after one
-warm-up run, since another process just had the cores and caches), cycle after cycle, so every
+warm-up run, since another process just had the cores and caches), turn after turn, so every
 row's blocks are spread over the same tens of seconds and see the same host states. Each
 process still measures only its own row: its load, first inference, peak memory and
 predictions stay its own, as in ``measure.py``.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from multiprocessing import get_context
 from multiprocessing.connection import Connection
 from typing import Any
@@ -38,9 +39,24 @@ from yolo_optimize.images import to_input
 from yolo_optimize.processes import ALLOCATOR_ENV, one_line
 
 
-def cycles(min_time_s: float) -> int:
-    """Blocks per batch size and process: ``min_time_s`` of timed runs, and at least MIN_RUNS blocks."""
-    return max(MIN_RUNS, math.ceil(min_time_s / BLOCK_S))
+def turns_for(min_time_s: float) -> int:
+    """Turns per batch size: blocks of BLOCK_S adding up to ``min_time_s``, at least one (``take_turns`` adds
+    turns for a row with fewer than MIN_RUNS runs)."""
+    return max(1, math.ceil(min_time_s / BLOCK_S))
+
+
+def take_turns(rows: list[LiveRow], batch: int, turns: int, show: Callable[[int], None]) -> None:
+    """``turns`` turns of one block per row at ``batch`` (``show(turn)`` before each), and more until every row
+    that takes this batch size has MIN_RUNS runs at it."""
+    runs = dict.fromkeys(range(len(rows)), 0)
+    turn = 0
+    while turn < turns or any(0 <= count < MIN_RUNS for count in runs.values()):
+        show(turn)
+        for index, row in enumerate(rows):
+            if runs[index] >= 0:
+                taken = row.block(batch)
+                runs[index] = runs[index] + taken if taken is not None else -1  # -1: failed or refused
+        turn += 1
 
 
 class LiveRow:
@@ -57,10 +73,13 @@ class LiveRow:
         self.error = ""
         self._answer()  # "ready", after its load and first inference
 
-    def block(self, batch: int) -> None:
-        if not self.error:
-            self._conn.send(("block", batch))
-            self._answer()
+    def block(self, batch: int) -> int | None:
+        """One block at ``batch``: the runs it timed; None when the row has failed or refuses this batch size."""
+        if self.error:
+            return None
+        self._conn.send(("block", batch))
+        taken = self._answer()
+        return taken or None
 
     def finish(self) -> tuple[Measurement, list[np.ndarray] | None] | None:
         """The process's measurement and predictions (None once it has failed); the process ends."""
@@ -99,8 +118,7 @@ def serve(job: MeasureJob, conn: Connection) -> None:
             timed = _Timed(runner, images, job.batch_sizes)
             conn.send(("ready", None))
             while (request := conn.recv())[0] == "block":
-                timed.block(request[1])
-                conn.send(("block", None))
+                conn.send(("block", timed.block(request[1])))
             batches = timed.results()
             measurement = measurement_of(job, runner, load_s, first_inference_s, batches)
             found = predict_all(family_named(job.manifest.metadata["family"]), runner.infer, images,
@@ -126,10 +144,11 @@ class _Timed:
             except Exception as err:  # noqa: BLE001 - reported per batch size, the others still run
                 self.errors[size] = f"unsupported: {str(err).strip().splitlines()[0][:160]}"
 
-    def block(self, size: int) -> None:
-        """One warm-up run, then runs until they add up to BLOCK_S (the cut ``results.blocks`` makes again)."""
+    def block(self, size: int) -> int:
+        """One warm-up run, then runs until they add up to BLOCK_S (the cut ``results.blocks`` makes again): how
+        many; 0 for a batch size the runtime refused."""
         if size in self.errors:
-            return
+            return 0
         infer, phases = self.runner.infer, self.runner.phases
         infer(self.inputs[size])
         if phases:
@@ -143,6 +162,7 @@ class _Timed:
         if phases:
             for phase, values in phases.take().items():
                 self.phases[size].setdefault(phase, []).extend(values)
+        return len(taken)
 
     def results(self) -> list[BatchResult]:
         return [batch_result(size, self.samples[size], self.phases[size], self.errors.get(size, ""))
