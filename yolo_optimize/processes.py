@@ -30,11 +30,17 @@ def one_line(err: BaseException, limit: int = 200) -> str:
     return text.splitlines()[0][:limit] if text else type(err).__name__
 
 
+def keep_freed_memory_in_children() -> None:
+    """ALLOCATOR_ENV for every process spawned from now on, unless the environment sets those variables already
+    (this interpreter's malloc is set up: only children read them)."""
+    for name, value in ALLOCATOR_ENV.items():
+        os.environ.setdefault(name, value)
+
+
 def in_own_process(function: Callable[..., T], *args: Any) -> T:
     """``function(*args)`` in a fresh spawned process (a module-level function with picklable arguments), with
-    ALLOCATOR_ENV unless the environment sets those variables already."""
-    for name, value in ALLOCATOR_ENV.items():
-        os.environ.setdefault(name, value)  # inherited by the spawned interpreter; this one's malloc is set up
+    ALLOCATOR_ENV (``keep_freed_memory_in_children``)."""
+    keep_freed_memory_in_children()
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
         try:
             return pool.submit(function, *args).result()

@@ -15,7 +15,6 @@ predictions stay its own, as in ``measure.py``.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from multiprocessing import get_context
@@ -28,15 +27,14 @@ from yolo_optimize.evaluate.measure import (
     MIN_RUNS,
     WARMUP_RUNS,
     MeasureJob,
-    accuracy_batch,
+    activated,
+    batch_input,
     batch_result,
-    measurement_of,
-    predict_all,
+    finished,
+    unsupported,
 )
 from yolo_optimize.evaluate.results import BLOCK_S, BatchResult, Measurement
-from yolo_optimize.families import family_named
-from yolo_optimize.images import to_input
-from yolo_optimize.processes import ALLOCATOR_ENV, one_line
+from yolo_optimize.processes import keep_freed_memory_in_children, one_line
 
 
 def turns_for(min_time_s: float) -> int:
@@ -48,14 +46,14 @@ def turns_for(min_time_s: float) -> int:
 def take_turns(rows: list[LiveRow], batch: int, turns: int, show: Callable[[int], None]) -> None:
     """``turns`` turns of one block per row at ``batch`` (``show(turn)`` before each), and more until every row
     that takes this batch size has MIN_RUNS runs at it."""
-    runs = dict.fromkeys(range(len(rows)), 0)
+    runs: list[int | None] = [0] * len(rows)  # None: the row failed or refuses this batch size
     turn = 0
-    while turn < turns or any(0 <= count < MIN_RUNS for count in runs.values()):
+    while turn < turns or any(count is not None and count < MIN_RUNS for count in runs):
         show(turn)
         for index, row in enumerate(rows):
-            if runs[index] >= 0:
+            if (count := runs[index]) is not None:
                 taken = row.block(batch)
-                runs[index] = runs[index] + taken if taken is not None else -1  # -1: failed or refused
+                runs[index] = count + taken if taken is not None else None
         turn += 1
 
 
@@ -63,8 +61,7 @@ class LiveRow:
     """One row's measurement process, driven block by block; ``error`` is set once it has failed."""
 
     def __init__(self, job: MeasureJob) -> None:
-        for name, value in ALLOCATOR_ENV.items():
-            os.environ.setdefault(name, value)  # as processes.in_own_process: read by the spawned interpreter
+        keep_freed_memory_in_children()
         context = get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(target=serve, args=(job, child), daemon=True)
@@ -105,25 +102,14 @@ class LiveRow:
 
 def serve(job: MeasureJob, conn: Connection) -> None:
     """The measurement process: activate, then answer blocks until asked to finish."""
-    from yolo_optimize.evaluate.runners import open_runner
-
     try:
-        images = np.load(job.pixels, mmap_mode="r")
-        started = time.perf_counter()
-        with open_runner(job.folder, job.manifest, device=job.device, threads=job.threads) as runner:
-            load_s = time.perf_counter() - started
-            started = time.perf_counter()
-            runner.infer(to_input(images[:1]))
-            first_inference_s = time.perf_counter() - started
+        with activated(job) as (runner, images, started):
             timed = _Timed(runner, images, job.batch_sizes)
             conn.send(("ready", None))
             while (request := conn.recv())[0] == "block":
                 conn.send(("block", timed.block(request[1])))
-            batches = timed.results()
-            measurement = measurement_of(job, runner, load_s, first_inference_s, batches)
-            found = predict_all(family_named(job.manifest.metadata["family"]), runner.infer, images,
-                                accuracy_batch(batches)) if job.predict else None
-        conn.send(("done", (measurement, found)))
+            found = finished(job, runner, images, started, timed.results())
+        conn.send(("done", found))
     except Exception as err:  # noqa: BLE001 - the parent marks the row failed and goes on
         conn.send(("error", f"runtime failed: {one_line(err)}"))
 
@@ -133,7 +119,7 @@ class _Timed:
 
     def __init__(self, runner: Any, images: np.ndarray, batch_sizes: tuple[int, ...]) -> None:
         self.runner = runner
-        self.inputs = {size: to_input(images[np.arange(size) % len(images)]) for size in batch_sizes}
+        self.inputs = {size: batch_input(images, size) for size in batch_sizes}
         self.samples: dict[int, list[float]] = {size: [] for size in batch_sizes}
         self.phases: dict[int, dict[str, list[float]]] = {size: {} for size in batch_sizes}
         self.errors: dict[int, str] = {}
@@ -142,7 +128,7 @@ class _Timed:
                 for _ in range(WARMUP_RUNS):
                     runner.infer(self.inputs[size])
             except Exception as err:  # noqa: BLE001 - reported per batch size, the others still run
-                self.errors[size] = f"unsupported: {str(err).strip().splitlines()[0][:160]}"
+                self.errors[size] = unsupported(err)
 
     def block(self, size: int) -> int:
         """One warm-up run, then runs until they add up to BLOCK_S (the cut ``results.blocks`` makes again): how

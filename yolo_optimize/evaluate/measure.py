@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,29 +39,51 @@ class MeasureJob:
 def measure(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
     """Worker entry: everything about one artifact that one process can tell, its batch sizes one after the other
     (the evaluator's rounds interleave rows instead: ``interleave.py``)."""
+    with activated(job) as (runner, images, started):
+        batches = [time_batch(runner.infer, batch_input(images, b), job.min_time_s, runner.phases)
+                   for b in job.batch_sizes]
+        return finished(job, runner, images, started, batches)
+
+
+@dataclass(frozen=True)
+class Started:
+    load_s: float
+    first_inference_s: float
+
+
+@contextmanager
+def activated(job: MeasureJob) -> Iterator[tuple[Any, np.ndarray, Started]]:
+    """The job's runner activated and run once on one image, with the images and how long both took."""
     from yolo_optimize.evaluate.runners import open_runner
 
     images = np.load(job.pixels, mmap_mode="r")
     started = time.perf_counter()
     with open_runner(job.folder, job.manifest, device=job.device, threads=job.threads) as runner:
         load_s = time.perf_counter() - started
-        first = to_input(images[:1])
         started = time.perf_counter()
-        runner.infer(first)
-        first_inference_s = time.perf_counter() - started
-        batches = [time_batch(runner.infer, to_input(_batch(images, b)), job.min_time_s, runner.phases)
-                   for b in job.batch_sizes]
-        measurement = measurement_of(job, runner, load_s, first_inference_s, batches)
-        found = predict_all(family_named(job.manifest.metadata["family"]), runner.infer, images,
-                            accuracy_batch(batches)) if job.predict else None
+        runner.infer(to_input(images[:1]))
+        yield runner, images, Started(round(load_s, 4), round(time.perf_counter() - started, 4))
+
+
+def finished(job: MeasureJob, runner: Any, images: np.ndarray, started: Started,
+             batches: list[BatchResult]) -> tuple[Measurement, list[np.ndarray] | None]:
+    """What this process tells of its artifact once its timed runs are done (peak memory read now, before the
+    predictions for the task metric, when the job wants them)."""
+    measurement = Measurement(started.load_s, started.first_inference_s, batches, round(peak_rss() / 2**20, 1),
+                              _cuda_peak_mb(job.device), runner.executed_precision, job.threads, runner.weight_bytes)
+    found = predict_all(family_named(job.manifest.metadata["family"]), runner.infer, images,
+                        accuracy_batch(batches)) if job.predict else None
     return measurement, found
 
 
-def measurement_of(job: MeasureJob, runner: Any, load_s: float, first_inference_s: float,
-                   batches: list[BatchResult]) -> Measurement:
-    """What this process tells of its artifact, once its timed runs are done (peak memory read now)."""
-    return Measurement(round(load_s, 4), round(first_inference_s, 4), batches, round(peak_rss() / 2**20, 1),
-                       _cuda_peak_mb(job.device), runner.executed_precision, job.threads, runner.weight_bytes)
+def batch_input(images: np.ndarray, size: int) -> np.ndarray:
+    """``size`` images as the runners take them, the prepared ones repeated when there are fewer."""
+    return to_input(images[np.arange(size) % len(images)])
+
+
+def unsupported(err: Exception) -> str:
+    """A batch size the runtime refused, as its row says it."""
+    return f"unsupported: {str(err).strip().splitlines()[0][:160]}"
 
 
 def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float, phases: CudaPhases | None = None) -> BatchResult:
@@ -79,7 +102,7 @@ def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float, phases: CudaP
             infer(batch)
             samples.append(time.perf_counter() - started)
     except Exception as err:  # noqa: BLE001 - reported per batch size, the others still run
-        return BatchResult(size, error=f"unsupported: {str(err).strip().splitlines()[0][:160]}")
+        return BatchResult(size, error=unsupported(err))
     return batch_result(size, samples, phases.take() if phases else {})
 
 
@@ -111,10 +134,6 @@ def peak_rss() -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def _batch(images: np.ndarray, size: int) -> np.ndarray:
-    return images[np.arange(size) % len(images)]
 
 
 def accuracy_batch(batches: list[BatchResult]) -> int:
