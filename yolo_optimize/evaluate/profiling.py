@@ -3,7 +3,8 @@ scaling and energy (``optimize profile``, and every artifact under ``optimize ev
 
 Every part runs in its own process, like every measurement. Per-layer times come from the
 runtime's own profiler (runners' ``profile_layers``) and are set against the forward time
-measured without a profiler; the breakdown times the path a deployment runs, image file to
+measured without a profiler just before and just after it, in the same host state (``LayerAttempt``);
+the breakdown times the path a deployment runs, image file to
 kept predictions: reading (the family's decoder), preparing (resize/letterbox, layout),
 inference, post-processing (the family's ``postprocess``: NMS at 0.25 for detectors).
 """
@@ -20,9 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.layers import LayerTime
+from yolo_optimize.evaluate.layers import LayerProfile, LayerTime
 from yolo_optimize.evaluate.measure import Infer, MeasureJob, measure, time_batch
+from yolo_optimize.evaluate.results import FAST_STATE_SPAN
 from yolo_optimize.evaluate.roofline import peak_precision
+from yolo_optimize.evaluate.runners.base import Runner
 from yolo_optimize.families import family_named
 from yolo_optimize.formats import FORMATS
 from yolo_optimize.images import to_input
@@ -30,8 +33,9 @@ from yolo_optimize.machine.energy import Energy, measure_energy, package_domains
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.processes import in_own_process, one_line
 
-PROFILE_SCHEMA = 2
+PROFILE_SCHEMA = 3
 PROFILED_RUNS = 10
+LAYER_ATTEMPTS = 3  # profiles taken at most, until the host's speed held across one
 PROFILE_IMAGES = 16  # image files eval --profile runs each artifact's profile on
 BREAKDOWN_BATCHES = 4  # timed batches per batch size, after one warm-up batch
 ENERGY_SECONDS = 3.0
@@ -96,6 +100,37 @@ class ThreadPoint:
     error: str = ""
 
 
+@dataclass(frozen=True)
+class LayerAttempt:
+    """One profile with the forward time measured without a profiler right before and right after it.
+
+    Why: some hosts switch for seconds at a time into a slower state (README "Reproducibility"), so a
+    forward time and a per-layer sum taken a second apart can differ by 1.7x with nothing wrong in
+    either. The two brackets agreeing within FAST_STATE_SPAN says the host held one speed throughout.
+    """
+
+    forward_before_ms: float
+    forward_after_ms: float
+    layers_ms: float  # the per-layer sum of this attempt's profile
+
+    @property
+    def steady(self) -> bool:
+        low, high = sorted((self.forward_before_ms, self.forward_after_ms))
+        return high <= FAST_STATE_SPAN * low
+
+
+@dataclass(frozen=True)
+class LayerTiming:
+    """The layer worker's answer: the reported profile and every attempt that led to it."""
+
+    forward_ms: float  # the median of the reported attempt's bracketing runs
+    executed: str
+    layers: list[LayerTime]
+    trace_note: str
+    attempts: list[LayerAttempt]
+    unavailable: dict[str, str]
+
+
 @dataclass
 class ArtifactProfile:
     schema: int
@@ -103,8 +138,9 @@ class ArtifactProfile:
     artifact: str
     executed_precision: str
     batch_size: int
-    forward_ms: float  # median latency without a profiler
+    forward_ms: float  # median latency without a profiler, around the reported profile
     layers_ms: float  # the per-layer sum under the profiler
+    attempts: list[LayerAttempt]  # every profile taken, the reported one last
     layers: list[LayerTime]
     by_kind_ms: dict[str, float]
     hotspots: list[Hotspot]
@@ -125,12 +161,12 @@ def profile_artifact(request: ProfileRequest) -> ArtifactProfile:
     request.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="yolo-optimize-profile-") as work:
         pixels = _prepared(request, Path(work))
-        layered = in_own_process(_layer_worker, request, pixels)
+        timing = in_own_process(_layer_worker, request, pixels)
         breakdown = in_own_process(_breakdown_worker, request)
         threads = [_thread_point(request, pixels, t) for t in thread_counts(os.cpu_count() or 1)]
         domains, no_energy = package_domains()
         energy = in_own_process(_energy_worker, request, pixels) if domains else Energy(None, [], no_energy)
-    forward_ms, executed, layers, trace_note, unavailable = layered
+    executed, layers = timing.executed, timing.layers
     manifest = request.manifest
     runtime = FORMATS[manifest.target].kernels
     rates = _layer_rates(layers, runtime, request.limits)
@@ -139,10 +175,15 @@ def profile_artifact(request: ProfileRequest) -> ArtifactProfile:
     peak = request.limits.peak_gops(runtime, precision) if request.limits and runtime else None
     utilization = round(weighted_gflops / weighted_ms * 1e3 / peak, 4) if peak and weighted_ms else None
     return ArtifactProfile(PROFILE_SCHEMA, manifest.model_id, f"{manifest.target}-{manifest.precision}", executed,
-                           request.batch_size, forward_ms, round(sum(layer.ms for layer in layers), 3), layers,
+                           request.batch_size, timing.forward_ms, _layer_sum(layers), timing.attempts, layers,
                            _by_kind(layers), _hotspots(layers), rates, round(weighted_gflops, 4), utilization,
                            f"{runtime} {precision}" if peak else f"not measured: {runtime} {precision}",
-                           "trace.json" if layers else "", trace_note, breakdown, threads, energy, unavailable)
+                           "trace.json" if layers else "", timing.trace_note, breakdown, threads, energy,
+                           timing.unavailable)
+
+
+def _layer_sum(layers: list[LayerTime]) -> float:
+    return round(sum(layer.ms for layer in layers), 3)
 
 
 def _by_kind(layers: list[LayerTime]) -> dict[str, float]:
@@ -200,23 +241,44 @@ def _batch(pixels: np.ndarray, size: int) -> np.ndarray:
     return to_input(np.resize(pixels, (size, *pixels.shape[1:])))  # repeats the images when there are fewer
 
 
-LayerResult = tuple[float, str, list[LayerTime], str, dict[str, str]]  # forward ms, executed, layers, trace note, why not
-
-
-def _layer_worker(request: ProfileRequest, pixels_path: Path) -> LayerResult:
-    """Forward time without a profiler, then per-layer time with the runtime's own."""
+def _layer_worker(request: ProfileRequest, pixels_path: Path) -> LayerTiming:
+    """Per-layer time with the runtime's own profiler, bracketed by forward time without one; profiled again
+    (at most LAYER_ATTEMPTS times) while the host's speed changed between the brackets. Every attempt is kept."""
     from yolo_optimize.evaluate.runners import open_runner
 
     batch = _batch(np.load(pixels_path), request.batch_size)
+    bracket_s = request.min_time_s / 2
+    attempts: list[LayerAttempt] = []
     with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
-        timed = time_batch(runner.infer, batch, request.min_time_s)
-        forward_ms = timed.latency.p50_ms if timed.latency else float("nan")
         executed = runner.executed_precision
         try:
-            profile = runner.profile_layers(batch, PROFILED_RUNS, request.out / "trace.json")
+            while not attempts or not (attempts[-1].steady or len(attempts) == LAYER_ATTEMPTS):
+                attempt, profile, forward_ms = _bracketed_profile(runner, batch, bracket_s, request.out / "trace.json")
+                attempts.append(attempt)
         except NotImplementedError as err:
-            return forward_ms, executed, [], "", {"layers": str(err), "trace": str(err)}
-    return forward_ms, executed, profile.layers, profile.trace_note, {}
+            forward_ms = _median(_forward_samples(runner, batch, request.min_time_s))
+            return LayerTiming(forward_ms, executed, [], "", [], {"layers": str(err), "trace": str(err)})
+    return LayerTiming(forward_ms, executed, profile.layers, profile.trace_note, attempts, {})
+
+
+def _bracketed_profile(runner: Runner, batch: np.ndarray, bracket_s: float,
+                       trace: Path) -> tuple[LayerAttempt, LayerProfile, float]:
+    """Forward runs, the profile, forward runs: the attempt, its profile and the median of both brackets' runs."""
+    before = _forward_samples(runner, batch, bracket_s)
+    profile = runner.profile_layers(batch, PROFILED_RUNS, trace)
+    after = _forward_samples(runner, batch, bracket_s)
+    attempt = LayerAttempt(_median(before), _median(after), _layer_sum(profile.layers))
+    return attempt, profile, _median(before + after)
+
+
+def _forward_samples(runner: Runner, batch: np.ndarray, seconds: float) -> list[float]:
+    """Timed runs without a profiler (ms); none where the runner cannot take the batch."""
+    latency = time_batch(runner.infer, batch, seconds).latency
+    return latency.samples_ms if latency else []
+
+
+def _median(samples_ms: list[float]) -> float:
+    return round(float(np.median(samples_ms)), 4) if samples_ms else float("nan")
 
 
 def _breakdown_worker(request: ProfileRequest) -> list[Breakdown]:
@@ -295,8 +357,8 @@ def profile_markdown(profile: ArtifactProfile) -> str:
     """The profile as a short Markdown report: hotspots, layer types, breakdown, threads, energy."""
     lines = [f"# {profile.model} {profile.artifact} (runs in {profile.executed_precision}), batch {profile.batch_size}",
              "", f"Forward {profile.forward_ms:.2f} ms without a profiler; per-layer sum {profile.layers_ms:.2f} ms "
-             f"({_ratio(profile.layers_ms, profile.forward_ms)}). Trace: {profile.trace or 'none'} "
-             f"({profile.trace_note or profile.unavailable.get('trace', '')}).", "",
+             f"({_ratio(profile.layers_ms, profile.forward_ms)}){_unsteady(profile.attempts)}. "
+             f"Trace: {profile.trace or 'none'} ({profile.trace_note or profile.unavailable.get('trace', '')}).", "",
              "| hotspot | type | ms | share | runs in | kernel |", "|---|---|---|---|---|---|"]
     lines += [f"| {h.name} | {h.kind} | {h.ms:.3f} | {h.share:.1%} | {h.executed} | {h.kernel} |"
               for h in profile.hotspots]
@@ -319,6 +381,14 @@ def profile_markdown(profile: ArtifactProfile) -> str:
     lines += ["", f"Energy: {energy.joules_per_image} J/image ({', '.join(energy.domains)})"
               if energy.joules_per_image is not None else f"Energy: {energy.unavailable}", ""]
     return "\n".join(lines)
+
+
+def _unsteady(attempts: list[LayerAttempt]) -> str:
+    """Says when the reported profile was not the first, or the host's speed changed around every attempt."""
+    if attempts and not attempts[-1].steady:
+        return f"; the host's speed changed around each of {len(attempts)} profiles: the ratio is not reliable"
+    return f"; profiled {len(attempts)} times, the host's speed changed around the earlier ones" \
+        if len(attempts) > 1 else ""
 
 
 def _share(fraction: float | None) -> str:
