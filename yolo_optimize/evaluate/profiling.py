@@ -23,7 +23,7 @@ import numpy as np
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.layers import LayerProfile, LayerTime
 from yolo_optimize.evaluate.measure import Infer, MeasureJob, measure, time_batch
-from yolo_optimize.evaluate.results import FAST_STATE_SPAN
+from yolo_optimize.evaluate.results import BLOCK_S, FAST_STATE_SPAN
 from yolo_optimize.evaluate.roofline import peak_precision
 from yolo_optimize.evaluate.runners.base import Runner
 from yolo_optimize.families import family_named
@@ -35,7 +35,7 @@ from yolo_optimize.processes import in_own_process, one_line
 
 PROFILE_SCHEMA = 3
 PROFILED_RUNS = 10
-LAYER_ATTEMPTS = 3  # profiles taken at most, until the host's speed held across one
+LAYER_ATTEMPTS = 4  # profiles taken at most, until the host's speed held across one
 PROFILE_IMAGES = 16  # image files eval --profile runs each artifact's profile on
 BREAKDOWN_BATCHES = 4  # timed batches per batch size, after one warm-up batch
 ENERGY_SECONDS = 3.0
@@ -114,9 +114,14 @@ class LayerAttempt:
     layers_ms: float  # the per-layer sum of this attempt's profile
 
     @property
-    def steady(self) -> bool:
+    def disagreement(self) -> float:
+        """How far apart the brackets are: the slower over the faster, less one (infinite if one is missing)."""
         low, high = sorted((self.forward_before_ms, self.forward_after_ms))
-        return high <= FAST_STATE_SPAN * low
+        return high / low - 1 if low > 0 and high > 0 else float("inf")  # NaN: a bracket without runs
+
+    @property
+    def steady(self) -> bool:
+        return self.disagreement <= FAST_STATE_SPAN - 1
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,7 @@ class LayerTiming:
     layers: list[LayerTime]
     trace_note: str
     attempts: list[LayerAttempt]
+    reported_attempt: int  # index into attempts; -1 where no profile was taken
     unavailable: dict[str, str]
 
 
@@ -140,7 +146,8 @@ class ArtifactProfile:
     batch_size: int
     forward_ms: float  # median latency without a profiler, around the reported profile
     layers_ms: float  # the per-layer sum under the profiler
-    attempts: list[LayerAttempt]  # every profile taken, the reported one last
+    attempts: list[LayerAttempt]  # every profile taken, in order
+    reported_attempt: int  # the one reported: the first steady one, else the one whose brackets agree best
     layers: list[LayerTime]
     by_kind_ms: dict[str, float]
     hotspots: list[Hotspot]
@@ -175,7 +182,8 @@ def profile_artifact(request: ProfileRequest) -> ArtifactProfile:
     peak = request.limits.peak_gops(runtime, precision) if request.limits and runtime else None
     utilization = round(weighted_gflops / weighted_ms * 1e3 / peak, 4) if peak and weighted_ms else None
     return ArtifactProfile(PROFILE_SCHEMA, manifest.model_id, f"{manifest.target}-{manifest.precision}", executed,
-                           request.batch_size, timing.forward_ms, _layer_sum(layers), timing.attempts, layers,
+                           request.batch_size, timing.forward_ms, _layer_sum(layers), timing.attempts,
+                           timing.reported_attempt, layers,
                            _by_kind(layers), _hotspots(layers), rates, round(weighted_gflops, 4), utilization,
                            f"{runtime} {precision}" if peak else f"not measured: {runtime} {precision}",
                            "trace.json" if layers else "", timing.trace_note, breakdown, threads, energy,
@@ -243,22 +251,39 @@ def _batch(pixels: np.ndarray, size: int) -> np.ndarray:
 
 def _layer_worker(request: ProfileRequest, pixels_path: Path) -> LayerTiming:
     """Per-layer time with the runtime's own profiler, bracketed by forward time without one; profiled again
-    (at most LAYER_ATTEMPTS times) while the host's speed changed between the brackets. Every attempt is kept."""
+    (at most LAYER_ATTEMPTS times) while the host's speed changed between the brackets. Every attempt is kept;
+    the one whose brackets agree best is reported (the first steady one), with its trace."""
     from yolo_optimize.evaluate.runners import open_runner
 
     batch = _batch(np.load(pixels_path), request.batch_size)
-    bracket_s = request.min_time_s / 2
-    attempts: list[LayerAttempt] = []
+    bracket_s = max(request.min_time_s / 2, BLOCK_S)  # a bracket shorter than a block is noise, not a state
+    taken: list[tuple[LayerAttempt, LayerProfile, float]] = []
     with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
         executed = runner.executed_precision
         try:
-            while not attempts or not (attempts[-1].steady or len(attempts) == LAYER_ATTEMPTS):
-                attempt, profile, forward_ms = _bracketed_profile(runner, batch, bracket_s, request.out / "trace.json")
-                attempts.append(attempt)
+            while len(taken) < LAYER_ATTEMPTS and not (taken and taken[-1][0].steady):
+                taken.append(_bracketed_profile(runner, batch, bracket_s, _attempt_trace(request.out, len(taken))))
         except NotImplementedError as err:
             forward_ms = _median(_forward_samples(runner, batch, request.min_time_s))
-            return LayerTiming(forward_ms, executed, [], "", [], {"layers": str(err), "trace": str(err)})
-    return LayerTiming(forward_ms, executed, profile.layers, profile.trace_note, attempts, {})
+            return LayerTiming(forward_ms, executed, [], "", [], -1, {"layers": str(err), "trace": str(err)})
+    reported = min(range(len(taken)), key=lambda index: taken[index][0].disagreement)
+    _keep_trace(request.out, reported, len(taken))
+    _, profile, forward_ms = taken[reported]
+    return LayerTiming(forward_ms, executed, profile.layers, profile.trace_note, [t[0] for t in taken], reported, {})
+
+
+def _attempt_trace(out: Path, attempt: int) -> Path:
+    return out / f"trace-attempt{attempt}.json"
+
+
+def _keep_trace(out: Path, reported: int, attempts: int) -> None:
+    """The reported attempt's trace becomes trace.json; the others' go."""
+    for attempt in range(attempts):
+        trace = _attempt_trace(out, attempt)
+        if attempt == reported:
+            trace.replace(out / "trace.json")
+        else:
+            trace.unlink(missing_ok=True)
 
 
 def _bracketed_profile(runner: Runner, batch: np.ndarray, bracket_s: float,
@@ -357,7 +382,7 @@ def profile_markdown(profile: ArtifactProfile) -> str:
     """The profile as a short Markdown report: hotspots, layer types, breakdown, threads, energy."""
     lines = [f"# {profile.model} {profile.artifact} (runs in {profile.executed_precision}), batch {profile.batch_size}",
              "", f"Forward {profile.forward_ms:.2f} ms without a profiler; per-layer sum {profile.layers_ms:.2f} ms "
-             f"({_ratio(profile.layers_ms, profile.forward_ms)}){_unsteady(profile.attempts)}. "
+             f"({_ratio(profile.layers_ms, profile.forward_ms)}){_unsteady(profile)}. "
              f"Trace: {profile.trace or 'none'} ({profile.trace_note or profile.unavailable.get('trace', '')}).", "",
              "| hotspot | type | ms | share | runs in | kernel |", "|---|---|---|---|---|---|"]
     lines += [f"| {h.name} | {h.kind} | {h.ms:.3f} | {h.share:.1%} | {h.executed} | {h.kernel} |"
@@ -383,10 +408,12 @@ def profile_markdown(profile: ArtifactProfile) -> str:
     return "\n".join(lines)
 
 
-def _unsteady(attempts: list[LayerAttempt]) -> str:
-    """Says when the reported profile was not the first, or the host's speed changed around every attempt."""
-    if attempts and not attempts[-1].steady:
-        return f"; the host's speed changed around each of {len(attempts)} profiles: the ratio is not reliable"
+def _unsteady(profile: ArtifactProfile) -> str:
+    """Says when the host's speed changed around a profile: around the reported one, or only earlier ones."""
+    attempts = profile.attempts
+    if attempts and not attempts[profile.reported_attempt].steady:
+        return f"; the host's speed changed around each of {len(attempts)} profiles (this one's brackets differ by " \
+               f"{attempts[profile.reported_attempt].disagreement:.0%}): the ratio is not reliable"
     return f"; profiled {len(attempts)} times, the host's speed changed around the earlier ones" \
         if len(attempts) > 1 else ""
 
