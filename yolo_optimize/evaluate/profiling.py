@@ -22,7 +22,7 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.layers import LayerProfile, LayerTime
-from yolo_optimize.evaluate.measure import Infer, MeasureJob, measure, time_batch
+from yolo_optimize.evaluate.measure import Infer, MeasureJob, batch_input, measure, time_batch
 from yolo_optimize.evaluate.results import BLOCK_S, FAST_STATE_SPAN
 from yolo_optimize.evaluate.roofline import peak_precision
 from yolo_optimize.evaluate.runners.base import Runner
@@ -245,17 +245,13 @@ def _prepared(request: ProfileRequest, work: Path) -> Path:
     return pixels
 
 
-def _batch(pixels: np.ndarray, size: int) -> np.ndarray:
-    return to_input(np.resize(pixels, (size, *pixels.shape[1:])))  # repeats the images when there are fewer
-
-
 def _layer_worker(request: ProfileRequest, pixels_path: Path) -> LayerTiming:
     """Per-layer time with the runtime's own profiler, bracketed by forward time without one; profiled again
     (at most LAYER_ATTEMPTS times) while the host's speed changed between the brackets. Every attempt is kept;
     the one whose brackets agree best is reported (the first steady one), with its trace."""
     from yolo_optimize.evaluate.runners import open_runner
 
-    batch = _batch(np.load(pixels_path), request.batch_size)
+    batch = batch_input(np.load(pixels_path), request.batch_size)
     bracket_s = max(request.min_time_s / 2, BLOCK_S)  # a bracket shorter than a block is noise, not a state
     taken: list[tuple[LayerAttempt, LayerProfile, float]] = []
     with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
@@ -364,7 +360,7 @@ def _energy_worker(request: ProfileRequest, pixels_path: Path) -> Energy:
     """Joules per image over ENERGY_SECONDS of inference at the profiled batch size."""
     from yolo_optimize.evaluate.runners import open_runner
 
-    batch = _batch(np.load(pixels_path), request.batch_size)
+    batch = batch_input(np.load(pixels_path), request.batch_size)
     with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
         runner.infer(batch)  # warm-up
 
