@@ -2,7 +2,7 @@
 
 Never a number computed from clock x vector lanes: each kernel runs through the runtime
 that artifacts use (ONNX Runtime, OpenVINO, PyTorch), at the thread count used, in its
-own process; three interleaved rounds of processes (a process on these hosts runs in a fast
+own process; five interleaved rounds of processes (a process on these hosts runs in a fast
 or a 1.4-1.65x slower mode), each kernel's rate from its 10th-percentile call, and the
 fastest round is the peak, since a peak is what the machine can do. A runtime's peak for a
 precision is the highest rate of its kernels (one GEMM, two convolutions). Cached per machine,
@@ -30,12 +30,12 @@ from yolo_optimize.machine.kernels import SHAPES
 from yolo_optimize.processes import in_own_process
 from yolo_optimize.runtime_env import user_cache_dir
 
-SCHEMA = 2  # bump when what is measured or how changes: cached limits of another schema are measured again
+SCHEMA = 3  # 3: five rounds; bump when what is measured or how changes: cached limits of another schema are measured again
 RUNTIMES = {"onnxruntime": "yolo_optimize.machine.onnxruntime_kernels",
             "openvino": "yolo_optimize.machine.openvino_kernels",
             "torch": "yolo_optimize.machine.torch_kernels"}
 PRECISIONS = ("fp32", "bf16", "int8")
-ROUNDS = 3
+ROUNDS = 5  # spread over a minute or two: three could all fall in a slower stretch of the host (peaks read low)
 PEAK_QUANTILE = 10  # a kernel's rate: its 10th-percentile call time (a peak is what the machine can do)
 MIN_TIME_S, MIN_CALLS, WARMUP_CALLS = 0.3, 5, 3
 TRIAD_ELEMENTS = 1 << 25  # float64: 256 MiB per array, far beyond any cache
