@@ -197,13 +197,19 @@ def check_writable(out: Path) -> None:
 @click.option("--max-images", type=click.IntRange(1), help="Evaluate accuracy on the first N images only.")
 @click.option("--no-accuracy", is_flag=True, help="Measure speed and memory only.")
 @click.option("--imgsz", type=int, help="Refuse artifacts built for another input size.")
+@click.option("--mode", type=click.Choice(["auto", "latency", "throughput"]), default="auto", show_default=True,
+              help="How each batch size runs: auto = latency at batch 1 (one request on every thread), throughput "
+                   "above (the runtime's own: OpenVINO's THROUGHPUT hint, concurrent ONNX Runtime requests on "
+                   "one-thread sessions; PyTorch as it is); or one of them for every batch size.")
+@click.option("--no-end-to-end", is_flag=True,
+              help="Time inference only, not also the pipelined path from image files to kept predictions.")
 @click.option("--profile", is_flag=True,
               help="Explain the numbers: model facts against this machine's measured peaks (optimize info), the "
                    "roofline, and per artifact per-layer time, a trace, the end-to-end breakdown, threads, energy.")
 @user_errors
 def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: Path, device: str, threads: int,
                      min_time: float, repeats: int, max_images: int | None, no_accuracy: bool,
-                     imgsz: int | None, profile: bool) -> None:
+                     imgsz: int | None, mode: str, no_end_to_end: bool, profile: bool) -> None:
     """Measure every artifact under DIRECTORY and write the speedup matrix."""
     from yolo_optimize.console import progress_bar
     from yolo_optimize.devices import resolve_device
@@ -215,7 +221,8 @@ def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: 
     settings = EvalSettings(data=data, batch_sizes=parse_batch_sizes(batch_sizes), threads=threads,
                             device=resolve_device(device), min_time_s=min_time, repeats=repeats,
                             max_images=max_images, accuracy=not no_accuracy, imgsz=imgsz,
-                            profile_dir=out / "profiles" if profile else None)
+                            profile_dir=out / "profiles" if profile else None, mode=mode,
+                            end_to_end=not no_end_to_end)
     check_writable(out)
     try:
         limits = _measured_limits(threads) if profile else None
@@ -313,13 +320,15 @@ def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | No
                    "top-1 agreement for classifiers).")
 @click.option("--max-latency-ms", type=click.FloatRange(0, min_open=True), help="Limit on p50 latency.")
 @click.option("--max-memory-mb", type=click.FloatRange(0, min_open=True), help="Limit on peak resident memory.")
+@click.option("--by", type=click.Choice(["inference", "e2e"]), default="inference", show_default=True,
+              help="Rank on inference alone, or on the pipelined end-to-end path (image files to kept predictions).")
 @click.option("--json", "as_json", is_flag=True, help="Print the recommendations as JSON.")
 @user_errors
 def recommend(report_dir: Path, batch_size: int | None, max_map_drop: float, max_latency_ms: float | None,
-              max_memory_mb: float | None, as_json: bool) -> None:
+              max_memory_mb: float | None, by: str, as_json: bool) -> None:
     """Which artifact of an eval REPORT folder to ship: per model and batch size, the fastest within the budget,
     its spread and runner-up, a tie when they are within noise, and three lines that load it."""
-    from yolo_optimize.evaluate.recommend import Budget, describe
+    from yolo_optimize.evaluate.recommend import RANKINGS, Budget, describe
     from yolo_optimize.evaluate.recommend import recommend as recommend_artifacts
     from yolo_optimize.evaluate.results import load_report
 
@@ -328,7 +337,8 @@ def recommend(report_dir: Path, batch_size: int | None, max_map_drop: float, max
     if batch_size and batch_size not in report.settings["batch_sizes"]:
         raise UserError(f"{report_dir} measured batch sizes {report.settings['batch_sizes']}, not {batch_size}")
     found = [r for size in sizes
-             for r in recommend_artifacts(report, Budget(size, max_map_drop, max_latency_ms, max_memory_mb))]
+             for r in recommend_artifacts(report, Budget(size, max_map_drop, max_latency_ms, max_memory_mb,
+                                                         RANKINGS[by]))]
     if as_json:
         click.echo(json.dumps([asdict(r) for r in found], indent=2))
     else:

@@ -11,7 +11,7 @@ PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 
 @dataclass(frozen=True)
 class Format:
-    """One deployment format: how its artifact is named and which runner executes it."""
+    """One deployment format: how its artifact is named, which runner executes it, and how a deployment loads it."""
 
     target: str
     aliases: tuple[str, ...]
@@ -19,8 +19,11 @@ class Format:
     precisions: tuple[str, ...]
     runner: str  # "module:Class" implementing evaluate.runners.base.Runner
     kernels: str | None  # whose measured CPU peaks bound it (machine/peaks.py RUNTIMES); None: not a CPU runtime
-    snippet: str = ""  # three lines loading {path} with the plain runtime as measured ({hint}: OpenVINO's; {dtype}:
-    #                   TorchScript's input type)
+    # Lines that load {path} with the plain runtime as measured in the latency configuration, and (runtimes with one)
+    # in the throughput configuration. {config}: the runtime's settings as measured; {threads}, {requests}: threads
+    # of the latency request, requests at once; {input}: what the images are; {dtype}: a PyTorch file's input type.
+    snippet: str = ""
+    throughput_snippet: str = ""
     buildable: bool = True  # False: the evaluation baseline, run from the checkpoint itself
 
     def entry_for(self, model_id: str) -> str:
@@ -33,21 +36,33 @@ FORMATS: dict[str, Format] = {
         Format("pytorch", (), "", ("fp32",), "yolo_optimize.evaluate.runners.torch_eager:TorchEagerRunner",
                "torch", "# the PyTorch checkpoint itself ({path}): nothing exported to load;\n"
                "# ship the checkpoint with its family's own code (yolov5, ultralytics, torchvision)\n"
-               "# and run model(torch.from_numpy(images)) under torch.inference_mode()", buildable=False),
+               "# and run model(torch.from_numpy(images)) under torch.inference_mode() ({threads} threads)",
+               buildable=False),
         Format("torchscript", ("ts",), "{model}.torchscript", ("fp32", "fp16"),
                "yolo_optimize.evaluate.runners.torchscript:TorchScriptRunner", "torch",
-               "import torch\nmodel = torch.jit.load(\"{path}\").eval()\n"
+               "import torch\ntorch.set_num_threads({threads})\nmodel = torch.jit.load(\"{path}\").eval()\n"
                "outputs = model(torch.from_numpy(images))  # images: {dtype} NCHW in [0, 1]"),
         Format("onnx", (), "{model}.onnx", ("fp32", "fp16", "int8"),
                "yolo_optimize.evaluate.runners.onnxruntime:OnnxRuntimeRunner", "onnxruntime",
-               "import onnxruntime as ort\nsession = ort.InferenceSession(\"{path}\", "
-               "providers=[\"CPUExecutionProvider\"])\n"
-               "outputs = session.run(None, {{session.get_inputs()[0].name: images}})  # images: float32 NCHW in [0, 1]"),
+               "import onnxruntime as ort\noptions = ort.SessionOptions(); options.intra_op_num_threads = {threads}\n"
+               "session = ort.InferenceSession(\"{path}\", options, providers=[\"CPUExecutionProvider\"])\n"
+               "outputs = session.run(None, {{session.get_inputs()[0].name: images}})[0]  # images: {input}",
+               "import onnxruntime as ort\nfrom concurrent.futures import ThreadPoolExecutor\n"
+               "options = ort.SessionOptions(); options.intra_op_num_threads = 1  # one thread per request\n"
+               "session = ort.InferenceSession(\"{path}\", options, providers=[\"CPUExecutionProvider\"])\n"
+               "name = session.get_inputs()[0].name\n"
+               "with ThreadPoolExecutor({requests}) as pool:  # {requests} one-image requests at once\n"
+               "    outputs = list(pool.map(lambda image: session.run(None, {{name: image[None]}})[0], images))"
+               "  # images: {input}"),
         Format("openvino", ("ov",), "{model}_openvino_model/{model}.xml", ("fp32", "fp16", "bf16", "int8"),
                "yolo_optimize.evaluate.runners.openvino:OpenVinoRunner", "openvino",
-               "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", "
-               "{{\"INFERENCE_PRECISION_HINT\": \"{hint}\"}})\n"
-               "outputs = model(images)  # images: float32 NCHW in [0, 1]"),
+               "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
+               "outputs = model(images)[0]  # images: {input}",
+               "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
+               "queue, outputs = ov.AsyncInferQueue(model, {requests}), [None] * len(images)  # one request per stream\n"
+               "queue.set_callback(lambda request, i: outputs.__setitem__(i, request.get_output_tensor(0).data.copy()))\n"
+               "for i, image in enumerate(images):  # images: {input}, one per request\n"
+               "    queue.start_async({{0: image[None]}}, i)\nqueue.wait_all()"),
         Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16", "int8"),
                "yolo_optimize.evaluate.runners.tensorrt:TensorRTRunner", None,
                "import tensorrt as trt\nengine = trt.Runtime(trt.Logger()).deserialize_cuda_engine("

@@ -24,6 +24,24 @@ def list_images(folder: Path) -> list[Path]:
     return found
 
 
+UINT8_NHWC = {"dtype": "uint8", "layout": "NHWC"}
+
+
 def to_input(images: np.ndarray) -> np.ndarray:
-    """uint8 NHWC RGB batch -> float32 NCHW in [0, 1], the input of every artifact."""
+    """uint8 NHWC RGB batch -> float32 NCHW in [0, 1], the input of PyTorch models and of float-input artifacts."""
     return np.ascontiguousarray(images.transpose(0, 3, 1, 2), dtype=np.float32) / 255.0
+
+
+def model_input(images: np.ndarray, spec: dict[str, object]) -> np.ndarray:
+    """uint8 NHWC RGB batch -> the input an artifact's metadata describes: the same bytes for an artifact that
+    takes the uint8 image (its layout and scale are in its graph), else ``to_input``."""
+    if all(spec.get(key) == value for key, value in UINT8_NHWC.items()):
+        return np.ascontiguousarray(images)
+    return to_input(images)
+
+
+def describe_input(spec: dict[str, object]) -> str:
+    """What a deployment feeds an artifact with this input spec, in a few words."""
+    if all(spec.get(key) == value for key, value in UINT8_NHWC.items()):
+        return "uint8 NHWC RGB, as prepared (layout and scale are in the graph)"
+    return f"{spec.get('dtype', 'float32')} NCHW RGB in [0, 1]"

@@ -80,7 +80,6 @@ class ReferenceStage(Stage):
 def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[str, Any]:
     """Run the artifact at every requested batch size; raise if it departs from its REFERENCE input's outputs."""
     from yolo_optimize.evaluate.runners import open_runner
-    from yolo_optimize.images import to_input
 
     saved = np.load(ctx.inputs[REFERENCE] / REFERENCE_FILE)
     images, expected = saved["images"], saved["outputs"]
@@ -92,7 +91,7 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
             index = np.arange(max(batch, len(images))) % len(images)
             for start in range(0, len(index), batch):
                 rows = index[start:start + batch]
-                stats = stats.merged(family.compare(runner.infer(to_input(images[rows])), expected[rows]))
+                stats = stats.merged(family.compare(runner.infer(runner.input_of(images[rows])), expected[rows]))
         executed, compute = runner.executed_precision, runner.compute_precision
     tolerance = tolerance_for(manifest.precision or "fp32", compute)
     result = {

@@ -43,12 +43,16 @@ from yolo_optimize.evaluate.discover import (
 from yolo_optimize.evaluate.facts import ModelFacts, model_facts
 from yolo_optimize.evaluate.interleave import LiveRow, take_turns, turns_for
 from yolo_optimize.evaluate.measure import MeasureJob
-from yolo_optimize.evaluate.results import Row
+from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Row
+from yolo_optimize.evaluate.runners.base import AUTO
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import Family
 from yolo_optimize.formats import FORMATS
+from yolo_optimize.images import describe_input
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.processes import in_own_process, one_line
+
+END_TO_END_IMAGES = 16  # image files the end-to-end path reads in turn (from the evaluation data)
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,8 @@ class EvalSettings:
     accuracy: bool
     imgsz: int | None
     profile_dir: Path | None = None  # eval --profile: every artifact's profile goes to <profile_dir>/<model>/<artifact>
+    mode: str = AUTO  # runners.base.wanted_mode's policy: latency at batch 1 and throughput above, or one of them
+    end_to_end: bool = True  # also time the pipelined deployed path (end_to_end.py) at every batch size
 
 
 @dataclass
@@ -163,7 +169,8 @@ def _row(candidate: Candidate, settings: EvalSettings) -> Row:
     manifest = candidate.manifest
     row = Row(candidate.name, candidate.model, candidate.target, candidate.precision, str(candidate.folder),
               _file_mb(candidate), bool(manifest and manifest.metadata.get("pretrained")), error=candidate.error,
-              task=manifest.metadata["task"] if manifest else "")
+              task=manifest.metadata["task"] if manifest else "",
+              input_form=describe_input(manifest.metadata.get("input", {})) if manifest else "")
     row.cpu_note = _cpu_note(manifest.metadata) if manifest else ""
     row.entry = _entry(candidate)
     if manifest and settings.imgsz and _imgsz(candidate) != settings.imgsz:
@@ -237,7 +244,8 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
     schedule = measurement_schedule(group, settings.repeats)
     baseline: list[np.ndarray] | None = None
     for round_ in range(settings.repeats):
-        live = _start_round([pair for r, pair in schedule if r == round_], prepared, settings, progress, round_)
+        live = _start_round([pair for r, pair in schedule if r == round_], prepared, settings, progress, round_,
+                            end_to_end_files(dataset, settings))
         _take_turns(live, settings, progress, round_)
         for row, candidate, worker in live:
             progress.note(f"{row.model} {row.name}: finishing round {round_ + 1}"
@@ -264,7 +272,7 @@ Live = tuple[Row, Candidate, LiveRow]
 
 
 def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], settings: EvalSettings,
-                 progress: Progress, round_: int) -> list[Live]:
+                 progress: Progress, round_: int, files: tuple[Path, ...]) -> list[Live]:
     """One loaded process per row still measurable, in the round's order; a row whose process fails is marked."""
     live: list[Live] = []
     for row, candidate in pairs:
@@ -275,7 +283,8 @@ def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], setting
         family = _family(candidate)
         wants_accuracy = settings.accuracy and row.accuracy is None and wants_predictions(family, row.pretrained)
         job = MeasureJob(candidate.folder, candidate.manifest, prepared[_imgsz(candidate)].pixels,  # type: ignore[arg-type]
-                         settings.batch_sizes, settings.min_time_s, settings.threads, settings.device, wants_accuracy)
+                         settings.batch_sizes, settings.min_time_s, settings.threads, settings.device, wants_accuracy,
+                         settings.mode, files)
         worker = LiveRow(job)
         if worker.error:
             row.error = worker.error
@@ -285,13 +294,22 @@ def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], setting
     return live
 
 
+def end_to_end_files(dataset: Dataset, settings: EvalSettings) -> tuple[Path, ...]:
+    """The image files the end-to-end path reads in turn (none when it is not measured)."""
+    return tuple(dataset.images[:END_TO_END_IMAGES]) if settings.end_to_end else ()
+
+
 def _take_turns(live: list[Live], settings: EvalSettings, progress: Progress, round_: int) -> None:
-    """At each batch size, turn after turn, one block per row in the round's order."""
+    """At each batch size, turn after turn, one block per row in the round's order: the runtime's calls at every batch
+    size, then the end-to-end path."""
     turns = turns_for(settings.min_time_s)
     workers = [worker for _, _, worker in live]
-    for batch in settings.batch_sizes:
-        take_turns(workers, batch, turns, lambda turn, batch=batch: progress.note(
-            f"round {round_ + 1} of {settings.repeats}: {len(live)} rows at batch {batch}, turn {turn + 1}"))
+    parts = (INFERENCE, END_TO_END) if settings.end_to_end else (INFERENCE,)
+    for part in parts:
+        for batch in settings.batch_sizes:
+            take_turns(workers, batch, turns, lambda turn, batch=batch, part=part: progress.note(
+                f"round {round_ + 1} of {settings.repeats}: {len(live)} rows at batch {batch}, "
+                f"{part.replace('_', '-')} turn {turn + 1}"), part)
 
 
 Pair = tuple[Row, Candidate]

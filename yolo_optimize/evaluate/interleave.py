@@ -9,7 +9,9 @@ alive; at each batch size the rows take turns, one block of at least BLOCK_S eac
 warm-up run, since another process just had the cores and caches), turn after turn, so every
 row's blocks are spread over the same tens of seconds and see the same host states. Each
 process still measures only its own row: its load, first inference, peak memory and
-predictions stay its own, as in ``measure.py``.
+predictions stay its own, as in ``measure.py``. After the inference turns at every batch size come
+the same turns of the pipelined end-to-end path (``end_to_end.py``), when the job names image files;
+the peak memory is the runtime's, read before the path brings its decoder and post-processing in.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from yolo_optimize.evaluate.end_to_end import EndToEnd, single_threaded_helpers
 from yolo_optimize.evaluate.measure import (
     MIN_RUNS,
     WARMUP_RUNS,
@@ -30,10 +33,14 @@ from yolo_optimize.evaluate.measure import (
     activated,
     batch_input,
     batch_result,
+    execution_of,
     finished,
+    peak_rss,
     unsupported,
 )
-from yolo_optimize.evaluate.results import BLOCK_S, BatchResult, Measurement
+from yolo_optimize.evaluate.results import BLOCK_S, END_TO_END, INFERENCE, BatchResult, Measurement
+from yolo_optimize.evaluate.runners.base import Runner
+from yolo_optimize.families import family_named
 from yolo_optimize.processes import keep_freed_memory_in_children, one_line
 
 
@@ -43,16 +50,17 @@ def turns_for(min_time_s: float) -> int:
     return max(1, math.ceil(min_time_s / BLOCK_S))
 
 
-def take_turns(rows: list[LiveRow], batch: int, turns: int, show: Callable[[int], None]) -> None:
-    """``turns`` turns of one block per row at ``batch`` (``show(turn)`` before each), and more until every row
-    that takes this batch size has MIN_RUNS runs at it."""
+def take_turns(rows: list[LiveRow], batch: int, turns: int, show: Callable[[int], None],
+               part: str = INFERENCE) -> None:
+    """``turns`` turns of one block of ``part`` per row at ``batch`` (``show(turn)`` before each), and more until
+    every row that takes this batch size has MIN_RUNS runs at it."""
     runs: list[int | None] = [0] * len(rows)  # None: the row failed or refuses this batch size
     turn = 0
     while turn < turns or any(count is not None and count < MIN_RUNS for count in runs):
         show(turn)
         for index, row in enumerate(rows):
             if (count := runs[index]) is not None:
-                taken = row.block(batch)
+                taken = row.block(batch, part)
                 runs[index] = count + taken if taken is not None else None
         turn += 1
 
@@ -70,11 +78,12 @@ class LiveRow:
         self.error = ""
         self._answer()  # "ready", after its load and first inference
 
-    def block(self, batch: int) -> int | None:
-        """One block at ``batch``: the runs it timed; None when the row has failed or refuses this batch size."""
+    def block(self, batch: int, part: str = INFERENCE) -> int | None:
+        """One block of ``part`` at ``batch``: the runs it timed; None when the row has failed or refuses this batch
+        size (or has no end-to-end path)."""
         if self.error:
             return None
-        self._conn.send(("block", batch))
+        self._conn.send(("block", (batch, part)))
         taken = self._answer()
         return taken or None
 
@@ -104,37 +113,54 @@ def serve(job: MeasureJob, conn: Connection) -> None:
     """The measurement process: activate, then answer blocks until asked to finish."""
     try:
         with activated(job) as (runner, images, started):
-            timed = _Timed(runner, images, job.batch_sizes)
+            timed = _Timed(runner, images, job)
             conn.send(("ready", None))
             while (request := conn.recv())[0] == "block":
-                conn.send(("block", timed.block(request[1])))
-            found = finished(job, runner, images, started, timed.results())
+                conn.send(("block", timed.block(*request[1])))
+            found = finished(job, runner, images, started, timed.results(), timed.inference_peak)
+            timed.close()
         conn.send(("done", found))
     except Exception as err:  # noqa: BLE001 - the parent marks the row failed and goes on
         conn.send(("error", f"runtime failed: {one_line(err)}"))
 
 
 class _Timed:
-    """A process's timed runs per batch size, block by block; a batch size the runtime refuses keeps its error."""
+    """A process's timed runs per batch size, block by block: the runtime's calls, and the pipelined end-to-end path
+    where the job names image files; a batch size the runtime refuses keeps its error."""
 
-    def __init__(self, runner: Any, images: np.ndarray, batch_sizes: tuple[int, ...]) -> None:
+    def __init__(self, runner: Runner, images: np.ndarray, job: MeasureJob) -> None:
         self.runner = runner
-        self.inputs = {size: batch_input(images, size) for size in batch_sizes}
-        self.samples: dict[int, list[float]] = {size: [] for size in batch_sizes}
-        self.phases: dict[int, dict[str, list[float]]] = {size: {} for size in batch_sizes}
+        self.inputs = {size: batch_input(runner, images, size) for size in job.batch_sizes}
+        self.samples: dict[str, dict[int, list[float]]] = {part: {size: [] for size in job.batch_sizes}
+                                                           for part in (INFERENCE, END_TO_END)}
+        self.phases: dict[int, dict[str, list[float]]] = {size: {} for size in job.batch_sizes}
         self.errors: dict[int, str] = {}
-        for size in batch_sizes:
+        for size in job.batch_sizes:
             try:
                 for _ in range(WARMUP_RUNS):
                     runner.infer(self.inputs[size])
             except Exception as err:  # noqa: BLE001 - reported per batch size, the others still run
                 self.errors[size] = unsupported(err)
+        self.paths: dict[int, EndToEnd] = {}
+        self.inference_peak: int | None = None  # VmHWM before the first end-to-end block
+        if job.files:
+            single_threaded_helpers(runner)
+            family, imgsz = family_named(job.manifest.metadata["family"]), int(job.manifest.metadata["imgsz"][0])
+            self.paths = {size: EndToEnd(family, runner, job.files, imgsz, size) for size in job.batch_sizes}
 
-    def block(self, size: int) -> int:
-        """One warm-up run, then runs until they add up to BLOCK_S (the cut ``results.blocks`` makes again): how
-        many; 0 for a batch size the runtime refused."""
-        if size in self.errors:
+    def block(self, size: int, part: str) -> int:
+        """One block of ``part`` at ``size``: how many runs it timed; 0 for a batch size the runtime refused or a
+        part not measured."""
+        if size in self.errors or (part == END_TO_END and size not in self.paths):
             return 0
+        if part == END_TO_END and self.inference_peak is None:
+            self.inference_peak = peak_rss()
+        taken = self._inference_block(size) if part == INFERENCE else self.paths[size].block(BLOCK_S)
+        self.samples[part][size] += taken
+        return len(taken)
+
+    def _inference_block(self, size: int) -> list[float]:
+        """One warm-up run, then runs until they add up to BLOCK_S (the cut ``results.blocks`` makes again)."""
         infer, phases = self.runner.infer, self.runner.phases
         infer(self.inputs[size])
         if phases:
@@ -144,13 +170,17 @@ class _Timed:
             started = time.perf_counter()
             infer(self.inputs[size])
             taken.append(time.perf_counter() - started)
-        self.samples[size] += taken
         if phases:
             for phase, values in phases.take().items():
                 self.phases[size].setdefault(phase, []).extend(values)
-        return len(taken)
+        return taken
 
     def results(self) -> list[BatchResult]:
-        return [batch_result(size, self.samples[size], self.phases[size], self.errors.get(size, ""))
-                for size in self.samples]
+        return [batch_result(size, self.samples[INFERENCE][size], self.phases[size], self.errors.get(size, ""),
+                             execution=None if size in self.errors else execution_of(self.runner, size),
+                             end_to_end=self.samples[END_TO_END][size])
+                for size in self.samples[INFERENCE]]
 
+    def close(self) -> None:
+        for path in self.paths.values():
+            path.close()

@@ -6,7 +6,7 @@ import resource
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +14,10 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.results import BatchResult, LatencyStats, Measurement
+from yolo_optimize.evaluate.runners.base import LATENCY, Runner
 from yolo_optimize.evaluate.runners.cuda_phases import CudaPhases
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import Family
-from yolo_optimize.images import to_input
 
 MIN_RUNS, WARMUP_RUNS = 5, 2
 
@@ -34,14 +34,16 @@ class MeasureJob:
     threads: int
     device: str
     predict: bool  # also run every image for the task metric (after the timed part)
+    mode: str = LATENCY  # the runners' mode policy (runners.base.wanted_mode)
+    files: tuple[Path, ...] = ()  # image files for the end-to-end path (none: inference only)
 
 
 def measure(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
     """Worker entry: everything about one artifact that one process can tell, its batch sizes one after the other
     (the evaluator's rounds interleave rows instead: ``interleave.py``)."""
     with activated(job) as (runner, images, started):
-        batches = [time_batch(runner.infer, batch_input(images, b), job.min_time_s, runner.phases)
-                   for b in job.batch_sizes]
+        batches = [replace(time_batch(runner.infer, batch_input(runner, images, b), job.min_time_s, runner.phases),
+                           execution=execution_of(runner, b)) for b in job.batch_sizes]
         return finished(job, runner, images, started, batches)
 
 
@@ -58,27 +60,34 @@ def activated(job: MeasureJob) -> Iterator[tuple[Any, np.ndarray, Started]]:
 
     images = np.load(job.pixels, mmap_mode="r")
     started = time.perf_counter()
-    with open_runner(job.folder, job.manifest, device=job.device, threads=job.threads) as runner:
+    with open_runner(job.folder, job.manifest, device=job.device, threads=job.threads, mode=job.mode) as runner:
         load_s = time.perf_counter() - started
         started = time.perf_counter()
-        runner.infer(to_input(images[:1]))
+        runner.infer(runner.input_of(images[:1]))
         yield runner, images, Started(round(load_s, 4), round(time.perf_counter() - started, 4))
 
 
 def finished(job: MeasureJob, runner: Any, images: np.ndarray, started: Started,
-             batches: list[BatchResult]) -> tuple[Measurement, list[np.ndarray] | None]:
-    """What this process tells of its artifact once its timed runs are done (peak memory read now, before the
-    predictions for the task metric, when the job wants them)."""
-    measurement = Measurement(started.load_s, started.first_inference_s, batches, round(peak_rss() / 2**20, 1),
-                              _cuda_peak_mb(job.device), runner.executed_precision, job.threads, runner.weight_bytes)
-    found = predict_all(family_named(job.manifest.metadata["family"]), runner.infer, images,
+             batches: list[BatchResult], peak_bytes: int | None = None) -> tuple[Measurement, list[np.ndarray] | None]:
+    """What this process tells of its artifact once its timed runs are done: peak memory read now (or ``peak_bytes``,
+    read before the end-to-end path brought its decoder and post-processing in), before the predictions for the task
+    metric, when the job wants them."""
+    measurement = Measurement(started.load_s, started.first_inference_s, batches,
+                              round((peak_bytes or peak_rss()) / 2**20, 1), _cuda_peak_mb(job.device),
+                              runner.executed_precision, job.threads, runner.weight_bytes)
+    found = predict_all(family_named(job.manifest.metadata["family"]), runner, images,
                         accuracy_batch(batches)) if job.predict else None
     return measurement, found
 
 
-def batch_input(images: np.ndarray, size: int) -> np.ndarray:
-    """``size`` images as the runners take them, the prepared ones repeated when there are fewer."""
-    return to_input(images[np.arange(size) % len(images)])
+def execution_of(runner: Runner, batch: int) -> dict[str, Any]:
+    """The configuration ``runner`` runs a call of ``batch`` images with, as results.json records it."""
+    return {**asdict(runner.execution(batch)), "label": runner.execution(batch).label}
+
+
+def batch_input(runner: Runner, images: np.ndarray, size: int) -> np.ndarray:
+    """``size`` of the prepared images as ``runner`` takes them, repeated when there are fewer."""
+    return runner.input_of(images[np.arange(size) % len(images)])
 
 
 def unsupported(err: Exception) -> str:
@@ -106,21 +115,30 @@ def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float, phases: CudaP
     return batch_result(size, samples, phases.take() if phases else {})
 
 
-def batch_result(size: int, samples: list[float], phases: dict[str, list[float]], error: str = "") -> BatchResult:
-    """Timed runs (seconds) as a BatchResult; ``phases`` (ms per run, CUDA events) kept when every phase has them."""
+def batch_result(size: int, samples: list[float], phases: dict[str, list[float]], error: str = "", *,
+                 execution: dict[str, Any] | None = None, end_to_end: list[float] | None = None) -> BatchResult:
+    """Timed runs (seconds) as a BatchResult; ``phases`` (ms per run, CUDA events) kept when every phase has them;
+    ``end_to_end``: the pipelined path's intervals (seconds)."""
     if error:
-        return BatchResult(size, error=error)
+        return BatchResult(size, error=error, execution=execution)
     latency = LatencyStats.of(samples)
     split = {phase: LatencyStats.of([ms / 1e3 for ms in times]) for phase, times in phases.items()} \
         if phases and all(phases.values()) else None  # None: a runner that could not split these runs
-    return BatchResult(size, latency, round(size / (latency.p50_ms / 1e3), 3), phases_ms=split)
+    path = LatencyStats.of(end_to_end) if end_to_end else None
+    return BatchResult(size, latency, _rate(size, latency), phases_ms=split, execution=execution, end_to_end=path,
+                       end_to_end_ips=_rate(size, path) if path else None)
 
 
-def predict_all(family: Family, infer: Infer, images: np.ndarray, batch: int) -> list[np.ndarray]:
-    """Every image's predictions as the family's task metric takes them, ``batch`` images at a time."""
+def _rate(size: int, stats: LatencyStats) -> float:
+    """Images per second from the median of ``stats``."""
+    return round(size / (stats.p50_ms / 1e3), 3)
+
+
+def predict_all(family: Family, runner: Runner, images: np.ndarray, batch: int) -> list[np.ndarray]:
+    """Every prepared image's predictions as the family's task metric takes them, ``batch`` images at a time."""
     found: list[np.ndarray] = []
     for start in range(0, len(images), batch):
-        found += family.predictions(infer(to_input(images[start:start + batch])))
+        found += family.predictions(runner.infer(runner.input_of(images[start:start + batch])))
     return found
 
 

@@ -22,13 +22,12 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.layers import LayerProfile, LayerTime
-from yolo_optimize.evaluate.measure import Infer, MeasureJob, batch_input, measure, time_batch
+from yolo_optimize.evaluate.measure import MeasureJob, batch_input, measure, time_batch
 from yolo_optimize.evaluate.results import BLOCK_S, FAST_STATE_SPAN
 from yolo_optimize.evaluate.roofline import peak_precision
 from yolo_optimize.evaluate.runners.base import Runner
 from yolo_optimize.families import family_named
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.images import to_input
 from yolo_optimize.machine.energy import Energy, measure_energy, package_domains
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.processes import in_own_process, one_line
@@ -251,10 +250,10 @@ def _layer_worker(request: ProfileRequest, pixels_path: Path) -> LayerTiming:
     the one whose brackets agree best is reported (the first steady one), with its trace."""
     from yolo_optimize.evaluate.runners import open_runner
 
-    batch = batch_input(np.load(pixels_path), request.batch_size)
     bracket_s = max(request.min_time_s / 2, BLOCK_S)  # a bracket shorter than a block is noise, not a state
     taken: list[tuple[LayerAttempt, LayerProfile, float]] = []
     with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
+        batch = batch_input(runner, np.load(pixels_path), request.batch_size)
         executed = runner.executed_precision
         try:
             while len(taken) < LAYER_ATTEMPTS and not (taken and taken[-1][0].steady):
@@ -308,10 +307,10 @@ def _breakdown_worker(request: ProfileRequest) -> list[Breakdown]:
     from yolo_optimize.evaluate.runners import open_runner
 
     with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
-        return [_breakdown(request, runner.infer, size) for size in dict.fromkeys((1, request.largest_batch))]
+        return [_breakdown(request, runner, size) for size in dict.fromkeys((1, request.largest_batch))]
 
 
-def _breakdown(request: ProfileRequest, infer: Infer, size: int) -> Breakdown:
+def _breakdown(request: ProfileRequest, runner: Runner, size: int) -> Breakdown:
     """The deployed path over ``BREAKDOWN_BATCHES`` batches of ``size`` image files, each stage timed apart."""
     family = family_named(request.manifest.metadata["family"])
     imgsz = int(request.manifest.metadata["imgsz"][0])
@@ -325,9 +324,9 @@ def _breakdown(request: ProfileRequest, infer: Infer, size: int) -> Breakdown:
         clock = time.perf_counter()
         decoded = [family.read_image(p) for p in chunk]
         clock = _lap(spent, "read", clock)
-        batch = to_input(np.stack([family.prepare(image, imgsz).pixels for image in decoded]))
+        batch = runner.input_of(np.stack([family.prepare(image, imgsz).pixels for image in decoded]))
         clock = _lap(spent, "prepare", clock)
-        raw = infer(batch)
+        raw = runner.infer(batch)
         clock = _lap(spent, "infer", clock)
         family.postprocess(raw)
         _lap(spent, "postprocess", clock)
@@ -360,8 +359,8 @@ def _energy_worker(request: ProfileRequest, pixels_path: Path) -> Energy:
     """Joules per image over ENERGY_SECONDS of inference at the profiled batch size."""
     from yolo_optimize.evaluate.runners import open_runner
 
-    batch = batch_input(np.load(pixels_path), request.batch_size)
     with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
+        batch = batch_input(runner, np.load(pixels_path), request.batch_size)
         runner.infer(batch)  # warm-up
 
         def work() -> int:

@@ -2,7 +2,7 @@
 latency and memory limits, with its spread, the runner-up, and a tie where the two are within measurement noise.
 
 Speed is each row's throughput in the host's fast state (``Row.fast_state``, the matrix's figure),
-ranked; its spread is the row's throughput per interleaved round (every round one process per
+inference alone or the pipelined end-to-end path (``Budget.by``), ranked; its spread is the row's throughput per interleaved round (every round one process per
 artifact). Two candidates are told apart only when the faster one wins in every round the two
 share and by more than TIE_MARGIN at the median: on these hosts a process runs in a fast or a
 1.4-1.65x slower mode, so a gap smaller than the rounds' spread is noise and is reported as a tie,
@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 from yolo_optimize.evaluate.discover import BASELINE_TARGET
-from yolo_optimize.evaluate.results import Report, Row
+from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Report, Row
+from yolo_optimize.evaluate.runners.base import THROUGHPUT
 from yolo_optimize.formats import FORMATS
+
+RANKINGS = {"inference": INFERENCE, "e2e": END_TO_END}  # --by: what a row's speed is
 
 TIE_MARGIN = 0.03  # a median gap below 3% is never called a win
 
@@ -27,6 +31,7 @@ class Budget:
     max_accuracy_drop: float = 1.0  # points: mAP50-95 for detectors, top-1 agreement for classifiers
     max_latency_ms: float | None = None  # p50 at this batch size, in the host's fast state as in the matrix
     max_memory_mb: float | None = None  # peak resident memory of the measuring process
+    by: str = INFERENCE  # rank on inference alone, or on the pipelined end-to-end path (results.END_TO_END)
 
 
 @dataclass(frozen=True)
@@ -35,8 +40,11 @@ class Candidate:
     artifact: str
     path: str  # the file to load
     runs_in: str
-    throughput_ips: float  # in the host's fast state, as in the matrix
+    mode: str  # the configuration it ran in at this batch size (runners.base.Execution.label)
+    throughput_ips: float  # what it is ranked on (Budget.by), in the host's fast state, as in the matrix
     throughput_range: tuple[float, float]  # lowest and highest round
+    inference_ips: float  # inference alone, fast state
+    end_to_end_ips: float | None  # the pipelined deployed path, fast state (None: not measured)
     p50_ms: float  # fast state, as the matrix
     p99_ms: float  # over all runs
     memory_mb: float
@@ -71,19 +79,21 @@ def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
             excluded[row.name] = why
         else:
             eligible.append(row)
-    ranked = sorted(eligible, key=lambda row: -_throughput(row, budget.batch))
+    ranked = sorted(eligible, key=lambda row: -_throughput(row, budget.batch, budget.by))
     if not ranked:
         return Recommendation(model, budget.batch, None, verdict="no artifact meets the budget", excluded=excluded)
-    choice = _candidate(ranked[0], baseline, budget.batch)
+    choice = _candidate(ranked[0], baseline, budget)
     if len(ranked) == 1:
         return Recommendation(model, budget.batch, choice, verdict=f"{choice.artifact}: the only artifact within "
                           "the budget", excluded=excluded)
-    runner_up = _candidate(ranked[1], baseline, budget.batch)
-    tie = not _clearly_faster(ranked[0], ranked[1], budget.batch)
+    runner_up = _candidate(ranked[1], baseline, budget)
+    tie = not _clearly_faster(ranked[0], ranked[1], budget.batch, budget.by)
     gap = choice.throughput_ips / runner_up.throughput_ips - 1
-    verdict = (f"{choice.artifact} and {runner_up.artifact} are within measurement noise ({gap:+.1%} at the "
+    ranked_on = "" if budget.by == INFERENCE else "end to end "
+    verdict = (f"{choice.artifact} and {runner_up.artifact} are {ranked_on}within measurement noise ({gap:+.1%} at the "
                f"median; not faster in every round by more than {TIE_MARGIN:.0%}): pick either on other grounds"
-               if tie else f"{choice.artifact}: {gap:.1%} faster than {runner_up.artifact}, and faster in every round")
+               if tie else f"{choice.artifact}: {gap:.1%} faster {ranked_on}than {runner_up.artifact}, and faster in "
+               "every round")
     if _accuracy_drop(ranked[0], baseline) is None:
         verdict += " (accuracy not measured for it: ranked on speed alone)"
     return Recommendation(model, budget.batch, choice, runner_up, tie, verdict, excluded)
@@ -93,8 +103,9 @@ def _exclusion(row: Row, baseline: Row | None, budget: Budget) -> str:
     """Why ``row`` cannot be shipped under ``budget``; empty when it can."""
     if row.error or row.skipped:
         return row.error or row.skipped
-    if not row.round_throughputs(budget.batch):
-        return f"not measured at batch {budget.batch}"
+    if not row.round_throughputs(budget.batch, budget.by):
+        what = "" if budget.by == INFERENCE else " end to end"
+        return f"not measured{what} at batch {budget.batch}"
     drop = _accuracy_drop(row, baseline)  # None: not measured (random weights, --no-accuracy): speed decides
     if drop is not None and drop > budget.max_accuracy_drop:
         return f"loses {drop:.2f} points (budget {budget.max_accuracy_drop:g})"
@@ -119,16 +130,16 @@ def _accuracy_drop(row: Row, baseline: Row | None) -> float | None:
     return None
 
 
-def _clearly_faster(first: Row, second: Row, batch: int) -> bool:
+def _clearly_faster(first: Row, second: Row, batch: int, part: str) -> bool:
     """``first`` won every round both were measured in, and by more than TIE_MARGIN at the median."""
-    shared = first.round_ratios(second, batch)
+    shared = first.round_ratios(second, batch, part)
     if not shared:
         return False
     return min(shared) > 1 and statistics.median(shared) > 1 + TIE_MARGIN
 
 
-def _throughput(row: Row, batch: int) -> float:
-    fast = row.fast_state(batch)
+def _throughput(row: Row, batch: int, part: str = INFERENCE) -> float:
+    fast = row.fast_state(batch, part)
     return fast.throughput_ips if fast else 0.0
 
 
@@ -138,13 +149,18 @@ def _p50(row: Row, batch: int) -> float:
     return fast.latency.p50_ms if fast else 0.0
 
 
-def _candidate(row: Row, baseline: Row | None, batch: int) -> Candidate:
-    rounds = list(row.round_throughputs(batch).values())
+def _candidate(row: Row, baseline: Row | None, budget: Budget) -> Candidate:
+    batch = budget.batch
+    rounds = list(row.round_throughputs(batch, budget.by).values())
     path = row.entry or row.folder
-    return Candidate(row.model, row.name, path, row.measurements[0].executed_precision,
-                     round(_throughput(row, batch), 2), (round(min(rounds), 2), round(max(rounds), 2)),
+    execution = row.execution(batch) or {}
+    end_to_end = _throughput(row, batch, END_TO_END) or None
+    return Candidate(row.model, row.name, path, row.measurements[0].executed_precision, execution.get("label", ""),
+                     round(_throughput(row, batch, budget.by), 2), (round(min(rounds), 2), round(max(rounds), 2)),
+                     round(_throughput(row, batch), 2), round(end_to_end, 2) if end_to_end else None,
                      round(_p50(row, batch), 3), round(row.median_latency(batch, "p99_ms") or 0.0, 3),
-                     round(row.median_memory_mb(), 1), _accuracy_text(row, baseline), snippet(row.target, row.precision, path))
+                     round(row.median_memory_mb(), 1), _accuracy_text(row, baseline),
+                     snippet(row.target, row.precision, path, execution, row.input_form))
 
 
 def _accuracy_text(row: Row, baseline: Row | None) -> str:
@@ -157,12 +173,16 @@ def _accuracy_text(row: Row, baseline: Row | None) -> str:
     return f"mAP50-95 {accuracy.map50_95:.4f}" + (f" ({-drop:+.2f} points)" if drop else "")
 
 
-def snippet(target: str, precision: str, path: str) -> str:
-    """Three lines that load ``path`` with its plain runtime as it was measured (the format table's template)."""
-    from yolo_optimize.export.openvino import EXECUTION_HINTS
-
-    return FORMATS[target].snippet.format(path=path, hint=EXECUTION_HINTS.get(precision, "f32"),
-                                          dtype="float16" if precision == "fp16" else "float32")
+def snippet(target: str, precision: str, path: str, execution: dict[str, Any], input_form: str) -> str:
+    """A few lines that load ``path`` with its plain runtime in the configuration it was measured in (the format
+    table's template for that configuration; ``execution``: the row's ``runners.base.Execution``)."""
+    form = FORMATS[target]
+    throughput = execution.get("mode") == THROUGHPUT and form.throughput_snippet
+    template = form.throughput_snippet if throughput else form.snippet
+    streams = execution.get("streams", 1)
+    return template.format(path=path, config=repr(execution.get("settings", {})), input=input_form,
+                           threads=streams * execution.get("threads_per_stream", 1), requests=execution.get("requests", 1),
+                           dtype="float16" if precision == "fp16" else "float32")
 
 
 def describe(recommendation: Recommendation) -> str:
@@ -171,13 +191,20 @@ def describe(recommendation: Recommendation) -> str:
     for label, candidate in (("ship", recommendation.choice), ("runner-up", recommendation.runner_up)):
         if candidate:
             low, high = candidate.throughput_range
-            lines.append(f"  {label}: {candidate.artifact} ({candidate.path}), runs in {candidate.runs_in}: "
-                         f"{candidate.throughput_ips:g} img/s (rounds {low:g}-{high:g}), p50 {candidate.p50_ms:g} ms, "
-                         f"p99 {candidate.p99_ms:g} ms, peak {candidate.memory_mb:g} MB, {candidate.accuracy}")
+            lines.append(f"  {label}: {candidate.artifact} ({candidate.path}), runs in {candidate.runs_in}, "
+                         f"{candidate.mode}: {_rates(candidate)} (rounds {low:g}-{high:g}), p50 "
+                         f"{candidate.p50_ms:g} ms, p99 {candidate.p99_ms:g} ms, peak {candidate.memory_mb:g} MB, "
+                         f"{candidate.accuracy}")
     if recommendation.choice:
         lines += ["  " + line for line in recommendation.choice.snippet.splitlines()]
     lines += [f"  not eligible: {artifact}: {why}" for artifact, why in recommendation.excluded.items()]
     return "\n".join(lines)
+
+
+def _rates(candidate: Candidate) -> str:
+    """Inference-only and end-to-end images/s, as far as measured."""
+    text = f"{candidate.inference_ips:g} img/s"
+    return text + (f", {candidate.end_to_end_ips:g} end to end" if candidate.end_to_end_ips else "")
 
 
 def brief(recommendation: Recommendation) -> str:
@@ -186,7 +213,7 @@ def brief(recommendation: Recommendation) -> str:
     head = f"{recommendation.model} b{recommendation.batch}: "
     if choice is None:
         return head + recommendation.verdict
-    text = f"{choice.artifact} ({choice.throughput_ips:g} img/s, p50 {choice.p50_ms:.1f} ms, {choice.accuracy})"
+    text = f"{choice.artifact} ({_rates(choice)}, p50 {choice.p50_ms:.1f} ms, {choice.accuracy})"
     if recommendation.tie and runner_up:
         text += f", tied within noise with {runner_up.artifact} ({runner_up.throughput_ips:g} img/s)"
     elif runner_up:

@@ -20,6 +20,7 @@ from yolo_optimize.evaluate.discover import BASELINE_TARGET
 from yolo_optimize.evaluate.html_report import write_page
 from yolo_optimize.evaluate.results import (
     BLOCK_S,
+    END_TO_END,
     FAST_STATE_SPAN,
     REFERENCE_QUANTILE,
     SCHEMA_VERSION,
@@ -44,20 +45,19 @@ def build_report(rows: list[Row], settings: dict[str, Any], limits: MachineLimit
     for row, line in zip(rows, matrix):
         if line["status"] == "ok":
             line.update(roofline_cells(row, line, settings["batch_sizes"], cpu_limits))
-            line.update(end_to_end_cells(row))
     return Report(SCHEMA_VERSION, environment(settings["threads"]), settings, rows, matrix,
                   asdict(limits) if limits else None)
 
 
-def end_to_end_cells(row: Row) -> dict[str, Any]:
-    """From the row's profile, per batch size profiled: images/s of the whole deployed path (file to predictions)
-    and of its inference alone, both from the same process (processes differ in speed on these hosts)."""
-    if not row.profile or "breakdown" not in row.profile:
-        return {}
-    cells = {}
-    for part in row.profile["breakdown"]:
-        cells[f"end_to_end_b{part['batch']}_ips"] = part["end_to_end_ips"]
-        cells[f"end_to_end_b{part['batch']}_infer_ips"] = part["infer_ips"]
+def execution_cells(row: Row, batch: int) -> dict[str, Any]:
+    """How the row ran at ``batch`` (its configuration's label) and, where measured, the pipelined end-to-end path in
+    the host's fast state: images/s and its share of the inference-only rate."""
+    execution = row.execution(batch)
+    cells: dict[str, Any] = {f"mode_b{batch}": execution["label"] if execution else None}
+    path, inference = row.fast_state(batch, END_TO_END), row.fast_state(batch)
+    if path and inference:
+        cells[f"end_to_end_b{batch}_ips"] = path.throughput_ips
+        cells[f"end_to_end_b{batch}_share"] = round(path.throughput_ips / inference.throughput_ips, 3)
     return cells
 
 
@@ -84,6 +84,7 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
         theirs = baseline.fast_state(batch) if baseline else None
         ratios = row.round_ratios(baseline, batch) if baseline else []
         cells[f"throughput_b{batch}_ips"] = mine.throughput_ips
+        cells.update(execution_cells(row, batch))
         cells[f"fast_runs_b{batch}"] = [mine.runs_kept, mine.runs]
         cells[f"speedup_b{batch}"] = round(mine.throughput_ips / theirs.throughput_ips, 3) if theirs else None
         cells[f"speedup_b{batch}_range"] = [round(min(ratios), 3), round(max(ratios), 3)] if ratios else None
@@ -165,17 +166,17 @@ ACCURACY_COLUMNS = {  # per task: (key, header) of its accuracy columns; the fir
 def matrix_columns(report: Report) -> list[tuple[str, str]]:
     """(key, header) of the matrix, in display order; accuracy columns for the tasks of the rows present."""
     speed = [(f"speedup_b{b}", f"b{b} speedup") for b in report.settings["batch_sizes"]]
+    rates = [column for b in report.settings["batch_sizes"] for column in (
+        (f"mode_b{b}", f"b{b} mode"), (f"throughput_b{b}_ips", f"b{b} img/s"), (f"end_to_end_b{b}_ips", f"b{b} e2e img/s"))
+        if any(column[0] in line for line in report.matrix)]
     kept = [(f"fast_runs_b{b}", f"b{b} fast runs") for b in report.settings["batch_sizes"]]
     tasks = {line.get("task") for line in report.matrix}
     accuracy = [column for task, columns in ACCURACY_COLUMNS.items() if task in tasks for column in columns]
     explained = ([(f"utilization_b{b}", f"b{b} util.") for b in report.settings["batch_sizes"]]
                  if report.machine_limits else [])
-    profiled = sorted({int(k[len("end_to_end_b"):-len("_ips")]) for line in report.matrix for k in line
-                       if k.startswith("end_to_end_b") and not k.endswith("_infer_ips")})
-    explained += [(f"end_to_end_b{b}_ips", f"b{b} e2e img/s") for b in profiled]
     explained += [(f"gpu_b{b}_ms", f"b{b} GPU ms in/compute/out") for b in report.settings["batch_sizes"]
                   if any(f"gpu_b{b}_ms" in line for line in report.matrix)]
-    return [("model", "model"), ("artifact", "artifact"), ("executed_precision", "runs in"), *speed,
+    return [("model", "model"), ("artifact", "artifact"), ("executed_precision", "runs in"), *speed, *rates,
             ("latency_b1_p50_ms", "b1 p50 ms"), ("peak_rss_mb", "peak MB"), ("file_mb", "file MB"),
             ("weights_mb", "weights MB"),
             ("gflops_per_image", "GFLOPs"), *explained, *accuracy, *kept, ("status", "status"), ("cpu_note", "CPU note")]
@@ -195,7 +196,7 @@ def cell(line: dict[str, Any], key: str) -> str:
     if key.startswith("fast_runs_b") and isinstance(value, list):
         return f"{value[0]}/{value[1]}"
     if key.startswith("end_to_end_b") and value is not None:
-        return f"{value} (infer {line[key.replace('_ips', '_infer_ips')]})"
+        return f"{value:g} ({line[key.replace('_ips', '_share')]:.0%})"
     if key.startswith("utilization_b") and isinstance(value, float):
         return f"{value:.0%} of {line['peak_gops']:.0f}"
     if key.startswith("gpu_b") and isinstance(value, dict):
@@ -226,8 +227,20 @@ def _legend(report: Report) -> str:
             f"kept runs, so a speedup is exactly their ratio. In brackets: the range of the per-round ratios over "
             f"all runs (! = a row's processes differ by more than {UNSTABLE_SPREAD:.0%}). 'runs in' is "
             f"the precision the runtime reported computing in. GFLOPs per image count 2 per multiply-add (thop, at "
-            f"the row's input size).{_utilization_legend(report)}{_gpu_legend(report)} {env['cpu']} "
+            f"the row's input size). {_modes_legend(report)}{_utilization_legend(report)}{_gpu_legend(report)} {env['cpu']} "
             f"({', '.join(env['cpu_facts']['isa']) or 'no AVX2'}), {env['threads']} threads, {env['date']}.")
+
+
+def _modes_legend(report: Report) -> str:
+    text = ("mode: how each batch size ran, streams x threads per stream: 'latency' is one request on every thread, "
+            "'throughput' the batch spread over concurrent one-image requests (OpenVINO's THROUGHPUT hint and its "
+            "requests, ONNX Runtime requests on a one-thread session; PyTorch runs as it is); every setting is in "
+            "results.json (rows' batches' execution).")
+    if any(key.startswith("end_to_end_b") for line in report.matrix for key in line):
+        text += (" e2e img/s: the deployed path, image files to kept predictions, pipelined (the next batch read and "
+                 "prepared on one thread while this one infers, then its postprocessing), in the host's fast state; "
+                 "in brackets its share of the inference-only img/s.")
+    return text
 
 
 def _utilization_legend(report: Report) -> str:
@@ -235,9 +248,7 @@ def _utilization_legend(report: Report) -> str:
         return ""
     return (" util. = GFLOPs x images/s over the measured peak GOP/s of the row's runtime for the precision it "
             "runs in (INT8 files: the int8 peak; the highest rate of its GEMM and convolution kernels; optimize "
-            "info). "
-            "e2e img/s: the deployed path from image file to kept predictions (read, prepare, infer, postprocess; "
-            "profiles/<model>/<artifact>/profile.md), with inference alone in the same process in brackets.")
+            "info); profiles/<model>/<artifact>/profile.md break each row's deployed path into its stages.")
 
 
 def _gpu_legend(report: Report) -> str:
@@ -254,6 +265,8 @@ def rich_table(report: Report) -> Table:
                 if task in {line.get("task") for line in report.matrix}]
     columns = [("model", "model"), ("artifact", "artifact"), ("executed_precision", "runs in"),
                *[(f"speedup_b{b}", f"b{b}") for b in report.settings["batch_sizes"]],
+               *[(f"end_to_end_b{b}_ips", f"b{b} e2e img/s") for b in report.settings["batch_sizes"]
+                 if any(f"end_to_end_b{b}_ips" in line for line in report.matrix)],
                ("latency_b1_p50_ms", "b1 p50 ms"), *accuracy, ("status", "status")]
     table = Table(title="speedup over PyTorch FP32 (all columns: matrix.md, report.html)", title_justify="left")
     for _, header in columns:
@@ -269,4 +282,6 @@ def _short(line: dict[str, Any], key: str) -> str:
         return f"{value:.2f}x" + (" !" if line.get("unstable") else "")
     if key == "executed_precision":
         return str(value).split(" (")[0]
+    if key.startswith("end_to_end_b") and value is not None:
+        return f"{value:.1f}"
     return cell(line, key)

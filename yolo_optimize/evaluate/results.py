@@ -14,9 +14,11 @@ from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.accuracy import Accuracy
 from yolo_optimize.evaluate.facts import ModelFacts
 
-SCHEMA_VERSION = 6  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
+SCHEMA_VERSION = 7  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
 #                    4: weight bytes per artifact, per-convolution utilization in profiles; 5: GPU rows' copy/compute;
-#                    6: speedups from the host's fast state (Row.fast_state)
+#                    6: speedups from the host's fast state (Row.fast_state); 7: each batch size's execution
+#                    configuration and the pipelined end-to-end path (BatchResult.execution, .end_to_end)
+INFERENCE, END_TO_END = "inference", "end_to_end"  # what a figure times: the runtime's call, or the deployed path
 
 BLOCK_S = 0.2  # a process's consecutive runs are judged in blocks of at least this many seconds
 FAST_STATE_SPAN = 1.1  # blocks slower than this times the row's reference block ran in the host's slow state
@@ -49,6 +51,14 @@ class BatchResult:
     throughput_ips: float | None = None  # images per second, from the median latency
     error: str = ""  # e.g. the artifact cannot take this batch size
     phases_ms: dict[str, LatencyStats] | None = None  # GPU rows: copy_in / compute / copy_out of the same runs
+    execution: dict[str, Any] | None = None  # runners.base.Execution: the configuration these runs used
+    end_to_end: LatencyStats | None = None  # the pipelined deployed path: ms between consecutive batches' predictions
+    end_to_end_ips: float | None = None  # images per second, from their median
+
+    def samples_ms(self, part: str = INFERENCE) -> list[float]:
+        """The raw runs of ``part``: the runtime's calls, or the end-to-end path's intervals."""
+        stats = self.latency if part == INFERENCE else self.end_to_end
+        return stats.samples_ms if stats else []
 
 
 @dataclass(frozen=True)
@@ -107,8 +117,9 @@ class Measurement:
     weight_bytes: int | None = None  # the weights the runtime loaded, at their stored types (runners/base.py)
     round: int = 0  # the interleaved round it was taken in
 
-    def throughput(self, batch: int) -> float | None:
-        return next((b.throughput_ips for b in self.batches if b.batch == batch), None)
+    def throughput(self, batch: int, part: str = INFERENCE) -> float | None:
+        return next((b.throughput_ips if part == INFERENCE else b.end_to_end_ips
+                     for b in self.batches if b.batch == batch), None)
 
 
 @dataclass
@@ -131,21 +142,28 @@ class Row:
     profile: dict[str, Any] | None = None  # eval --profile: profiling.ArtifactProfile less its layers (profile.json)
     error: str = ""  # set when the row could not be measured at all
     skipped: str = ""  # why the row is not measured on purpose (a GPU-only format on a CPU evaluation)
+    input_form: str = ""  # what the artifact takes (images.describe_input of its metadata's input)
 
-    def round_throughputs(self, batch: int) -> dict[int, float]:
-        """Images per second at ``batch`` in each interleaved round the row was measured in."""
-        return {m.round: t for m in self.measurements if (t := m.throughput(batch))}
+    def round_throughputs(self, batch: int, part: str = INFERENCE) -> dict[int, float]:
+        """Images per second of ``part`` at ``batch`` in each interleaved round the row was measured in."""
+        return {m.round: t for m in self.measurements if (t := m.throughput(batch, part))}
 
-    def round_ratios(self, other: Row, batch: int) -> list[float]:
+    def round_ratios(self, other: Row, batch: int, part: str = INFERENCE) -> list[float]:
         """This row's throughput over ``other``'s, round by round (the rounds both were measured in): a host's
         drift from one round to the next cancels in each ratio."""
-        mine, theirs = self.round_throughputs(batch), other.round_throughputs(batch)
+        mine, theirs = self.round_throughputs(batch, part), other.round_throughputs(batch, part)
         return [mine[r] / theirs[r] for r in sorted(mine) if r in theirs]
 
-    def fast_state(self, batch: int) -> FastState | None:
-        """The row's runs at ``batch`` in the host's fast state (results.fast_state); None if never measured."""
-        return fast_state([b.latency.samples_ms for m in self.measurements for b in m.batches
-                           if b.batch == batch and b.latency], batch)
+    def fast_state(self, batch: int, part: str = INFERENCE) -> FastState | None:
+        """The row's runs of ``part`` at ``batch`` in the host's fast state (results.fast_state); None if never
+        measured."""
+        return fast_state([b.samples_ms(part) for m in self.measurements for b in m.batches
+                           if b.batch == batch and b.samples_ms(part)], batch)
+
+    def execution(self, batch: int) -> dict[str, Any] | None:
+        """The configuration the row's runs at ``batch`` used (the same in every process)."""
+        return next((b.execution for m in self.measurements for b in m.batches if b.batch == batch and b.execution),
+                    None)
 
     def median_latency(self, batch: int, statistic: str = "p50_ms") -> float | None:
         """The median over the row's processes of their ``p50_ms``/``p99_ms``... at ``batch``."""
@@ -204,4 +222,5 @@ def _batch(data: dict[str, Any]) -> BatchResult:
     phases = {phase: LatencyStats(**stats) for phase, stats in data["phases_ms"].items()} \
         if data.get("phases_ms") else None
     return BatchResult(**{**data, "latency": LatencyStats(**data["latency"]) if data.get("latency") else None,
+                          "end_to_end": LatencyStats(**data["end_to_end"]) if data.get("end_to_end") else None,
                           "phases_ms": phases})

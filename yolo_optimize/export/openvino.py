@@ -20,6 +20,14 @@ RT_INFO_SECTION = "model_info"
 EXECUTION_HINTS = {"fp32": "f32", "fp16": "f32", "int8": "f32", "bf16": "bf16"}
 
 
+def compile_config(metadata: dict[str, Any]) -> dict[str, Any]:
+    """What to pass to ``compile_model`` for the artifact to compute as it was built and checked: its metadata's
+    ``compile_config`` (INT8 IRs built on a CPU with native bf16 run their float parts in bf16), else its
+    precision's hint."""
+    return dict(metadata.get("compile_config") or
+                {"INFERENCE_PRECISION_HINT": EXECUTION_HINTS[str(metadata.get("precision", "fp32"))]})
+
+
 @dataclass(frozen=True)
 class OpenVinoConfig:
     precision: str  # fp16: weights compressed to FP16 in the IR

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -12,11 +13,13 @@ from yolo_optimize.families.base import Family
 from yolo_optimize.optimize.gate import GateConfig
 
 
-def calibration_inputs(family: Family, images: tuple[str, ...], imgsz: int) -> list[np.ndarray]:
-    """One float32 [1, 3, imgsz, imgsz] input per calibration image, preprocessed like every evaluation."""
-    from yolo_optimize.images import to_input
+def calibration_inputs(family: Family, images: tuple[str, ...], imgsz: int,
+                       spec: dict[str, Any] | None = None) -> list[np.ndarray]:
+    """One single-image batch per calibration image, preprocessed like every evaluation, in the form the model takes
+    (``spec``: its metadata's ``input``; float32 NCHW in [0, 1] without one)."""
+    from yolo_optimize.images import model_input
 
-    return [to_input(family.preprocess(Path(p), imgsz).pixels[None]) for p in images]
+    return [model_input(family.preprocess(Path(p), imgsz).pixels[None], spec or {}) for p in images]
 
 
 @dataclass(frozen=True)

@@ -138,10 +138,11 @@ class Gate:
         self.pixels = np.load(self.prepared.pixels)
         self.metric = gate_metric_class(family)(self.dataset, self.prepared)
 
-    def inputs(self) -> list[np.ndarray]:
-        from yolo_optimize.images import to_input
+    def inputs(self, spec: dict[str, Any] | None = None) -> list[np.ndarray]:
+        """Each gate image as a single-image batch in the form the model takes (``spec``: its metadata's ``input``)."""
+        from yolo_optimize.images import model_input
 
-        return [to_input(image[None]) for image in self.pixels]
+        return [model_input(image[None], spec or {}) for image in self.pixels]
 
     def score_raw(self, outputs: list[np.ndarray]) -> GateScore:
         """Score raw model outputs of the gate images, in order."""
@@ -153,7 +154,7 @@ class Gate:
         from yolo_optimize.evaluate.runners import open_runner
 
         with open_runner(folder, manifest, device=device, threads=self.threads) as runner:
-            return self.metric.score(predict_all(self.family, runner.infer, self.pixels, 8))
+            return self.metric.score(predict_all(self.family, runner, self.pixels, 8))
 
     def close(self) -> None:
         self._work.cleanup()

@@ -47,7 +47,7 @@ class NncfInt8(Stage):
         family = family_named(parent.metadata["family"])
         model = self.read(ctx.entry(SOURCE))
         head = self.float_ops(family, model)
-        images = calibration_inputs(family, self.config.calib_images, self.config.imgsz)
+        images = calibration_inputs(family, self.config.calib_images, self.config.imgsz, parent.metadata.get("input"))
         feeds = [self.model_input(x) for x in images]
         calibration = nncf.Dataset(feeds)
         settings = {"preset": nncf.QuantizationPreset.MIXED, "subset_size": len(self.config.calib_images),
@@ -58,8 +58,9 @@ class NncfInt8(Stage):
             quantized = nncf.quantize(model, calibration, **settings, advanced_parameters=self.advanced_parameters())
             quantized = self.for_runtime(quantized, feeds, ctx.threads)
             if not record.add(ROUTE, self._score(quantized, ctx, gate, entry)):
-                quantized = self.for_runtime(self._with_accuracy_control(model, calibration, gate, settings), feeds,
-                                             ctx.threads)
+                quantized = self.for_runtime(
+                    self._with_accuracy_control(model, calibration, gate, settings, parent.metadata.get("input")),
+                    feeds, ctx.threads)
                 record.add(ACCURACY_CONTROL_ROUTE, self._score(quantized, ctx, gate, entry))
         finally:
             gate.close()
@@ -75,7 +76,8 @@ class NncfInt8(Stage):
         self.save(quantized, ctx.out_dir / entry, manifest.metadata)
         return gate.score(ctx.out_dir, manifest)
 
-    def _with_accuracy_control(self, model: Any, calibration: Any, gate: Gate, settings: dict[str, Any]) -> Any:
+    def _with_accuracy_control(self, model: Any, calibration: Any, gate: Gate, settings: dict[str, Any],
+                               spec: dict[str, Any] | None) -> Any:
         import nncf
         from nncf.quantization.advanced_parameters import (
             AdvancedAccuracyRestorerParameters,
@@ -85,7 +87,7 @@ class NncfInt8(Stage):
             return gate.score_raw(self.outputs(candidate, list(inputs))).value
 
         return nncf.quantize_with_accuracy_control(
-            model, calibration, nncf.Dataset([self.model_input(x) for x in gate.inputs()]), validate,
+            model, calibration, nncf.Dataset([self.model_input(x) for x in gate.inputs(spec)]), validate,
             max_drop=self.config.gate.max_map_drop / 100, drop_type=nncf.DropType.ABSOLUTE, **settings,
             advanced_quantization_parameters=self.advanced_parameters(),
             advanced_accuracy_restorer_parameters=AdvancedAccuracyRestorerParameters(

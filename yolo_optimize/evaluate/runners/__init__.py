@@ -6,7 +6,7 @@ from importlib import import_module
 from pathlib import Path
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.runners.base import Runner
+from yolo_optimize.evaluate.runners.base import LATENCY, Runner
 from yolo_optimize.formats import FORMATS
 
 
@@ -17,7 +17,8 @@ def runner_class(target: str) -> type[Runner]:
     return found
 
 
-def open_runner(folder: Path, manifest: Manifest, *, device: str = "cpu", threads: int = 1) -> Runner:
+def open_runner(folder: Path, manifest: Manifest, *, device: str = "cpu", threads: int = 1,
+                mode: str = LATENCY) -> Runner:
     """The runner for ``manifest.target`` (not yet activated; use it as a context manager)."""
     assert manifest.target, f"{manifest.node} is not a deployable artifact"
-    return runner_class(manifest.target)(folder, manifest, device=device, threads=threads)
+    return runner_class(manifest.target)(folder, manifest, device=device, threads=threads, mode=mode)

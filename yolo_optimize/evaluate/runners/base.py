@@ -3,28 +3,83 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any, ClassVar
 
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.layers import LayerProfile
 from yolo_optimize.evaluate.runners.cuda_phases import CudaPhases
+from yolo_optimize.images import model_input
+
+LATENCY, THROUGHPUT, AUTO = "latency", "throughput", "auto"
+MODES = (AUTO, LATENCY, THROUGHPUT)
+
+
+def wanted_mode(policy: str, batch: int) -> str:
+    """The mode a call of ``batch`` images runs in: ``auto`` is latency for one image, throughput for more (how
+    each is deployed: one request answered as fast as possible, or a stream of images served at the best rate)."""
+    if policy == AUTO:
+        return LATENCY if batch == 1 else THROUGHPUT
+    return policy
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How a runner runs a call of one batch size: everything a deployment must set to get the measured speed.
+
+    Latency: the whole batch is one request computed by one stream on every thread. Throughput: the
+    batch is split into requests of ``request_batch`` images that ``streams`` streams of
+    ``threads_per_stream`` threads compute at once (OpenVINO's THROUGHPUT hint and its request queue,
+    concurrent ONNX Runtime requests): one thread per stream needs no synchronisation between threads,
+    which some hosts make slow. ``settings`` are the runtime's own, as passed to it.
+    """
+
+    mode: str
+    streams: int
+    threads_per_stream: int
+    request_batch: int
+    requests: int = 1  # requests in flight at once
+    settings: dict[str, Any] = field(default_factory=dict)
+    note: str = ""  # why the mode differs from the one asked for (a runtime without a throughput mode)
+
+    @property
+    def label(self) -> str:
+        """``throughput 2x1`` (streams x threads per stream) or ``latency 1x2``, as the matrix shows it."""
+        return f"{self.mode} {self.streams}x{self.threads_per_stream}"
 
 
 class Runner(ABC):
-    """``activate`` loads, ``infer`` maps float32 NCHW [0, 1] images to [B, anchors, 5 + nc], ``deactivate`` frees."""
+    """``activate`` loads, ``infer`` maps a batch in the artifact's input form (``input_of``) to its raw output,
+    ``deactivate`` frees. ``mode`` is the policy of ``wanted_mode``: runtimes with a throughput configuration
+    (``has_throughput_mode``) run batches in it when it asks for one."""
 
     phases: CudaPhases | None = None  # set by a runner on CUDA: each call's copies and compute (cuda_phases.py)
+    has_throughput_mode: ClassVar[bool] = False
+    computes_with_torch: ClassVar[bool] = False  # its inference runs on PyTorch's thread pool
 
     @classmethod
     def unavailable_reason(cls, device: str) -> str | None:
         """Why this runtime cannot run on ``device`` here (checked before any process starts); None if it can."""
         return None
 
-    def __init__(self, folder: Path, manifest: Manifest, *, device: str = "cpu", threads: int = 1) -> None:
-        self.folder, self.manifest, self.device, self.threads = folder, manifest, device, threads
+    def __init__(self, folder: Path, manifest: Manifest, *, device: str = "cpu", threads: int = 1,
+                 mode: str = LATENCY) -> None:
+        self.folder, self.manifest, self.device, self.threads, self.mode = folder, manifest, device, threads, mode
+
+    def input_of(self, pixels: np.ndarray) -> np.ndarray:
+        """A uint8 NHWC RGB batch (what the family prepares) in the form the artifact takes (its metadata's
+        ``input``: float32 NCHW in [0, 1], or the uint8 image as it is for artifacts with the preprocessing inside)."""
+        return model_input(pixels, self.manifest.metadata.get("input", {}))
+
+    def execution(self, batch: int) -> Execution:
+        """How a call of ``batch`` images runs (the latency configuration unless overridden)."""
+        note = ("" if wanted_mode(self.mode, batch) == LATENCY
+                else f"{self.manifest.target} has no throughput configuration: run as it is")
+        return Execution(LATENCY, 1, self.threads, batch, note=note)
 
     @property
     def entry(self) -> Path:

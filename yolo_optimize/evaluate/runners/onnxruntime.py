@@ -10,6 +10,11 @@ row. FP32 stays FP32 (TF32 off: the CUDA provider's ``use_tf32``, and ``NVIDIA_T
 TensorRT provider's engine builds, whose TF32 flag ONNX Runtime does not expose). The input is copied by
 PyTorch and bound to the session (I/O binding) on the runner's stream, so CUDA events split each call into
 copy in, compute and copy out.
+
+On the CPU, the latency configuration runs a call as one request on a session with every thread;
+the throughput configuration runs it as concurrent requests of one image each, one per thread, on a
+session with one thread (ONNX Runtime's ``run`` releases the GIL and a session takes concurrent runs),
+each writing its output straight into its slice of the call's output array (I/O binding).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import os
 import platform
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +36,14 @@ from yolo_optimize.evaluate.layers import (
     LayerTime,
     weighted_gflops,
 )
-from yolo_optimize.evaluate.runners.base import Runner
+from yolo_optimize.evaluate.runners.base import LATENCY, THROUGHPUT, Execution, Runner, wanted_mode
 from yolo_optimize.evaluate.runners.cuda_phases import CudaPhases
 
 X86 = ("x86_64", "AMD64", "i686")
 GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")  # preferred first
 PROVIDER_LABELS = {"TensorrtExecutionProvider": "TensorRT EP", "CUDAExecutionProvider": "CUDA EP"}
-NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(uint8)": np.uint8}
+THROUGHPUT_REQUEST_BATCH = 1  # images per concurrent request
 
 INTEGER_OPS = ("QLinearConv", "ConvInteger", "MatMulInteger", "QLinearMatMul", "MatMulIntegerToFloat",
                "DynamicQuantizeLinear", "QLinearAdd", "QLinearMul", "QLinearConcat", "QLinearSigmoid")
@@ -45,6 +52,8 @@ INTEGER_OPS = ("QLinearConv", "ConvInteger", "MatMulInteger", "QLinearMatMul", "
 class OnnxRuntimeRunner(Runner):
     session: Any = None
     _stream: Any = None  # the CUDA stream the GPU providers compute on (None on CPU)
+    _concurrent: Any = None  # the throughput configuration's one-thread session and its request threads
+    has_throughput_mode = True
 
     @classmethod
     def unavailable_reason(cls, device: str) -> str | None:
@@ -72,13 +81,22 @@ class OnnxRuntimeRunner(Runner):
             self.convolutions = _convolution_kernels(options.optimized_model_filepath)
         self._io = self.session.get_inputs()[0], self.session.get_outputs()[0]
         self.input_name = self._io[0].name
+        self._outputs: dict[int, np.ndarray] = {}
 
-    def _options(self, ort: Any) -> Any:
+    def _options(self, ort: Any, threads: int | None = None) -> Any:
         options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads
+        options.intra_op_num_threads = threads or self.threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         return options
+
+    def execution(self, batch: int) -> Execution:
+        if self.device != "cuda" and wanted_mode(self.mode, batch) == THROUGHPUT:
+            return Execution(THROUGHPUT, self.threads, 1, THROUGHPUT_REQUEST_BATCH, self.threads,
+                             {"intra_op_num_threads": 1, "inter_op_num_threads": 1})
+        note = "" if wanted_mode(self.mode, batch) == LATENCY else "on CUDA: one request per call"
+        return Execution(LATENCY, 1, self.threads, batch, 1,
+                         {"intra_op_num_threads": self.threads, "inter_op_num_threads": 1}, note)
 
     def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
         """ONNX Runtime's own profiler: its JSON is a Chrome trace; node times over the last ``runs`` model runs."""
@@ -142,9 +160,49 @@ class OnnxRuntimeRunner(Runner):
         return self.session.get_providers()[0] == "CPUExecutionProvider" and platform.machine() in X86
 
     def infer(self, images: np.ndarray) -> np.ndarray:
-        if self._stream is None:
-            return self.session.run(None, {self.input_name: images})[0]
-        return self._infer_cuda(images)
+        if self._stream is not None:
+            return self._infer_cuda(images)
+        if wanted_mode(self.mode, len(images)) == THROUGHPUT:
+            return self._infer_concurrently(images)
+        return self.session.run(None, {self.input_name: images})[0]
+
+    def _infer_concurrently(self, images: np.ndarray) -> np.ndarray:
+        """Requests of THROUGHPUT_REQUEST_BATCH images run at once, one per thread, on the one-thread session, each
+        bound to its slice of one output array (valid until the next call at this batch size)."""
+        session, pool = self._concurrent_session()
+        inputs, outputs = self._io
+        if not all(isinstance(dim, int) for dim in outputs.shape[1:]):  # no slice to bind: gather ONNX Runtime's own
+            starts = range(0, len(images), THROUGHPUT_REQUEST_BATCH)
+            return np.concatenate(list(pool.map(
+                lambda start: session.run(None, {inputs.name: images[start:start + THROUGHPUT_REQUEST_BATCH]})[0],
+                starts)))
+        output = self._output(len(images))
+
+        def request(start: int) -> None:
+            end = start + THROUGHPUT_REQUEST_BATCH
+            binding = session.io_binding()
+            binding.bind_cpu_input(inputs.name, np.ascontiguousarray(images[start:end]))
+            part = output[start:end]
+            binding.bind_output(outputs.name, "cpu", 0, part.dtype, part.shape, part.ctypes.data)
+            session.run_with_iobinding(binding)
+
+        list(pool.map(request, range(0, len(images), THROUGHPUT_REQUEST_BATCH)))
+        return output
+
+    def _concurrent_session(self) -> tuple[Any, ThreadPoolExecutor]:
+        if self._concurrent is None:
+            import onnxruntime as ort
+
+            session = ort.InferenceSession(str(self.entry), self._options(ort, threads=1),
+                                           providers=["CPUExecutionProvider"])
+            self._concurrent = session, ThreadPoolExecutor(self.threads, thread_name_prefix="ort-request")
+        return self._concurrent
+
+    def _output(self, batch: int) -> np.ndarray:
+        if batch not in self._outputs:
+            outputs = self._io[1]
+            self._outputs[batch] = np.empty([batch, *outputs.shape[1:]], NUMPY_TYPES[outputs.type])
+        return self._outputs[batch]
 
     def _infer_cuda(self, images: np.ndarray) -> np.ndarray:
         """Copy in with PyTorch, bind input and output buffers on the GPU, run, copy out: all on one stream."""
@@ -178,7 +236,9 @@ class OnnxRuntimeRunner(Runner):
         return sum(numpy_helper.to_array(tensor).nbytes for tensor in graph.initializer)
 
     def deactivate(self) -> None:
-        self.session = None
+        if self._concurrent is not None:
+            self._concurrent[1].shutdown()
+        self.session, self._concurrent, self._outputs = None, None, {}
 
 
 def _torch_type(torch: Any, onnx_type: str) -> Any:

@@ -1,9 +1,13 @@
-"""OpenVINO: each artifact computes in the precision its name promises (export/openvino.py's EXECUTION_HINTS),
-read back from the compiled model.
+"""OpenVINO: each artifact computes in the precision its metadata's ``compile_config`` asks for (the hint the build
+chose, export/openvino.py), read back from the compiled model.
 
 The IR has a dynamic batch; like ``benchmark_app -shape`` and a fixed-batch deployment,
 the runner compiles one static-shape model per batch size it meets (the first call at a
-new size pays for that compile, which warm-up absorbs).
+new size pays for that compile, which warm-up absorbs). In the latency configuration a call
+is one request on every thread (the LATENCY hint); in the throughput configuration the model
+is compiled for one image with the THROUGHPUT hint, OpenVINO chooses its streams and the
+number of requests that keeps them busy, and a call's images are spread over those requests,
+each writing its output straight into the call's output array.
 """
 
 from __future__ import annotations
@@ -20,34 +24,48 @@ from yolo_optimize.evaluate.layers import (
     LayerTime,
     weighted_gflops,
 )
-from yolo_optimize.evaluate.runners.base import Runner
-from yolo_optimize.export.openvino import EXECUTION_HINTS
+from yolo_optimize.evaluate.runners.base import LATENCY, THROUGHPUT, Execution, Runner, wanted_mode
+from yolo_optimize.export.openvino import compile_config
 
 OV_PRECISIONS = {"f32": "fp32", "fp32": "fp32", "f16": "fp16", "fp16": "fp16", "bf16": "bf16", "i8": "int8",
                  "u8": "int8"}  # OpenVINO's element type names (and its exec types' suffixes), lowercased -> ours
+THROUGHPUT_REQUEST_BATCH = 1  # images per request: one stream's request per image, as benchmark_app's throughput mode
 
 
 class OpenVinoRunner(Runner):
-    compiled: Any = None
+    has_throughput_mode = True
+    compiled: Any = None  # the batch-1 latency model: what the precision is read back from
 
     def activate(self) -> None:
         import openvino as ov
 
         self.core = ov.Core()
-        self.config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "PERFORMANCE_HINT": "LATENCY",
-                                       "INFERENCE_PRECISION_HINT": EXECUTION_HINTS[self.file_precision]}
+        self.config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, **compile_config(self.manifest.metadata)}
         self.target = "GPU" if self.device == "cuda" and "GPU" in self.core.available_devices else "CPU"
         self.model = self.core.read_model(str(self.entry))
-        self.requests: dict[int, Any] = {}
-        self._request(1)
+        self.models: dict[tuple[str, int], Any] = {}
+        self.requests: dict[tuple[str, int], list[Any]] = {}
+        self.outputs: dict[int, np.ndarray] = {}
+        self.compiled = self._compiled(LATENCY, 1)
 
-    def _request(self, batch: int) -> Any:
-        if batch not in self.requests:
+    def _compiled(self, mode: str, batch: int) -> Any:
+        """The model compiled for ``batch`` images per request with ``mode``'s performance hint (once)."""
+        if (mode, batch) not in self.models:
             model = self.model.clone()
             model.reshape({0: [batch, *self.model.input(0).partial_shape[1:].to_shape()]})
-            self.compiled = self.core.compile_model(model, self.target, self.config)
-            self.requests[batch] = self.compiled.create_infer_request()
-        return self.requests[batch]
+            compiled = self.core.compile_model(model, self.target, {**self.config, "PERFORMANCE_HINT": mode.upper()})
+            requests = 1 if mode == LATENCY else compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+            self.models[(mode, batch)] = compiled
+            self.requests[(mode, batch)] = [compiled.create_infer_request() for _ in range(requests)]
+        return self.models[(mode, batch)]
+
+    def execution(self, batch: int) -> Execution:
+        mode = wanted_mode(self.mode, batch)
+        request_batch = batch if mode == LATENCY else THROUGHPUT_REQUEST_BATCH
+        compiled = self._compiled(mode, request_batch)
+        streams = int(compiled.get_property("NUM_STREAMS"))  # the hint's choice, read back
+        return Execution(mode, streams, max(1, self.threads // streams), request_batch,
+                         len(self.requests[(mode, request_batch)]), {**self.config, "PERFORMANCE_HINT": mode.upper()})
 
     @property
     def compute_precision(self) -> str:
@@ -56,13 +74,44 @@ class OpenVinoRunner(Runner):
 
     @property
     def precision_note(self) -> str:
-        if self.file_precision == "bf16" and self.compute_precision != "bf16":
+        asked = ov_precision(str(self.config.get("INFERENCE_PRECISION_HINT", "f32")))
+        if asked == "bf16" and self.compute_precision != "bf16":
             return "no native bf16 on this CPU"
         return "fp16 weights" if self.file_precision == "fp16" else ""
 
     def infer(self, images: np.ndarray) -> np.ndarray:
-        """The output is a view of the request's buffer, valid until the next call at this batch size."""
-        return self._request(len(images)).infer({0: images}, share_inputs=True, share_outputs=True)[0]
+        """The output is a view of a buffer this runner reuses: valid until the next call at this batch size."""
+        if wanted_mode(self.mode, len(images)) == THROUGHPUT:
+            return self._infer_spread(images)
+        self._compiled(LATENCY, len(images))
+        request = self.requests[(LATENCY, len(images))][0]
+        return request.infer({0: images}, share_inputs=True, share_outputs=True)[0]
+
+    def _infer_spread(self, images: np.ndarray) -> np.ndarray:
+        """The images spread over the throughput model's requests in turn, each computing one request's images into
+        its slice of the output (no copy), then all awaited."""
+        import openvino as ov
+
+        compiled = self._compiled(THROUGHPUT, THROUGHPUT_REQUEST_BATCH)
+        requests = self.requests[(THROUGHPUT, THROUGHPUT_REQUEST_BATCH)]
+        output = self._output(len(images), compiled)
+        for index, start in enumerate(range(0, len(images), THROUGHPUT_REQUEST_BATCH)):
+            request = requests[index % len(requests)]
+            if index >= len(requests):
+                request.wait()
+            end = start + THROUGHPUT_REQUEST_BATCH
+            request.set_input_tensor(ov.Tensor(np.ascontiguousarray(images[start:end]), shared_memory=True))
+            request.set_output_tensor(ov.Tensor(output[start:end], shared_memory=True))
+            request.start_async()
+        for request in requests:
+            request.wait()
+        return output
+
+    def _output(self, batch: int, compiled: Any) -> np.ndarray:
+        if batch not in self.outputs:
+            port = compiled.output(0)
+            self.outputs[batch] = np.empty([batch, *port.get_shape()[1:]], port.get_element_type().to_dtype())
+        return self.outputs[batch]
 
     def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
         """OpenVINO's per-layer performance counters (``PERF_COUNT``), summed over ``runs`` inferences.
@@ -72,7 +121,8 @@ class OpenVinoRunner(Runner):
         """
         model = self.model.clone()
         model.reshape({0: list(images.shape)})
-        compiled = self.core.compile_model(model, self.target, {**self.config, "PERF_COUNT": True})
+        compiled = self.core.compile_model(model, self.target, {**self.config, "PERFORMANCE_HINT": "LATENCY",
+                                                                "PERF_COUNT": True})
         request = compiled.create_infer_request()
         for _ in range(2):
             request.infer({0: images})
@@ -103,7 +153,7 @@ class OpenVinoRunner(Runner):
         return sum(op.get_byte_size() for op in self.model.get_ops() if op.get_type_name() == "Constant")
 
     def deactivate(self) -> None:
-        self.requests, self.compiled, self.model = {}, None, None
+        self.requests, self.models, self.outputs, self.compiled, self.model = {}, {}, {}, None, None
 
 
 def _layer_gflops(runtime_model: Any) -> dict[str, float]:

@@ -19,6 +19,7 @@ class TorchModuleRunner(Runner):
 
     module: Any = None
     dtype: Any = None  # torch.float32, or torch.float16 for an FP16 TorchScript file
+    computes_with_torch = True
 
     def prepare_device(self) -> None:
         """On CUDA: FP32 means FP32 (PyTorch lets cuDNN round FP32 convolutions to TF32 by default, which TensorRT
