@@ -139,7 +139,7 @@ def accuracy(folders: dict[str, Path], parent: Manifest, data: Path, threads: in
         record = GateRecord(gate.config, gate.score(folders["fp32"], parent), gate)
         for route, folder in folders.items():
             if route != "fp32":
-                manifest = candidate_manifest(parent, node="onnx-int8", precision="int8", entry=str(parent.entry))
+                manifest = candidate_manifest(parent, node="onnx-int8", metadata={**parent.metadata, "precision": "int8"})
                 record.add(route, gate.score(folder, manifest))
     finally:
         gate.close()
@@ -150,8 +150,8 @@ def speed(folders: dict[str, Path], parent: Manifest, pixels: Path, args: Any) -
     found: dict[str, dict[str, list[float]]] = {name: {"b1": [], "b8": []} for name in folders}
     for _ in range(args.repeats):
         for name, folder in folders.items():
-            manifest = candidate_manifest(parent, node=f"onnx-{name}", precision="fp32" if name == "fp32" else "int8",
-                                          entry=str(parent.entry))
+            precision = "fp32" if name == "fp32" else "int8"
+            manifest = candidate_manifest(parent, node=f"onnx-{name}", metadata={**parent.metadata, "precision": precision})
             measurement, _ = in_own_process(measure, MeasureJob(folder, manifest, pixels, (1, 8), args.seconds, args.threads,
                                                         "cpu", predict=False))
             for batch in measurement.batches:

@@ -48,8 +48,9 @@ def main() -> None:
 
 @main.command()
 @click.argument("model")
-@click.option("--targets", default="torchscript,onnx,openvino", show_default=True,
-              help="Comma list: torchscript, onnx, openvino, tensorrt (trt), torch-tensorrt.")
+@click.option("--targets", default="torchscript,aoti,onnx,openvino", show_default=True,
+              help="Comma list: torchscript (ts), aoti (AOTInductor .pt2), onnx, openvino (ov), tensorrt (trt), "
+                   "torch-tensorrt (torchtrt); TensorRT's two are experimental (never run on a GPU with TensorRT).")
 @click.option("--precisions", default="fp32,fp16", show_default=True, help="Comma list: fp32, fp16, bf16, int8.")
 @click.option("--imgsz", help="Square input size(s), multiples of 32, comma-separated [default: the family's: 640 "
                                "for detectors, 224 for classifiers]; with several, each goes to <out>/<model>-<size>.")
@@ -74,11 +75,14 @@ def main() -> None:
 @click.option("--max-map-drop", default=1.0, show_default=True, type=click.FloatRange(0),
               help="Largest drop (points) of the gate metric an INT8 artifact may show: mAP50-95 for detectors, "
                    "top-1 agreement with FP32 for classifiers.")
+@click.option("--input", "input_form", type=click.Choice(["float", "uint8"]), default="float", show_default=True,
+              help="What every exported artifact takes: float32 NCHW in [0, 1], or the prepared uint8 NHWC image with "
+                   "the layout change and scaling inside the graph (INT8 ONNX then reads it on its first grid).")
 @user_errors
 def build(model: str, targets: str, precisions: str, imgsz: str | None, batch_sizes: str, out: Path, jobs: int,
           force: bool, random_weights: bool, weights_dir: Path | None, device: str, opset: int,
           parity_data: Path | None, parity_images: int, calib_data: Path | None, calib_images: int,
-          gate_data: Path | None, gate_images: int | None, max_map_drop: float) -> None:
+          gate_data: Path | None, gate_images: int | None, max_map_drop: float, input_form: str) -> None:
     """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, a torchvision classifier such as resnet18, a YOLOv7 model
     YAML, or a .pt path) to every target x precision, cached, in parallel."""
     from yolo_optimize.checkpoint import resolve_source
@@ -98,13 +102,15 @@ def build(model: str, targets: str, precisions: str, imgsz: str | None, batch_si
     sizes = parse_image_sizes(imgsz) if imgsz else (family.default_imgsz,)
     images = list_images(parity_data or family.sample_images())[:parity_images]
     wanted_precisions = tuple(parse_precisions(precisions))
+    wanted_targets = tuple(parse_targets(targets))
+    _check_input_form(input_form, wanted_targets)
     int8 = (_int8_inputs(family, calib_data, calib_images, gate_data, gate_images, max_map_drop)
             if "int8" in wanted_precisions else {})
     requests = [BuildRequest(
         source=replace(source, model_id=f"{source.model_id}-{size}") if len(sizes) > 1 else source,
-        targets=tuple(parse_targets(targets)), precisions=wanted_precisions, imgsz=size,
+        targets=wanted_targets, precisions=wanted_precisions, imgsz=size,
         batch_sizes=parse_batch_sizes(batch_sizes), opset=opset, device=resolve_device(device),
-        parity_images=tuple(str(p.resolve()) for p in images), **int8,
+        parity_images=tuple(str(p.resolve()) for p in images), input_form=input_form, **int8,
     ) for size in sizes]
     for request in requests:
         check_writable(out / request.source.model_id)
@@ -140,6 +146,17 @@ def _build_one(request: BuildRequest, out: Path, jobs: int, force: bool) -> list
     return [r.node for r in results if r.status == FAILED]
 
 
+UINT8_TARGETS = ("torchscript", "aoti", "onnx", "openvino")  # the targets --input uint8 is built and checked for
+
+
+def _check_input_form(input_form: str, targets: tuple[str, ...]) -> None:
+    """TensorRT engines take float input here (their uint8 input handling is unverified without a GPU)."""
+    other = [t for t in targets if t not in UINT8_TARGETS]
+    if input_form == "uint8" and other:
+        raise UserError(f"--input uint8 is built for {', '.join(UINT8_TARGETS)}, not {', '.join(other)}: build "
+                        f"those with --input float")
+
+
 def _say(text: str) -> None:
     """Progress for logs: a spinner shows it on a terminal, a line elsewhere."""
     if not console.is_terminal:
@@ -149,7 +166,7 @@ def _say(text: str) -> None:
 def _int8_inputs(family: Family, calib_data: Path | None, calib_images: int, gate_data: Path | None,
                  gate_images: int | None, max_map_drop: float) -> dict[str, Any]:
     """Calibration images and a gate set (labelled, where the family's gate metric needs labels), checked first."""
-    from yolo_optimize.cpu import has_vnni
+    from yolo_optimize.cpu import has_native_bf16, has_vnni
     from yolo_optimize.evaluate.dataset import load_dataset
     from yolo_optimize.images import list_images
     from yolo_optimize.optimize.gate import GateConfig, gate_metric_class
@@ -163,7 +180,7 @@ def _int8_inputs(family: Family, calib_data: Path | None, calib_images: int, gat
         raise UserError(f"the INT8 accuracy gate needs labels and {gate_root} has none: pass --gate-data with a "
                         f"labelled set (YOLO labels/ beside images/)")
     return {"calib_images": tuple(str(p.resolve()) for p in calibration),
-            "int8_weight_bits": 8 if has_vnni() else 7,
+            "int8_weight_bits": 8 if has_vnni() else 7, "int8_float_precision": "bf16" if has_native_bf16() else "fp32",
             "gate": GateConfig(str(gate_root), gate_images, max_map_drop)}
 
 

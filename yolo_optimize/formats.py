@@ -42,6 +42,11 @@ FORMATS: dict[str, Format] = {
                "yolo_optimize.evaluate.runners.torchscript:TorchScriptRunner", "torch",
                "import torch\ntorch.set_num_threads({threads})\nmodel = torch.jit.load(\"{path}\").eval()\n"
                "outputs = model(torch.from_numpy(images))  # images: {dtype} NCHW in [0, 1]"),
+        Format("aoti", ("aotinductor", "pt2"), "{model}.pt2", ("fp32", "bf16", "int8"),
+               "yolo_optimize.evaluate.runners.aoti:AotiRunner", "torch",
+               "import torch\ntorch.set_num_threads({threads})\n"
+               "model = torch._inductor.aoti_load_package(\"{path}\")  # compiled C++ and weights, no model code\n"
+               "outputs = model(torch.from_numpy(images))  # images: {input}"),
         Format("onnx", (), "{model}.onnx", ("fp32", "fp16", "int8"),
                "yolo_optimize.evaluate.runners.onnxruntime:OnnxRuntimeRunner", "onnxruntime",
                "import onnxruntime as ort\noptions = ort.SessionOptions(); options.intra_op_num_threads = {threads}\n"

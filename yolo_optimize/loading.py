@@ -9,6 +9,9 @@ from yolo_optimize import __version__
 from yolo_optimize.families import family_named
 from yolo_optimize.stage import Stage, StageContext, StageOutput
 
+FLOAT_INPUT, UINT8_INPUT = "float", "uint8"
+INPUT_FORMS = (FLOAT_INPUT, UINT8_INPUT)  # what every exported artifact of a build takes (optimize build --input)
+
 
 @dataclass(frozen=True)
 class LoadConfig:
@@ -52,8 +55,9 @@ def describe(model: Any, ctx: StageContext) -> dict[str, Any]:
 
 
 def artifact_metadata(base: dict[str, Any], *, target: str, precision: str, imgsz: int,
-                      max_batch: int | None = None) -> dict[str, Any]:
-    """What a deployed file must carry to be used without this package."""
+                      max_batch: int | None = None, input_form: str | None = None) -> dict[str, Any]:
+    """What a deployed file must carry to be used without this package (``input_form``: what it takes; by default
+    what its parent's metadata says, else float)."""
     family = family_named(base["family"])
     return {
         **base,
@@ -61,6 +65,38 @@ def artifact_metadata(base: dict[str, Any], *, target: str, precision: str, imgs
         "precision": precision,
         "imgsz": [imgsz, imgsz],
         "batch": {"min": 1, "max": max_batch},  # max None: any batch size
-        "input": family.input_spec(),
+        "input": input_spec(family.name, input_form) if input_form else base.get("input") or family.input_spec(),
         "output": family.output_spec(base),
     }
+
+
+def input_spec(family_name: str, form: str) -> dict[str, Any]:
+    """The family's input description for an artifact that takes ``form``: with ``uint8`` the prepared image as it
+    is (NHWC, 0-255), its layout change and scaling inside the graph."""
+    spec = family_named(family_name).input_spec()
+    if form == FLOAT_INPUT:
+        return spec
+    return {**spec, "dtype": "uint8", "layout": "NHWC",
+            "preprocess": f"{spec['preprocess'].replace(', /255', '')}; uint8 NHWC as prepared: the NCHW layout and the "
+                          f"/255 scaling are inside the graph"}
+
+
+def export_module(source: Any, input_form: str) -> Any:
+    """The model every artifact is exported from (``checkpoint.load_model``), taking ``input_form``."""
+    from yolo_optimize.checkpoint import load_model
+
+    model = load_model(source)
+    if input_form == FLOAT_INPUT:
+        return model
+    from yolo_optimize.families.modules import Uint8Input
+
+    return Uint8Input(model).eval()
+
+
+def example_input(input_form: str, batch: int, imgsz: int, device: str = "cpu") -> Any:
+    """A zero batch in ``input_form`` for tracing and export."""
+    import torch
+
+    if input_form == FLOAT_INPUT:
+        return torch.zeros(batch, 3, imgsz, imgsz, device=device)
+    return torch.zeros(batch, imgsz, imgsz, 3, dtype=torch.uint8, device=device)

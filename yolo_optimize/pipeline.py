@@ -2,6 +2,7 @@
 
     load ─┬─ reference (PyTorch FP32 outputs for parity; a parent of every artifact)
           ├─ torchscript-fp32 / torchscript-fp16
+          ├─ aoti-fp32 ── aoti-int8 (PT2E, gated) / aoti-bf16 (AOTInductor packages)
           ├─ torch-tensorrt-fp32 / torch-tensorrt-fp16 (torch.export + torch_tensorrt.dynamo.compile)
           └─ onnx-export ── onnx-fp32 (simplified) ─┬─ onnx-fp16 ── tensorrt-fp16
                                                     ├─ onnx-int8 (NNCF QDQ, gated)
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from yolo_optimize.checkpoint import ModelSource
 from yolo_optimize.dag import Node
+from yolo_optimize.export.aoti import AotiCompile, AotiConfig
 from yolo_optimize.export.onnx import OnnxExport, OnnxExportConfig
 from yolo_optimize.export.openvino import OpenVinoConfig, OpenVinoExport
 from yolo_optimize.export.tensorrt import TensorRTBuild, TensorRTConfig
@@ -26,9 +28,10 @@ from yolo_optimize.export.torch_tensorrt import (
 )
 from yolo_optimize.export.torchscript import TorchScriptConfig, TorchScriptExport
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.loading import LoadConfig, LoadStage
+from yolo_optimize.loading import FLOAT_INPUT, LoadConfig, LoadStage
 from yolo_optimize.optimize.fp16 import OnnxFp16, OnnxFp16Config
 from yolo_optimize.optimize.gate import GateConfig
+from yolo_optimize.optimize.int8_aoti import AotiInt8, AotiInt8Config
 from yolo_optimize.optimize.int8_onnx import OnnxInt8, OnnxInt8Config
 from yolo_optimize.optimize.int8_openvino import OpenVinoInt8, OpenVinoInt8Config
 from yolo_optimize.optimize.int8_tensorrt import TensorRTInt8Config, TensorRTInt8Qdq
@@ -59,6 +62,8 @@ class BuildRequest:
     calib_images: tuple[str, ...] = ()
     gate: GateConfig | None = None
     int8_weight_bits: int = 8  # ONNX INT8: 8 where the CPU has VNNI, else 7 (optimize/int8_onnx.py)
+    int8_float_precision: str = "fp32"  # OpenVINO INT8's float parts: bf16 where the CPU has it (int8_openvino.py)
+    input_form: str = FLOAT_INPUT  # what every exported artifact takes (loading.INPUT_FORMS)
 
 
 def plan(request: BuildRequest) -> list[Node]:
@@ -71,13 +76,19 @@ def plan(request: BuildRequest) -> list[Node]:
              {MODEL: "load"}, ".cache/reference"),
     ]
     if "torchscript" in r.targets:
-        nodes += [_artifact("torchscript", p, TorchScriptExport(TorchScriptConfig(r.imgsz, p, r.device)),
+        nodes += [_artifact("torchscript", p, TorchScriptExport(TorchScriptConfig(r.imgsz, p, r.device, r.input_form)),
                             {MODEL: "load"}, wanted) for p in r.precisions if p in FORMATS["torchscript"].precisions]
+    if "aoti" in r.targets:
+        nodes += [_artifact("aoti", p, AotiCompile(AotiConfig(r.imgsz, p, r.input_form)), {MODEL: "load"}, wanted)
+                  for p in ("fp32", "bf16") if p in r.precisions or p == "fp32"]
+        if "int8" in r.precisions and r.gate:
+            config = AotiInt8Config(r.imgsz, r.calib_images, r.gate, r.input_form)
+            nodes.append(_artifact("aoti", "int8", AotiInt8(config), _from("aoti-fp32"), wanted))
     if "torch-tensorrt" in r.targets:
         nodes += [_artifact("torch-tensorrt", p, TorchTensorRTCompile(TorchTensorRTConfig(r.imgsz, p, r.batch_sizes)),
                             {MODEL: "load"}, wanted) for p in r.precisions if p in FORMATS["torch-tensorrt"].precisions]
     if any(t in r.targets for t in ONNX_CONSUMERS):
-        nodes.append(Node("onnx-export", OnnxExport(OnnxExportConfig(r.imgsz, r.opset)), {MODEL: "load"},
+        nodes.append(Node("onnx-export", OnnxExport(OnnxExportConfig(r.imgsz, r.opset, r.input_form)), {MODEL: "load"},
                           ".cache/onnx-export"))
         nodes.append(_artifact("onnx", "fp32", OnnxSimplify(SimplifyConfig(r.imgsz)), _from("onnx-export"), wanted))
     if "fp16" in r.precisions and ("onnx" in r.targets or "tensorrt" in r.targets):
@@ -90,7 +101,7 @@ def plan(request: BuildRequest) -> list[Node]:
         nodes += [_artifact("openvino", p, OpenVinoExport(OpenVinoConfig(p)), _from("onnx-fp32"), wanted)
                   for p in float_precisions]
     if "int8" in r.precisions and "openvino" in r.targets and r.gate:
-        config = OpenVinoInt8Config(r.imgsz, r.calib_images, r.gate)
+        config = OpenVinoInt8Config(r.imgsz, r.calib_images, r.gate, r.int8_float_precision)
         nodes.append(_artifact("openvino", "int8", OpenVinoInt8(config), _from("openvino-fp32"), wanted))
     if "int8" in r.precisions and "tensorrt" in r.targets and r.gate:
         config = TensorRTInt8Config(r.imgsz, r.calib_images, r.gate)

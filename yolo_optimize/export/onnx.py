@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from yolo_optimize.loading import FLOAT_INPUT, example_input, export_module, input_spec
 from yolo_optimize.stage import MODEL, Stage, StageContext, StageOutput
 
 MAX_BATCH = 1024  # the exporter needs a bound; the graph itself has none
@@ -14,6 +15,7 @@ MAX_BATCH = 1024  # the exporter needs a bound; the graph itself has none
 class OnnxExportConfig:
     imgsz: int
     opset: int
+    input_form: str = FLOAT_INPUT
 
 
 class OnnxExport(Stage):
@@ -27,19 +29,19 @@ class OnnxExport(Stage):
     def run(self, ctx: StageContext) -> StageOutput:
         import torch
 
-        from yolo_optimize.checkpoint import load_model
-
-        model = load_model(ctx.source)
+        model = export_module(ctx.source, self.config.input_form)
         # Batch 2, not 1: torch.export specializes dimensions of size 1, and some models (YOLOv7's head)
         # then fail the dynamic batch constraint.
-        example = torch.zeros(2, 3, self.config.imgsz, self.config.imgsz)
+        example = example_input(self.config.input_form, 2, self.config.imgsz)
         batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
         entry = f"{ctx.source.model_id}.onnx"
         torch.onnx.export(model, (example,), str(ctx.out_dir / entry), dynamo=True, external_data=False,
                           opset_version=self.config.opset, input_names=["images"], output_names=["output0"],
                           dynamic_shapes=({0: batch},), verbose=False)
         _check_opset(ctx.out_dir / entry, self.config.opset)
-        return StageOutput(entry=entry, metadata=ctx.manifest(MODEL).metadata)
+        metadata = ctx.manifest(MODEL).metadata
+        return StageOutput(entry=entry, metadata={**metadata, "input": input_spec(metadata["family"],
+                                                                                   self.config.input_form)})
 
 
 def _check_opset(path: Path, wanted: int) -> None:

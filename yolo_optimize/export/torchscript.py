@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.loading import artifact_metadata
+from yolo_optimize.loading import FLOAT_INPUT, artifact_metadata, example_input, export_module
 from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 
 METADATA_FILE = "config.txt"
@@ -17,6 +17,7 @@ class TorchScriptConfig:
     imgsz: int
     precision: str
     device: str
+    input_form: str = FLOAT_INPUT
 
 
 class TorchScriptExport(Stage):
@@ -33,16 +34,17 @@ class TorchScriptExport(Stage):
     def run(self, ctx: StageContext) -> StageOutput:
         import torch
 
-        from yolo_optimize.checkpoint import load_model
-
         half = self.config.precision == "fp16"
-        model = load_model(ctx.source).to(ctx.device)
-        example = torch.zeros(1, 3, self.config.imgsz, self.config.imgsz, device=ctx.device)
+        model = export_module(ctx.source, self.config.input_form).to(ctx.device)
+        example = example_input(self.config.input_form, 1, self.config.imgsz, ctx.device)
         if half:
-            model, example = model.half(), example.half()
+            model = model.half()
+            example = example if self.config.input_form != FLOAT_INPUT else example.half()
         metadata = artifact_metadata(ctx.manifest(MODEL).metadata, target=self.target,
-                                     precision=self.config.precision, imgsz=self.config.imgsz)
-        metadata["input"]["dtype"] = "float16" if half else "float32"
+                                     precision=self.config.precision, imgsz=self.config.imgsz,
+                                     input_form=self.config.input_form)
+        if self.config.input_form == FLOAT_INPUT:
+            metadata["input"]["dtype"] = "float16" if half else "float32"
         with torch.no_grad():
             traced = torch.jit.trace(model, example, strict=False, check_trace=False)
         entry = FORMATS[self.target].entry_for(ctx.source.model_id)

@@ -150,6 +150,11 @@ class Family(ABC):
     def onnx_float_nodes(self, model: Any) -> list[str]:
         """ONNX node names INT8 passes must keep in float."""
 
+    def float_module(self, model: torch.nn.Module) -> str | None:
+        """The qualified name of the submodule of an exported PyTorch model that reduced precisions (INT8, BF16) must
+        keep in float32, like ``onnx_float_nodes``; None: none."""
+        return None
+
     @abstractmethod
     def openvino_float_ops(self, model: Any) -> list[str]:
         """OpenVINO op friendly names INT8 passes must keep in float."""

@@ -100,6 +100,12 @@ class Detector(Family):
 
         return openvino_head_ops(model)
 
+    def float_module(self, model: Any) -> str | None:
+        """The Detect head (YOLOv5's and Ultralytics' ``Detect``, YOLOv7's ``IDetect``...): its output convolutions and
+        the decode after them, as in ``onnx_float_nodes``."""
+        heads = [name for name, module in model.named_modules() if type(module).__name__.endswith("Detect")]
+        return heads[-1] if heads else None
+
 
 class AnchorDetector(Detector):
     """YOLOv5-style heads (YOLOv5, YOLOv7): output [B, anchors, 5 + nc] with objectness, checkpoints

@@ -35,3 +35,44 @@ class Normalized(torch.nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.model((images - self.mean) / self.std)
+
+
+class Uint8Input(torch.nn.Module):
+    """Takes the prepared image as it is, uint8 NHWC RGB, and does the layout change and the scaling to [0, 1] inside
+    the graph: a deployment hands the artifact the letterboxed image, and an INT8 graph reads it on its first
+    quantization grid (1/255) without ever making a float copy."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.names: Any = getattr(model, "names", None)
+        self.stride: Any = getattr(model, "stride", None)
+        self.register_buffer("levels", torch.tensor(255.0))  # follows the model's dtype (.half())
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.model(images.permute(0, 3, 1, 2).to(self.levels.dtype) / self.levels)
+
+
+class Bfloat16Body(torch.nn.Module):
+    """The model computing in bfloat16 but for one submodule kept in float32 (the Detect head, whose box arithmetic
+    at 640 pixels would be off by pixels in bf16's 8-bit mantissa): float32 images in, float32 out."""
+
+    def __init__(self, model: torch.nn.Module, float_module: str | None) -> None:
+        super().__init__()
+        self.model = model.to(torch.bfloat16)
+        self.names: Any = getattr(model, "names", None)
+        if float_module:
+            kept = self.model.get_submodule(float_module).float()
+            kept.register_forward_pre_hook(_to_float32)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.model(images.to(torch.bfloat16) if images.is_floating_point() else images).float()
+
+
+def _to_float32(module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A forward pre-hook: the module's tensor inputs (or lists of them, as a Detect head takes) in float32."""
+    return tuple([_float32(a) for a in arg] if isinstance(arg, list) else _float32(arg) for arg in args)
+
+
+def _float32(value: Any) -> Any:
+    return value.float() if isinstance(value, torch.Tensor) and value.is_floating_point() else value

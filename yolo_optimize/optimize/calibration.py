@@ -31,6 +31,8 @@ class Int8Config:
     gate: GateConfig
 
 
-def candidate_manifest(parent: Manifest, *, node: str, precision: str, entry: str) -> Manifest:
-    """An unwritten manifest that lets a runner load a candidate before it is published."""
-    return replace(parent, node=node, precision=precision, entry=entry, files={}, parity=None)
+def candidate_manifest(parent: Manifest, *, node: str, metadata: dict[str, Any], entry: str | None = None) -> Manifest:
+    """An unwritten manifest that lets a runner load a candidate before it is published: its ``metadata`` (precision,
+    input, how to compile it) say how it runs; its file is named like its parent's unless ``entry`` says otherwise."""
+    return replace(parent, node=node, precision=metadata["precision"], entry=entry or parent.entry, metadata=metadata,
+                   files={}, parity=None)

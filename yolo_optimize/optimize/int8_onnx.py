@@ -38,12 +38,14 @@ NO_VNNI_NOTE = "7-bit weights (NNCF overflow fix): exact on every x86 CPU"
 class OnnxInt8Config(Int8Config):
     weight_bits: int  # 8 where the building CPU has VNNI, 7 where it has not (see the module docstring)
     precision: str = "int8"
+    stem_space_to_depth: bool = True  # the strided stem rewritten for integer kernels (optimize/space_to_depth.py)
 
 
 class OnnxInt8(NncfInt8):
     name = "onnx-int8"
-    revision = 5  # 3: NNCF's ONNX backend instead of ONNX Runtime's quantize_static; 4: the gate's metric per task;
-    #               5: completed for ONNX Runtime's int8 kernels (optimize/onnxruntime_fusion.py)
+    revision = 6  # 3: NNCF's ONNX backend instead of ONNX Runtime's quantize_static; 4: the gate's metric per task;
+    #               5: completed for ONNX Runtime's int8 kernels (optimize/onnxruntime_fusion.py); 6: the stem as
+    #               space-to-depth, a uint8 input read on its own grid
     tools = ("onnx", "onnxruntime", "nncf")
     target = "onnx"
     config: OnnxInt8Config
@@ -56,6 +58,13 @@ class OnnxInt8(NncfInt8):
 
         fix = OverflowFix.ENABLE if self.config.weight_bits == 7 else OverflowFix.DISABLE
         return AdvancedQuantizationParameters(overflow_fix=fix)
+
+    def rewritten(self, model: Any) -> tuple[Any, dict[str, Any]]:
+        if not self.config.stem_space_to_depth:
+            return model, {}
+        from yolo_optimize.optimize.space_to_depth import rewrite_strided_stems
+
+        return model, {"space_to_depth": rewrite_strided_stems(model)}
 
     def for_runtime(self, quantized: Any, feeds: list[Any], threads: int) -> Any:
         fuse_for_onnxruntime(quantized, feeds, threads)

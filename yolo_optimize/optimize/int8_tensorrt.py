@@ -67,13 +67,13 @@ class TensorRTInt8Qdq(Stage):
         entry = str(parent.entry)
         family = family_named(parent.metadata["family"])
         head = family.onnx_float_nodes(onnx.load(str(ctx.entry(SOURCE))))
-        images = calibration_inputs(family, self.config.calib_images, self.config.imgsz)
+        images = calibration_inputs(family, self.config.calib_images, self.config.imgsz, parent.metadata.get("input"))
         metadata = {**parent.metadata, "precision": "int8", "kept_in_float": head, "quantization": NOTE}
         gate = Gate(self.config.gate, family, self.config.imgsz, ctx.threads)
         try:
             record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
             quantize_symmetric(ctx.entry(SOURCE), ctx.out_dir / entry, images, head, metadata)
-            candidate = candidate_manifest(parent, node=self.name, precision="int8", entry=entry)
+            candidate = candidate_manifest(parent, node=self.name, metadata=metadata)
             record.add(ROUTE, gate.score(ctx.out_dir, candidate))
         finally:
             gate.close()

@@ -43,37 +43,35 @@ class NncfInt8(Stage):
         import nncf
 
         parent = ctx.manifest(SOURCE)
-        entry = str(parent.entry)
         family = family_named(parent.metadata["family"])
-        model = self.read(ctx.entry(SOURCE))
+        model, rewrites = self.rewritten(self.read(ctx.entry(SOURCE)))
         head = self.float_ops(family, model)
-        images = calibration_inputs(family, self.config.calib_images, self.config.imgsz, parent.metadata.get("input"))
-        feeds = [self.model_input(x) for x in images]
-        calibration = nncf.Dataset(feeds)
+        facts = {"kept_in_float": head, **rewrites, **self.cpu_metadata()}
+        metadata = {**parent.metadata, "precision": "int8", **facts}
+        feeds = [self.model_input(x) for x in calibration_inputs(family, self.config.calib_images, self.config.imgsz,
+                                                                  parent.metadata.get("input"))]
         settings = {"preset": nncf.QuantizationPreset.MIXED, "subset_size": len(self.config.calib_images),
                     "ignored_scope": nncf.IgnoredScope(names=head, validate=False)}
         gate = Gate(self.config.gate, family, self.config.imgsz, ctx.threads)
         try:
             record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
-            quantized = nncf.quantize(model, calibration, **settings, advanced_parameters=self.advanced_parameters())
-            quantized = self.for_runtime(quantized, feeds, ctx.threads)
-            if not record.add(ROUTE, self._score(quantized, ctx, gate, entry)):
-                quantized = self.for_runtime(
-                    self._with_accuracy_control(model, calibration, gate, settings, parent.metadata.get("input")),
-                    feeds, ctx.threads)
-                record.add(ACCURACY_CONTROL_ROUTE, self._score(quantized, ctx, gate, entry))
+            quantized = self.for_runtime(nncf.quantize(model, nncf.Dataset(feeds), **settings,
+                                                       advanced_parameters=self.advanced_parameters()), feeds, ctx.threads)
+            if not record.add(ROUTE, self._score(quantized, ctx, gate, metadata)):
+                quantized = self.for_runtime(self._with_accuracy_control(model, nncf.Dataset(feeds), gate, settings,
+                                                                         parent.metadata.get("input")), feeds, ctx.threads)
+                record.add(ACCURACY_CONTROL_ROUTE, self._score(quantized, ctx, gate, metadata))
         finally:
             gate.close()
         record.require_pass()
-        metadata = {**parent.metadata, "precision": "int8", "kept_in_float": head, **self.cpu_metadata()}
-        self.save(quantized, ctx.out_dir / entry, metadata)
-        return StageOutput(entry=entry, metadata=metadata,
-                           info={"gate": record.result(), "kept_in_float": head, **self.cpu_metadata()})
+        self.save(quantized, ctx.out_dir / str(parent.entry), metadata)
+        return StageOutput(entry=parent.entry, metadata=metadata, info={"gate": record.result(), **facts})
 
-    def _score(self, quantized: Any, ctx: StageContext, gate: Gate, entry: str) -> Any:
-        """Save the candidate into the staging folder and measure it like any artifact."""
-        manifest = candidate_manifest(ctx.manifest(SOURCE), node=self.name, precision="int8", entry=entry)
-        self.save(quantized, ctx.out_dir / entry, manifest.metadata)
+    def _score(self, quantized: Any, ctx: StageContext, gate: Gate, metadata: dict[str, Any]) -> Any:
+        """Save the candidate into the staging folder and measure it like any artifact (as it will run: ``metadata``
+        says how)."""
+        manifest = candidate_manifest(ctx.manifest(SOURCE), node=self.name, metadata=metadata)
+        self.save(quantized, ctx.out_dir / str(manifest.entry), metadata)
         return gate.score(ctx.out_dir, manifest)
 
     def _with_accuracy_control(self, model: Any, calibration: Any, gate: Gate, settings: dict[str, Any],
@@ -109,6 +107,11 @@ class NncfInt8(Stage):
     def cpu_metadata(self) -> dict[str, Any]:
         """What the artifact records about the CPU its arithmetic was chosen for."""
         return {}
+
+    def rewritten(self, model: Any) -> tuple[Any, dict[str, Any]]:
+        """The FP32 model as it is quantized (an exact rewrite for this backend's int8 kernels, unless overridden)
+        and what was rewritten, for the metadata."""
+        return model, {}
 
     def model_input(self, images: np.ndarray) -> Any:
         """One calibration item as NNCF's backend feeds it to the model."""

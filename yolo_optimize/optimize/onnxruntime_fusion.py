@@ -19,7 +19,10 @@ NNCF's own quantizers:
   x < -6 lies within 0.015 of 0, while early layers reach -85, which would coarsen the grid 7x;
 - the SiLU's sigmoid gets the fixed [0, 1] grid (step 1/255) where the SiLU's product is quantized
   anyway, so ONNX Runtime runs the SiLU as QLinearSigmoid and QLinearMul on int8 tensors instead of
-  dequantizing around it.
+  dequantizing around it;
+- a uint8 image input (``optimize build --input uint8``) is read on its own exact grid: the graph's
+  ``Cast -> Div(255) -> QuantizeLinear`` becomes nothing, and the first convolution dequantizes the
+  image bytes at scale 1/255 (layout changes such as the stem's SpaceToDepth move to the uint8 bytes).
 
 Every choice is measured in bench/onnx_int8_routes.py (README "Which INT8 ONNX recipe").
 """
@@ -51,6 +54,7 @@ class _Graph:
     initializers: dict[str, Any] = field(default_factory=dict)
     before: dict[str, list[Any]] = field(default_factory=dict)
     after: dict[str, list[Any]] = field(default_factory=dict)
+    removed: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         for node in self.model.graph.node:
@@ -76,11 +80,18 @@ class _Graph:
         node = self.producer.get(name)
         return node if node is not None and node.op_type == op_type else None
 
+    def only_consumer(self, tensor: str, op_type: str) -> Any:
+        """The node of ``op_type`` that alone reads ``tensor``, else None."""
+        users = self.consumers.get(tensor, [])
+        return users[0] if len(users) == 1 and users[0].op_type == op_type else None
+
     def write_nodes(self) -> None:
-        """Put the inserted nodes beside their anchors (the graph stays in topological order) and drop the
-        initializers no node reads any more (the float biases, the signed zero points)."""
+        """Put the inserted nodes beside their anchors (the graph stays in topological order), leave out the removed
+        ones, and drop the initializers no node reads any more (the float biases, the signed zero points)."""
         nodes = []
         for node in self.model.graph.node:
+            if node.name in self.removed:
+                continue
             nodes += self.before.pop(node.name, []) + [node] + self.after.pop(node.name, [])
         del self.model.graph.node[:]
         self.model.graph.node.extend(nodes)
@@ -103,6 +114,7 @@ def fuse_for_onnxruntime(model: Any, feeds: list[dict[str, np.ndarray]], threads
                          options: FusionOptions = FusionOptions()) -> int:
     """Rewrite ``model`` in place (see the module docstring); returns how many convolutions it made int8."""
     activations_to_u8(model)
+    fold_uint8_input(model)
     graph = _Graph(model)
     sites = _sites(graph)
     if not sites:  # no SiLU convolution (ReLU networks such as ResNet): ONNX Runtime fuses those graphs as written
@@ -145,6 +157,72 @@ def activations_to_u8(model: Any) -> None:
         if info.name in shifted:
             info.type.tensor_type.elem_type = TensorProto.UINT8
     graph.write_nodes()
+
+
+LAYOUT_OPS = ("SpaceToDepth",)  # between the scaling and the first quantizer: they move values, whatever their type
+
+
+def fold_uint8_input(model: Any) -> bool:
+    """A uint8 image input read by ``Transpose -> Cast -> Div(255) [-> SpaceToDepth] -> QuantizeLinear`` (NNCF's
+    first quantizer, on its calibrated grid) becomes ``Transpose [-> SpaceToDepth]`` on the bytes, and the
+    quantizer's DequantizeLinears read them at scale 1/255, zero point 0: the image's own grid, exact. Layout ops
+    NNCF left after a DequantizeLinear move above it, so the first convolution reads a DequantizeLinear directly
+    (ONNX Runtime's integer convolution needs that)."""
+    from onnx import TensorProto
+
+    graph = _Graph(model)
+    image = model.graph.input[0]
+    transpose = graph.only_consumer(image.name, "Transpose")
+    if image.type.tensor_type.elem_type != TensorProto.UINT8 or transpose is None:
+        return False
+    cast = graph.only_consumer(transpose.output[0], "Cast")
+    divide = graph.only_consumer(cast.output[0], "Div") if cast is not None else None
+    if divide is None or divide.input[1] not in graph.initializers or float(graph.array(divide.input[1])) != U8_LEVELS:
+        return False
+    layout, node = _layout_chain(graph, divide.output[0])
+    if node is None or node.op_type != "QuantizeLinear":
+        return False
+    bytes_out = transpose.output[0]
+    if layout:
+        layout[0].input[0] = transpose.output[0]
+        bytes_out = layout[-1].output[0]
+    grid = (graph.add_initializer("image_scale", np.array(1 / U8_LEVELS, np.float32)),
+            graph.add_initializer("image_zero_point", np.array(0, np.uint8)))
+    for dequantize in graph.consumers.get(node.output[0], []):
+        dequantize.input[:] = [bytes_out, *grid]
+        _move_above(graph, dequantize, _layout_chain(graph, dequantize.output[0])[0])
+    graph.removed.update({cast.name, divide.name, node.name})
+    del model.graph.value_info[:]  # the moved layout ops now carry uint8
+    graph.write_nodes()
+    return True
+
+
+def _layout_chain(graph: _Graph, tensor: str) -> tuple[list[Any], Any]:
+    """The layout ops reading ``tensor`` one after the other (each the only reader of the last), and the node after."""
+    chain: list[Any] = []
+    users = graph.consumers.get(tensor, [])
+    while len(users) == 1 and users[0].op_type in LAYOUT_OPS:
+        chain.append(users[0])
+        users = graph.consumers.get(users[0].output[0], [])
+    return chain, users[0] if len(users) == 1 else None
+
+
+def _move_above(graph: _Graph, dequantize: Any, layout: list[Any]) -> None:
+    """``DequantizeLinear -> layout ops`` becomes ``layout ops -> DequantizeLinear`` (they move values whatever their
+    type), the DequantizeLinear then writing the tensor the last layout op wrote."""
+    from onnx import helper
+
+    if not layout:
+        return
+    source, last = dequantize.input[0], layout[-1].output[0]
+    for node in layout:
+        moved = helper.make_node(node.op_type, [source], [f"{node.output[0]}_u8"], name=f"{node.name}_u8")
+        moved.attribute.extend(node.attribute)
+        graph.before.setdefault(dequantize.name, []).append(moved)
+        graph.removed.add(node.name)
+        source = moved.output[0]
+    dequantize.input[0] = source
+    dequantize.output[0] = last
 
 
 def _sites(graph: _Graph) -> list[_Site]:

@@ -18,8 +18,14 @@ class TorchModuleRunner(Runner):
     calls ``prepare_device``."""
 
     module: Any = None
-    dtype: Any = None  # torch.float32, or torch.float16 for an FP16 TorchScript file
+    dtype: Any = None  # torch.float32, or torch.float16 for an FP16 TorchScript file, torch.uint8 for a uint8 input
     computes_with_torch = True
+
+    def input_dtype(self) -> Any:
+        """The torch dtype of the artifact's input, from its metadata (float32 when it says nothing: the baseline)."""
+        import torch
+
+        return getattr(torch, str(self.manifest.metadata.get("input", {}).get("dtype", "float32")))
 
     def prepare_device(self) -> None:
         """On CUDA: FP32 means FP32 (PyTorch lets cuDNN round FP32 convolutions to TF32 by default, which TensorRT

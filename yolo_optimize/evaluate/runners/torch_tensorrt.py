@@ -25,5 +25,5 @@ class TorchTensorRTRunner(TorchModuleRunner):
         import torch_tensorrt
 
         self.module = torch_tensorrt.load(str(self.entry)).module()
-        self.dtype = torch.float16 if self.manifest.precision == "fp16" else torch.float32
+        self.dtype = self.input_dtype()
         self.prepare_device()

@@ -11,5 +11,5 @@ class TorchScriptRunner(TorchModuleRunner):
 
         torch.set_num_threads(self.threads)
         self.module = torch.jit.load(str(self.entry), map_location=self.device).eval()
-        self.dtype = torch.float16 if self.manifest.precision == "fp16" else torch.float32
+        self.dtype = self.input_dtype()
         self.prepare_device()

@@ -1,0 +1,104 @@
+"""AOTInductor packages: the model as a ``torch.export`` program compiled ahead of time into a ``.pt2`` file.
+
+What PyTorch users deploy now that TorchScript is deprecated: ``torch._inductor.aoti_load_package``
+loads the package's compiled C++ (oneDNN convolutions, fused element-wise kernels) and its weights,
+with no Python model code, in any process that has torch. The batch axis stays dynamic. FP32 computes
+in fp32; BF16 computes the model in bfloat16 but for the family's float module (the Detect head:
+box arithmetic at 640 pixels needs float32) and takes and returns float32. The C++ is compiled for
+this CPU (``-march=native``: AVX-512, VNNI...): like a TensorRT engine the package is bound to the kind of
+CPU that built it, so the CPU's instruction sets enter the cache key and a runner refuses a CPU
+without them. Its metadata is embedded in the package (``get_metadata()``, JSON values).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from yolo_optimize.cpu import cpu_facts, has_native_bf16
+from yolo_optimize.formats import FORMATS
+from yolo_optimize.loading import FLOAT_INPUT, artifact_metadata, example_input, export_module
+from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
+
+MAX_BATCH = 1024  # the exporter needs a bound; the compiled code takes any batch up to it
+# freezing: constant folding and oneDNN weight prepacking (PyTorch's advice for CPU inference); dynamic threads: the
+# kernels take the thread count of the process that runs them, not of the build worker that compiled them.
+INDUCTOR_CONFIGS = {"freezing": True, "cpp.dynamic_threads": True}
+
+
+@dataclass(frozen=True)
+class AotiConfig:
+    imgsz: int
+    precision: str  # fp32 | bf16
+    input_form: str = FLOAT_INPUT
+
+
+def cannot_compile(device: str) -> str | None:
+    """Why an AOTInductor package cannot be built here for ``device``, or None: it is compiled for the CPU, with
+    $CXX or g++."""
+    if device == "cuda":
+        return "the aoti target is compiled for the CPU here (--device cpu)"
+    compiler = os.environ.get("CXX", "g++")
+    return None if shutil.which(compiler) else f"AOTInductor compiles C++: no {compiler} on PATH (install g++ or set CXX)"
+
+
+def machine_environment() -> dict[str, str]:
+    """What a package compiled here is bound to: the CPU's instruction sets (``-march=native``)."""
+    return {"cpu_isa": " ".join(cpu_facts()["isa"])}  # type: ignore[arg-type]
+
+
+def exported(module: Any, example: Any) -> Any:
+    """``module`` as a torch.export program with a dynamic batch axis, after one forward pass that builds whatever the
+    model caches on its first call (YOLO heads' anchor grids)."""
+    import torch
+
+    with torch.no_grad():
+        module(example)
+        batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
+        return torch.export.export(module, (example,), dynamic_shapes=({0: batch},))
+
+
+def compile_package(program: Any, path: Path, metadata: dict[str, Any]) -> None:
+    """Compile ``program`` into the package at ``path`` with ``metadata`` embedded (each value as JSON)."""
+    import torch
+
+    embedded = {key: value if isinstance(value, str) else json.dumps(value) for key, value in metadata.items()}
+    with torch.no_grad():  # freezing applies only without autograd
+        torch._inductor.aoti_compile_and_package(program, package_path=str(path),
+                                                 inductor_configs={**INDUCTOR_CONFIGS, "aot_inductor.metadata": embedded})
+
+
+class AotiCompile(Stage):
+    """The family's export module (FP32, or BF16 with its float module kept) compiled by AOTInductor."""
+
+    name = "aoti"
+    inputs = (MODEL, REFERENCE)
+    tools = ("torch",)
+    target = "aoti"
+    config: AotiConfig
+
+    def environment(self) -> dict[str, str]:
+        return machine_environment()
+
+    def unavailable_reason(self, device: str) -> str | None:
+        if self.config.precision == "bf16" and not has_native_bf16():
+            return "BF16 AOTInductor needs a CPU with native bf16 (AVX512-BF16 or AMX): PyTorch emulates it, slower than FP32"
+        return cannot_compile(device)
+
+    def run(self, ctx: StageContext) -> StageOutput:
+        from yolo_optimize.families import family_named
+        from yolo_optimize.families.modules import Bfloat16Body
+
+        module = export_module(ctx.source, self.config.input_form)
+        if self.config.precision == "bf16":
+            module = Bfloat16Body(module, family_named(ctx.source.family).float_module(module)).eval()
+        metadata = artifact_metadata(ctx.manifest(MODEL).metadata, target=self.target, precision=self.config.precision,
+                                     imgsz=self.config.imgsz, max_batch=MAX_BATCH, input_form=self.config.input_form)
+        entry = FORMATS[self.target].entry_for(ctx.source.model_id)
+        compile_package(exported(module, example_input(self.config.input_form, 2, self.config.imgsz)),
+                        ctx.out_dir / entry, metadata)
+        return StageOutput(entry=entry, metadata=metadata, info={"built_on_cpu": cpu_facts()})
