@@ -98,11 +98,12 @@ INT8_ARGS = ("--calib-data", CALIB_DATA, "--calib-images", "16", "--gate-images"
 
 @pytest.fixture(scope="session")
 def built_int8(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """INT8 ONNX and OpenVINO plus the BF16 IR, built on a copy of the session build (small calibration/gate sets)."""
+    """INT8 ONNX, OpenVINO and AOTInductor, the BF16 IR and package (where the CPU has bf16), built on a copy of the
+    session build (small calibration/gate sets)."""
     import shutil
 
     out = tmp_path_factory.mktemp("artifacts-int8")
     shutil.copytree(built.parent, out, dirs_exist_ok=True)
-    result = optimize(*build_args(out, "--targets", "onnx,openvino", "--precisions", "fp32,bf16,int8", *INT8_ARGS))
+    result = optimize(*build_args(out, "--targets", "aoti,onnx,openvino", "--precisions", "fp32,bf16,int8", *INT8_ARGS))
     assert result.returncode == 0, brief(result)
     return out / "yolov5n"

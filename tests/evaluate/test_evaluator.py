@@ -82,6 +82,45 @@ def test_speedups_are_fast_state_throughput_ratios_recomputable_from_the_raw_sam
         assert line["latency_b1_p50_ms"] == fast_state([m["latency"]["samples_ms"] for m in raw(name, 1)], 1).latency.p50_ms
 
 
+def test_every_batch_size_records_the_configuration_it_ran_in(evaluated: Path) -> None:
+    """auto: batch 1 in the latency configuration, batch 2 in the runtime's throughput configuration where it has one
+    (one-thread streams); PyTorch and TorchScript run as they are and say so; the matrix shows the label."""
+    results = json.loads((evaluated / "results.json").read_text())
+    assert results["settings"]["mode"] == "auto" and results["settings"]["end_to_end"] is True
+    rows = matrix(evaluated)
+    for row in results["rows"]:
+        for measurement in row["measurements"]:
+            executions = {b["batch"]: b["execution"] for b in measurement["batches"]}
+            assert executions[1]["mode"] == "latency" and executions[1]["threads_per_stream"] == results["settings"]["threads"]
+            throughput = row["target"] in ("onnx", "openvino")
+            assert executions[2]["mode"] == ("throughput" if throughput else "latency"), row["name"]
+            if throughput:
+                assert executions[2]["streams"] == results["settings"]["threads"] and executions[2]["request_batch"] == 1
+            else:
+                assert executions[2]["note"] == f"{row['target']} has no throughput configuration: run as it is"
+        assert rows[row["name"]]["mode_b2"] == row["measurements"][0]["batches"][1]["execution"]["label"]
+    assert "| b2 mode |" in (evaluated / "matrix.md").read_text()
+
+
+def test_end_to_end_rates_are_the_pipelines_fast_state_recomputable_from_its_raw_intervals(evaluated: Path) -> None:
+    """Every row's deployed path was timed in the same turns as its inference; the matrix's e2e img/s is the fast
+    state of those intervals, its share the ratio to the inference-only figure."""
+    from yolo_optimize.evaluate.results import fast_state
+
+    results = json.loads((evaluated / "results.json").read_text())
+    rows = matrix(evaluated)
+    for row in results["rows"]:
+        line = rows[row["name"]]
+        for batch in (1, 2):
+            found = [b for m in row["measurements"] for b in m["batches"] if b["batch"] == batch]
+            intervals = [b["end_to_end"]["samples_ms"] for b in found]
+            assert all(len(i) >= 1 for i in intervals) and sum(map(len, intervals)) >= 5, row["name"]
+            fast = fast_state(intervals, batch)
+            assert fast and line[f"end_to_end_b{batch}_ips"] == fast.throughput_ips
+            assert line[f"end_to_end_b{batch}_share"] == round(fast.throughput_ips / line[f"throughput_b{batch}_ips"], 3)
+            assert 0.1 < line[f"end_to_end_b{batch}_share"] < 1.5, (row["name"], batch)
+
+
 def test_the_schedule_rotates_the_artifacts_behind_the_baseline() -> None:
     from yolo_optimize.evaluate.evaluator import measurement_schedule
     from yolo_optimize.evaluate.results import Row

@@ -49,3 +49,36 @@ def test_the_command_prints_the_pick_and_its_code_and_fails_when_nothing_fits(tm
     assert nothing.returncode == 1 and "no artifact meets the budget" in nothing.stdout
     wrong = optimize("recommend", tmp_path / "missing")
     assert wrong.returncode == 2 and len(wrong.stderr.strip().splitlines()) == 1
+
+
+THROUGHPUT_OPENVINO = {"mode": "throughput", "streams": 2, "threads_per_stream": 1, "request_batch": 1, "requests": 2,
+                       "settings": {"INFERENCE_NUM_THREADS": 2, "PERFORMANCE_HINT": "THROUGHPUT",
+                                    "INFERENCE_PRECISION_HINT": "bf16"}, "note": "", "label": "throughput 2x1"}
+
+
+def test_ranking_end_to_end_picks_the_artifact_whose_deployed_path_is_faster() -> None:
+    """onnx-int8 infers faster but its end-to-end path is slower than openvino-int8's: --by e2e flips the pick, and
+    both figures are shown either way."""
+    rows = (row("onnx-int8", [30, 31, 29], 0.340, end_to_end_ms=[60, 61, 59]),
+            row("openvino-int8", [40, 41, 39], 0.340, end_to_end_ms=[45, 46, 44]))
+    by_inference, = recommend(report(*rows), Budget(1, 1.0))
+    by_path, = recommend(report(*rows), Budget(1, 1.0, by="end_to_end"))
+    assert by_inference.choice.artifact == "onnx-int8" and by_path.choice.artifact == "openvino-int8"
+    assert "faster end to end than onnx-int8" in by_path.verdict
+    choice = by_path.choice
+    assert choice.throughput_ips == choice.end_to_end_ips and choice.inference_ips > choice.end_to_end_ips
+    assert abs(choice.end_to_end_ips - 1e3 / 45) < 0.5
+
+
+def test_a_row_without_its_end_to_end_path_is_not_ranked_on_it() -> None:
+    found, = recommend(report(row("onnx-fp32", [60, 61, 59], 0.343)), Budget(1, 1.0, by="end_to_end"))
+    assert found.choice is None and found.excluded["onnx-fp32"] == "not measured end to end at batch 1"
+
+
+def test_the_snippet_reproduces_the_throughput_configuration_it_was_measured_in() -> None:
+    found, = recommend(report(row("openvino-int8", [40, 41, 39], 0.340, execution=THROUGHPUT_OPENVINO)), Budget(1))
+    snippet = found.choice.snippet
+    assert "'PERFORMANCE_HINT': 'THROUGHPUT'" in snippet and "'INFERENCE_PRECISION_HINT': 'bf16'" in snippet
+    assert "ov.AsyncInferQueue(model, 2)" in snippet and "wait_all()" in snippet
+    assert found.choice.mode == "throughput 2x1"
+    compile(snippet, "snippet", "exec")  # valid Python as printed

@@ -18,11 +18,15 @@ from yolo_optimize.cpu import has_native_bf16, has_vnni
 from yolo_optimize.optimize.nncf_int8 import ACCURACY_CONTROL_ROUTE, ROUTE
 
 # ONNX Runtime computes a convolution in int8 only where it can fuse DQ -> Conv -> Q; onnx-int8 completes NNCF's
-# graph for it, so every convolution but the three Detect outputs runs on int8 kernels (read back from the runtime).
-EXECUTED = {"onnx": "int8+fp32 (57 of 60 convolutions in int8)", "openvino": "int8+fp32"}
+# graph for it (the stem as space-to-depth), so every convolution but the three Detect outputs runs on int8 kernels,
+# read back from the runtime; likewise the convolutions AOTInductor generated. OpenVINO computes an INT8 IR's float
+# parts in bf16 where the CPU has it natively.
+FLOAT_PARTS = "bf16" if has_native_bf16() else "fp32"
+EXECUTED = {"onnx": "int8+fp32 (57 of 60 convolutions in int8)", "openvino": f"int8+{FLOAT_PARTS}",
+            "aoti": "int8+fp32 (57 of 60 convolutions in int8)"}
 
 
-@pytest.mark.parametrize("target", ["onnx", "openvino"])
+@pytest.mark.parametrize("target", ["onnx", "openvino", "aoti"])
 def test_int8_artifact_passes_its_gate_and_records_it(built_int8: Path, target: str) -> None:
     manifest = read_valid(built_int8 / f"{target}-int8")
     assert manifest is not None and manifest.precision == "int8"
@@ -37,6 +41,27 @@ def test_int8_artifact_passes_its_gate_and_records_it(built_int8: Path, target: 
     assert gate["verdict"] == ("within noise of the limit" if low <= 3.0 <= high else "clear")
     assert manifest.parity and manifest.parity["executed_precision"] == EXECUTED[target]
     assert manifest.parity["tolerance"]["precision"] == "int8"
+
+
+def test_openvino_int8_says_how_its_float_parts_compute_and_its_gate_measured_that(built_int8: Path) -> None:
+    """The IR carries the hint it was gated with (bf16 float parts only on CPUs with native bf16)."""
+    manifest = Manifest.read(built_int8 / "openvino-int8")
+    hint = {"bf16": "bf16", "fp32": "f32"}[FLOAT_PARTS]
+    assert manifest.metadata["compile_config"] == {"INFERENCE_PRECISION_HINT": hint}
+    assert manifest.info["float_precision"] == FLOAT_PARTS and manifest.info["built_on_cpu"]["native_bf16"] == (
+        FLOAT_PARTS == "bf16")
+    model = ov.Core().read_model(str(built_int8 / "openvino-int8" / "yolov5n_openvino_model" / "yolov5n.xml"))
+    assert model.get_rt_info(["model_info", "compile_config"]).astype(str) == f'{{"INFERENCE_PRECISION_HINT": "{hint}"}}'
+
+
+def test_onnx_int8_stem_runs_as_space_to_depth_on_int8_kernels(built_int8: Path) -> None:
+    manifest = Manifest.read(built_int8 / "onnx-int8")
+    assert manifest.info["space_to_depth"] == ["node_conv2d"] and manifest.metadata["space_to_depth"] == ["node_conv2d"]
+    model = onnx.load(str(built_int8 / "onnx-int8" / "yolov5n.onnx"))
+    produced_by = {out: n for n in model.graph.node for out in n.output}
+    stem = next(n for n in model.graph.node if n.name == "node_conv2d")
+    assert produced_by[stem.input[0]].op_type == "DequantizeLinear"
+    assert produced_by[produced_by[stem.input[0]].input[0]].op_type == "SpaceToDepth"
 
 
 def test_onnx_int8_keeps_the_detect_head_in_float(built_int8: Path) -> None:

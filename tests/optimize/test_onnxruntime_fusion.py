@@ -127,3 +127,61 @@ def test_a_network_without_silu_convolutions_keeps_its_graph_apart_from_the_unsi
     activations_to_u8(shifted)
     assert fuse_for_onnxruntime(completed, feeds, threads=1) == 0
     assert completed == shifted
+
+
+def uint8_stem_body(stride_stem: bool) -> onnx.ModelProto:
+    """What ``--input uint8`` exports, in miniature: the NHWC bytes, ``Transpose -> Cast -> Div(255)``, then a 6x6
+    stride-2 stem (rewritten to space-to-depth when ``stride_stem``) with its SiLU and a float head."""
+    from yolo_optimize.optimize.space_to_depth import rewrite_strided_stems
+
+    rng = np.random.default_rng(3)
+    (stem, stem_tensors), (head, head_tensors) = (_conv_silu("stem", "scaled", 3, 8, 6, rng),
+                                                  _conv_silu("head", "stem.out", 8, 4, 1, rng, silu=False))
+    del stem[0].attribute[:]
+    stem[0].attribute.extend([helper.make_attribute("strides", [2, 2]), helper.make_attribute("pads", [2] * 4)])
+    prefix = [helper.make_node("Transpose", ["images"], ["nchw"], name="layout", perm=[0, 3, 1, 2]),
+              helper.make_node("Cast", ["nchw"], ["floats"], name="cast", to=TensorProto.FLOAT),
+              helper.make_node("Div", ["floats", "levels"], ["scaled"], name="scale")]
+    images = helper.make_tensor_value_info("images", TensorProto.UINT8, ["n", SIZE, SIZE, 3])
+    output = helper.make_tensor_value_info("head.conv", TensorProto.FLOAT, ["n", 4, SIZE // 2, SIZE // 2])
+    levels = numpy_helper.from_array(np.array(255, np.float32), "levels")
+    graph = helper.make_graph(prefix + stem + head, "u8", [images], [output], [levels, *stem_tensors, *head_tensors])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    if stride_stem:
+        assert rewrite_strided_stems(model) == ["stem"]
+    return model
+
+
+@pytest.mark.parametrize("stride_stem", [True, False])
+def test_a_uint8_image_is_read_on_its_own_grid_by_an_int8_stem(stride_stem: bool, tmp_path: Path) -> None:
+    """NNCF quantizes the scaled image on a calibrated grid, ahead of the stem's SpaceToDepth. Folded, the graph reads
+    the bytes themselves at 1/255 (no Cast, Div or QuantizeLinear left; exact, so no further from the float model than
+    NNCF's graph), the SpaceToDepth moves onto the bytes, and ONNX Runtime runs the stem as an integer convolution."""
+    import nncf
+
+    from yolo_optimize.artifact import Manifest
+    from yolo_optimize.evaluate.runners.onnxruntime import OnnxRuntimeRunner
+    from yolo_optimize.optimize.onnxruntime_fusion import dequantize_after_layout, fold_uint8_input
+
+    rng = np.random.default_rng(4)
+    feeds = [{"images": rng.integers(0, 256, (1, SIZE, SIZE, 3), dtype=np.uint8)} for _ in range(8)]
+    body = uint8_stem_body(stride_stem)
+    model = nncf.quantize(body, nncf.Dataset(feeds), preset=nncf.QuantizationPreset.MIXED, subset_size=len(feeds),
+                          ignored_scope=nncf.IgnoredScope(names=["head"]))
+    folded = _copy(model)
+    activations_to_u8(folded)
+    assert fold_uint8_input(folded) and dequantize_after_layout(folded) == int(stride_stem)
+    want = _run(body, feeds)
+    nncf_error, folded_error = (np.abs(_run(m, feeds) - want).max() for m in (model, folded))
+    assert folded_error <= nncf_error * 1.01 + 1e-6, (folded_error, nncf_error)
+    assert fuse_for_onnxruntime(model, feeds, threads=1) == 1
+    onnx.checker.check_model(model)
+    ops = [node.op_type for node in model.graph.node]
+    assert not {"Cast", "Div"} & set(ops) and ops[:2] == ["Transpose", "SpaceToDepth" if stride_stem else "DequantizeLinear"]
+    first = next(node for node in model.graph.node if node.op_type == "DequantizeLinear")
+    grid = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    assert float(grid[first.input[1]]) == np.float32(1 / 255) and int(grid[first.input[2]]) == 0
+    onnx.save(model, str(tmp_path / "model.onnx"))
+    manifest = Manifest("onnx-int8", "onnx-int8", "m", "onnx", "int8", "model.onnx", "k", {}, {}, {}, {})
+    with OnnxRuntimeRunner(tmp_path, manifest, threads=1) as runner:
+        assert runner.convolutions == (1, 2) and runner.executed_precision == "int8+fp32 (1 of 2 convolutions in int8)"

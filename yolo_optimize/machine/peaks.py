@@ -30,7 +30,7 @@ from yolo_optimize.machine.kernels import SHAPES
 from yolo_optimize.processes import in_own_process
 from yolo_optimize.runtime_env import user_cache_dir
 
-SCHEMA = 3  # 3: five rounds; bump when what is measured or how changes: cached limits of another schema are measured again
+SCHEMA = 4  # 3: five rounds; 4: PyTorch bf16 and int8 kernels (AOTInductor packages); bump when what is measured or how changes: cached limits of another schema are measured again
 RUNTIMES = {"onnxruntime": "yolo_optimize.machine.onnxruntime_kernels",
             "openvino": "yolo_optimize.machine.openvino_kernels",
             "torch": "yolo_optimize.machine.torch_kernels"}

@@ -115,6 +115,7 @@ def fuse_for_onnxruntime(model: Any, feeds: list[dict[str, np.ndarray]], threads
     """Rewrite ``model`` in place (see the module docstring); returns how many convolutions it made int8."""
     activations_to_u8(model)
     fold_uint8_input(model)
+    dequantize_after_layout(model)
     graph = _Graph(model)
     sites = _sites(graph)
     if not sites:  # no SiLU convolution (ReLU networks such as ResNet): ONNX Runtime fuses those graphs as written
@@ -165,9 +166,7 @@ LAYOUT_OPS = ("SpaceToDepth",)  # between the scaling and the first quantizer: t
 def fold_uint8_input(model: Any) -> bool:
     """A uint8 image input read by ``Transpose -> Cast -> Div(255) [-> SpaceToDepth] -> QuantizeLinear`` (NNCF's
     first quantizer, on its calibrated grid) becomes ``Transpose [-> SpaceToDepth]`` on the bytes, and the
-    quantizer's DequantizeLinears read them at scale 1/255, zero point 0: the image's own grid, exact. Layout ops
-    NNCF left after a DequantizeLinear move above it, so the first convolution reads a DequantizeLinear directly
-    (ONNX Runtime's integer convolution needs that)."""
+    quantizer's DequantizeLinears read them at scale 1/255, zero point 0: the image's own grid, exact."""
     from onnx import TensorProto
 
     graph = _Graph(model)
@@ -190,11 +189,27 @@ def fold_uint8_input(model: Any) -> bool:
             graph.add_initializer("image_zero_point", np.array(0, np.uint8)))
     for dequantize in graph.consumers.get(node.output[0], []):
         dequantize.input[:] = [bytes_out, *grid]
-        _move_above(graph, dequantize, _layout_chain(graph, dequantize.output[0])[0])
     graph.removed.update({cast.name, divide.name, node.name})
     del model.graph.value_info[:]  # the moved layout ops now carry uint8
     graph.write_nodes()
     return True
+
+
+def dequantize_after_layout(model: Any) -> int:
+    """``DequantizeLinear -> layout ops -> Conv`` becomes ``layout ops -> DequantizeLinear -> Conv``: NNCF quantizes
+    ahead of the stem's SpaceToDepth, and ONNX Runtime fuses a convolution only when it reads a DequantizeLinear
+    directly. Returns how many DequantizeLinears moved."""
+    graph = _Graph(model)
+    moved = 0
+    for dequantize in [node for node in model.graph.node if node.op_type == "DequantizeLinear"]:
+        layout, reader = _layout_chain(graph, dequantize.output[0])
+        if layout and reader is not None and reader.op_type == "Conv":
+            _move_above(graph, dequantize, layout)
+            moved += 1
+    if moved:
+        del model.graph.value_info[:]  # the moved layout ops now carry integers
+        graph.write_nodes()
+    return moved
 
 
 def _layout_chain(graph: _Graph, tensor: str) -> tuple[list[Any], Any]:
