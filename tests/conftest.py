@@ -90,7 +90,7 @@ def small_artifacts(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     return root
 
 
-QUICK_EVAL = ("--no-accuracy", "--min-time", "0", "--repeats", "1", "--batch-sizes", "1")
+QUICK_EVAL = ("--no-accuracy", "--no-end-to-end", "--min-time", "0", "--repeats", "1", "--batch-sizes", "1")
 
 
 INT8_ARGS = ("--calib-data", CALIB_DATA, "--calib-images", "16", "--gate-images", "24", "--max-map-drop", "3")

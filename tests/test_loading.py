@@ -12,6 +12,7 @@ from tests.conftest import brief, build_args, optimize
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.runners import open_runner
 from yolo_optimize.families import family_named
+from yolo_optimize.formats import FORMATS
 from yolo_optimize.parity import REFERENCE_FILE
 
 UINT8_TARGETS = ("torchscript", "aoti", "onnx", "openvino")
@@ -22,7 +23,8 @@ def built_uint8(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("artifacts-uint8")
     result = optimize(*build_args(out, "--targets", ",".join(UINT8_TARGETS), "--precisions", "fp32", "--input", "uint8"))
     assert result.returncode == 0, brief(result)
-    return out / "yolov5n"
+    assert sorted(path.name for path in out.iterdir()) == ["yolov5n-uint8"]  # beside a float build, never over it
+    return out / "yolov5n-uint8"
 
 
 @pytest.mark.parametrize("target", UINT8_TARGETS)
@@ -30,6 +32,7 @@ def test_an_artifact_taking_the_uint8_image_detects_what_the_float_path_detects(
     """The prepared uint8 NHWC images straight into the artifact against PyTorch on the same images converted outside
     (float32 NCHW / 255): the same detections after the deployment's NMS, boxes within a hundredth of a pixel."""
     folder = built_uint8 / f"{target}-fp32"
+    assert (folder / FORMATS[target].entry_for("yolov5n-uint8")).is_file()
     manifest = Manifest.read(folder)
     assert manifest.metadata["input"]["dtype"] == "uint8" and manifest.metadata["input"]["layout"] == "NHWC"
     assert "inside the graph" in manifest.metadata["input"]["preprocess"] and manifest.parity["passed"]

@@ -77,7 +77,8 @@ def main() -> None:
                    "top-1 agreement with FP32 for classifiers.")
 @click.option("--input", "input_form", type=click.Choice(["float", "uint8"]), default="float", show_default=True,
               help="What every exported artifact takes: float32 NCHW in [0, 1], or the prepared uint8 NHWC image with "
-                   "the layout change and scaling inside the graph (INT8 ONNX then reads it on its first grid).")
+                   "the layout change and scaling inside the graph (INT8 ONNX then reads it on its first grid); "
+                   "uint8 builds go to <out>/<model>-uint8.")
 @user_errors
 def build(model: str, targets: str, precisions: str, imgsz: str | None, batch_sizes: str, out: Path, jobs: int,
           force: bool, random_weights: bool, weights_dir: Path | None, device: str, opset: int,
@@ -107,7 +108,7 @@ def build(model: str, targets: str, precisions: str, imgsz: str | None, batch_si
     int8 = (_int8_inputs(family, calib_data, calib_images, gate_data, gate_images, max_map_drop)
             if "int8" in wanted_precisions else {})
     requests = [BuildRequest(
-        source=replace(source, model_id=f"{source.model_id}-{size}") if len(sizes) > 1 else source,
+        source=replace(source, model_id=_model_id(source.model_id, size if len(sizes) > 1 else None, input_form)),
         targets=wanted_targets, precisions=wanted_precisions, imgsz=size,
         batch_sizes=parse_batch_sizes(batch_sizes), opset=opset, device=resolve_device(device),
         parity_images=tuple(str(p.resolve()) for p in images), input_form=input_form, **int8,
@@ -144,6 +145,12 @@ def _build_one(request: BuildRequest, out: Path, jobs: int, force: bool) -> list
         results = runner.run(display.event)
     console.print(results_table(results, title=f"{request.source.model_id} at {request.imgsz}"))
     return [r.node for r in results if r.status == FAILED]
+
+
+def _model_id(model: str, size: int | None, input_form: str) -> str:
+    """The model's folder: ``<model>[-<size>][-uint8]``, so builds of several sizes or input forms sit side by side
+    (and are evaluated side by side) instead of replacing each other's views."""
+    return model + (f"-{size}" if size else "") + ("-uint8" if input_form == "uint8" else "")
 
 
 UINT8_TARGETS = ("torchscript", "aoti", "onnx", "openvino")  # the targets --input uint8 is built and checked for

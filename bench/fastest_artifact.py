@@ -1,0 +1,96 @@
+"""Issue 21's goals for yolov5n 640 on this machine: the fastest deployable artifact, its share of the machine's peak,
+throughput mode at batch 8, ONNX Runtime INT8 against FP32, and the end-to-end path against inference alone.
+
+    python bench/fastest_artifact.py --assets ../shared/assets
+
+Builds yolov5n twice into --out: with float input (torchscript, aoti, onnx, openvino x fp32, fp16, bf16, int8) and
+with ``--input uint8`` (aoti, onnx, openvino x fp32, bf16, int8: the preprocessing inside the graph), INT8
+calibrated on all of coco128 and gated on its labels at the default 1.0 point; evaluates both on coco_val128 at
+batch 1 and 8 (latency at 1, the runtimes' throughput configuration at 8, the end-to-end path at both) with
+``--profile``; prints every goal with its measured value, and writes goals.json beside the report.
+``--skip-build --skip-eval`` recomputes the goals from the saved report.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from common import study_parser
+
+FLOAT_TARGETS, UINT8_TARGETS = "torchscript,aoti,onnx,openvino", "aoti,onnx,openvino"
+THROUGHPUT_RUNTIMES = ("onnx", "openvino")  # the runtimes with a throughput configuration (runners.base)
+BEST_WITHIN_POINTS, PEAK_SHARE, BEST_B8, ORT_INT8_OVER_FP32, END_TO_END_SHARE = 0.5, 0.5, 5.0, 1.5, 0.8
+
+
+def optimize(*args: str) -> int:
+    """Run the CLI; a build with a failed node (e.g. an INT8 gate) still leaves the others to evaluate."""
+    return subprocess.run([sys.executable, "-m", "yolo_optimize", *args]).returncode
+
+
+def build(args: Any) -> None:
+    common = ["--out", str(args.out), "--parity-data", str(args.assets / "coco_val128"),
+              "--calib-data", str(args.assets / "coco128")]
+    weights = str(args.assets / "weights" / "yolov5n.pt")
+    optimize("build", weights, "--targets", FLOAT_TARGETS, "--precisions", "fp32,fp16,bf16,int8", *common)
+    optimize("build", weights, "--targets", UINT8_TARGETS, "--precisions", "fp32,bf16,int8", "--input", "uint8", *common)
+
+
+def drop_points(line: dict[str, Any], base: dict[str, Any]) -> float:
+    return (base["map50_95"] - line["map50_95"]) * 100 if line.get("map50_95") is not None else float("inf")
+
+
+def goals(matrix: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
+    ok = [line for line in matrix if line["status"] == "ok"]
+    base = {line["model"]: line for line in ok if line["artifact"] == "pytorch-fp32"}
+    within = [line for line in ok if drop_points(line, base[line["model"]]) <= BEST_WITHIN_POINTS]
+    best = max(within, key=lambda line: line["throughput_b1_ips"])
+    best_b8 = max(ok, key=lambda line: line["speedup_b8"] or 0)
+    throughput = [line for line in ok if line["artifact"].split("-")[0] in THROUGHPUT_RUNTIMES]
+    b8_behind = [f"{line['model']} {line['artifact']} {line['speedup_b8']} < {line['speedup_b1']}" for line in throughput
+                 if line["speedup_b8"] < line["speedup_b1"]]
+    ort = {(line["model"], line["artifact"]): line for line in ok if line["artifact"] in ("onnx-int8", "onnx-fp32")}
+    ort_ratios = {f"{model} b{b}": round(ort[(model, "onnx-int8")][f"throughput_b{b}_ips"]
+                                         / ort[(model, "onnx-fp32")][f"throughput_b{b}_ips"], 3)
+                  for model in base if (model, "onnx-int8") in ort for b in (1, 8)}
+    best_path = max(ok, key=lambda line: line.get("end_to_end_b1_ips") or 0)
+    return [
+        (f"the best artifact within {BEST_WITHIN_POINTS} point of FP32 mAP reaches >= {PEAK_SHARE:.0%} of the measured "
+         f"peak of the precision it runs in at b1", (best.get("utilization_b1") or 0) >= PEAK_SHARE,
+         f"{best['model']} {best['artifact']} ({best['executed_precision']}, {drop_points(best, base[best['model']]):.2f} "
+         f"points): {best['throughput_b1_ips']} img/s, {best.get('utilization_b1')} of {best.get('peak_of')} "
+         f"{best.get('peak_gops')} GOP/s"),
+        ("b8 speedup (throughput configuration) >= b1 speedup for every ONNX Runtime and OpenVINO artifact",
+         not b8_behind, "; ".join(b8_behind) or f"all {len(throughput)} rows"),
+        (f"the best b8 speedup >= {BEST_B8}x PyTorch eager", best_b8["speedup_b8"] >= BEST_B8,
+         f"{best_b8['model']} {best_b8['artifact']} {best_b8['speedup_b8']}x"),
+        (f"ONNX Runtime INT8 >= {ORT_INT8_OVER_FP32}x ONNX Runtime FP32 at b1 and b8",
+         bool(ort_ratios) and min(ort_ratios.values()) >= ORT_INT8_OVER_FP32, json.dumps(ort_ratios)),
+        (f"the best artifact's end-to-end img/s >= {END_TO_END_SHARE:.0%} of its inference-only img/s at b1",
+         (best.get("end_to_end_b1_share") or 0) >= END_TO_END_SHARE,
+         f"{best['model']} {best['artifact']}: {best.get('end_to_end_b1_ips')} e2e img/s, "
+         f"{best.get('end_to_end_b1_share')} of inference (fastest end to end: {best_path['model']} "
+         f"{best_path['artifact']} {best_path.get('end_to_end_b1_ips')} img/s)"),
+    ]
+
+
+def main() -> None:
+    parser = study_parser(__doc__, "artifacts-fastest", "bench/results/zen4/fastest_artifact", "3")
+    args = parser.parse_args()
+    if not args.skip_build:
+        build(args)
+    if not args.skip_eval:
+        optimize("eval", str(args.out), "--data", str(args.assets / "coco_val128"), "--out", str(args.report),
+                 "--repeats", args.repeats, "--min-time", "2", "--batch-sizes", "1,8", "--profile")
+    found = goals(json.loads((args.report / "results.json").read_text())["matrix"])
+    for goal, met, value in found:
+        print(f"[{'met' if met else 'MISSED'}] {goal}: {value}")
+    (args.report / "goals.json").write_text(json.dumps([{"goal": g, "met": m, "value": v} for g, m, v in found],
+                                                       indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
