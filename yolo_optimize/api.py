@@ -1,0 +1,127 @@
+"""The Python API: the ``optimize`` command's build, evaluation and recommendation as functions with typed results.
+
+    import yolo_optimize as yo
+
+    build = yo.build("yolov5n", targets=["onnx", "openvino"], precisions=["fp32", "int8"], calib_data="coco128/")
+    report = yo.evaluate(build.out, data="coco_val128/", batch_sizes=[1, 8])
+    best = yo.recommend(report, max_map_drop=1.0, batch_size=1)
+    print(best.artifact, best.speedup, best.load_snippet)
+
+Every keyword is the command's option of the same name (``optimize build --help``); ``yo.build`` also
+takes ``config=`` (a TOML file or a dict), overridden by the keywords. Silent by default:
+``progress(text, done, total)`` receives each step. The process-wide settings the tools need (offline,
+no telemetry, nothing written to ``$HOME``, the measuring processes' allocator) hold only while a call
+runs and in the processes it starts: your ``os.environ`` is the same after the call as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from yolo_optimize import runtime_env
+from yolo_optimize.builder import BuildResult, run_build
+from yolo_optimize.config import BuildOptions, read_config
+from yolo_optimize.dag import NodeResult
+from yolo_optimize.errors import UserError
+from yolo_optimize.evaluate.recommend import RANKINGS, Budget, Candidate, Recommendation
+from yolo_optimize.evaluate.results import Report
+
+Progress = Callable[[str, int, int], None]  # (what is happening, steps done, steps in all)
+
+
+def build(model: str | Path | None = None, *, config: str | Path | Mapping[str, Any] | None = None,
+          progress: Progress | None = None, **options: Any) -> BuildResult:
+    """Build ``model`` (or the config's) to every target x precision asked for; the result lists every node."""
+    values = BuildOptions()
+    if config is not None:
+        values = values.updated(read_config(Path(config)) if isinstance(config, (str, Path)) else config,
+                                f"config {config}" if isinstance(config, (str, Path)) else "config")
+    if model is not None:
+        options["model"] = str(model)
+    values = values.updated(options, "build()")
+    with runtime_env.configured():
+        return run_build(values, on_event=_node_progress(progress) if progress else None)
+
+
+def _node_progress(progress: Progress) -> Callable[[str, NodeResult | None], None]:
+    done = [0]
+
+    def event(node: str, result: NodeResult | None) -> None:
+        if result is not None:
+            done[0] += 1
+        progress(f"{node}: {result.status if result else 'started'}", done[0], 0)
+
+    return event
+
+
+def evaluate(root: str | Path, *, data: str | Path | None = None, out: str | Path | None = None,
+             batch_sizes: Sequence[int] = (1, 8), device: str = "auto", threads: int | None = None,
+             min_time: float = 1.0, repeats: int = 3, max_images: int | None = None, accuracy: bool = True,
+             imgsz: int | None = None, mode: str = "auto", end_to_end: bool = True, profile: bool = False,
+             add: Sequence[str | Path] = (), family: str | None = None, checkpoint: str | Path | None = None,
+             progress: Progress | None = None) -> Report:
+    """Measure every artifact under ``root`` (and the ``add``-ed model files) with the evaluation protocol; with
+    ``out``, also write the report's files there."""
+    from yolo_optimize.evaluate.session import EvalRequest, run_evaluation
+
+    request = EvalRequest.checked(Path(root), data=Path(data) if data else None, out=Path(out) if out else None,
+                                  batch_sizes=tuple(batch_sizes), device=device, threads=threads, min_time=min_time,
+                                  repeats=repeats, max_images=max_images, accuracy=accuracy, imgsz=imgsz, mode=mode,
+                                  end_to_end=end_to_end, profile=profile, add=tuple(Path(p) for p in add),
+                                  family=family, checkpoint=Path(checkpoint) if checkpoint else None)
+    with runtime_env.configured():
+        return run_evaluation(request, progress or (lambda text, done, total: None))
+
+
+@dataclass(frozen=True)
+class Pick:
+    """What to ship for one model and batch size: the choice (None when nothing meets the budget) and why."""
+
+    model: str
+    batch_size: int
+    choice: Candidate | None
+    runner_up: Candidate | None
+    tie: bool
+    verdict: str
+    recommendation: Recommendation
+
+    @property
+    def artifact(self) -> str | None:
+        return self.choice.artifact if self.choice else None
+
+    @property
+    def path(self) -> str | None:
+        return self.choice.path if self.choice else None
+
+    @property
+    def speedup(self) -> float | None:
+        return self.choice.speedup if self.choice else None
+
+    @property
+    def load_snippet(self) -> str:
+        return self.choice.snippet if self.choice else ""
+
+
+def recommend(report: Report | str | Path, *, batch_size: int = 1, max_map_drop: float = 1.0,
+              max_latency_ms: float | None = None, max_memory_mb: float | None = None, by: str = "inference",
+              model: str | None = None) -> Pick:
+    """The artifact to ship for ``model`` (the report's only one when not named) at ``batch_size``."""
+    from yolo_optimize.evaluate.recommend import recommend as recommend_artifacts
+    from yolo_optimize.evaluate.results import load_report
+
+    found = load_report(Path(report)) if isinstance(report, (str, Path)) else report
+    if by not in RANKINGS:
+        raise UserError(f"by must be one of {', '.join(RANKINGS)}, got {by!r}")
+    if batch_size not in found.settings["batch_sizes"]:
+        raise UserError(f"the report measured batch sizes {found.settings['batch_sizes']}, not {batch_size}")
+    picks = {r.model: r for r in recommend_artifacts(found, Budget(batch_size, max_map_drop, max_latency_ms,
+                                                                    max_memory_mb, RANKINGS[by]))}
+    if model is None and len(picks) != 1:
+        raise UserError(f"the report has models {', '.join(picks)}: name one with model=")
+    chosen = picks.get(model or next(iter(picks)))
+    if chosen is None:
+        raise UserError(f"the report has no model {model!r} (it has {', '.join(picks)})")
+    return Pick(chosen.model, batch_size, chosen.choice, chosen.runner_up, chosen.tie, chosen.verdict, chosen)

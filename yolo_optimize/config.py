@@ -1,0 +1,145 @@
+"""Build options: one typed record shared by the CLI, the Python API and TOML config files, checked in one place.
+
+A config file holds the CLI's options as keys, spelled as on the command line without the dashes
+(``batch-sizes = [1, 8]``; ``batch_sizes`` works too), lists as TOML arrays or comma strings. Precedence:
+the defaults, then the file, then what the command line or the API call says. An unknown key or a bad
+value is a ``UserError`` naming the key and where it came from.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from yolo_optimize.devices import DEVICES
+from yolo_optimize.errors import UserError
+from yolo_optimize.formats import parse_batch_sizes, parse_image_sizes, parse_precisions, parse_targets
+from yolo_optimize.loading import FLOAT_INPUT, INPUT_FORMS
+
+DEFAULT_TARGETS = ("torchscript", "aoti", "onnx", "openvino")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Everything ``optimize build`` takes (``optimize build --help`` says what each means)."""
+
+    model: str = ""
+    targets: tuple[str, ...] = DEFAULT_TARGETS
+    precisions: tuple[str, ...] = ("fp32", "fp16")
+    imgsz: tuple[int, ...] = ()  # () = the family's default
+    batch_sizes: tuple[int, ...] = (1, 8)
+    out: Path = Path("artifacts")
+    jobs: int = 2
+    force: bool = False
+    verify: bool = False
+    random_weights: bool = False
+    weights_dir: Path | None = None
+    device: str = "auto"
+    opset: int = 18
+    parity_data: Path | None = None
+    parity_images: int = 4
+    calib_data: Path | None = None
+    calib_images: int = 128
+    gate_data: Path | None = None
+    gate_images: int | None = None
+    max_map_drop: float = 1.0
+    input: str = FLOAT_INPUT
+
+    def updated(self, values: Mapping[str, Any], origin: str) -> BuildOptions:
+        """These options with ``values`` (keys as in Python or on the command line) checked and applied."""
+        checked = {}
+        for key, value in values.items():
+            name = key.replace("-", "_")
+            if name not in PARSERS:
+                known = ", ".join(f.name.replace("_", "-") for f in fields(self))
+                raise UserError(f"{origin}: unknown key {key!r} (keys: {known})")
+            try:
+                checked[name] = PARSERS[name](value)
+            except UserError as err:
+                raise UserError(f"{origin}: {key}: {err}") from None
+            except (TypeError, ValueError):
+                raise UserError(f"{origin}: {key}: {value!r} is not {DESCRIPTIONS.get(name, 'valid')}") from None
+        return replace(self, **checked)
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A TOML config file's keys and values (checked by ``BuildOptions.updated``); a UserError when unreadable."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        return tomllib.loads(path.read_text())
+    except OSError as err:
+        raise UserError(f"config file {path}: {err.strerror or err}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"config file {path} is not valid TOML: {err}") from None
+
+
+def _comma(value: Any) -> str:
+    """A list, a number or a comma string, as the comma string the format table's parsers take."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(item) for item in value)
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(value)
+    return str(value)
+
+
+def _integer(low: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise UserError(f"must be an integer >= {low}, got {value!r}")
+        return value
+    return parse
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise UserError(f"must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise UserError(f"must be true or false, got {value!r}")
+    return value
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if value not in choices:
+            raise UserError(f"must be one of {', '.join(choices)}, got {value!r}")
+        return str(value)
+    return parse
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise UserError(f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def _path(value: Any) -> Path | None:
+    return None if value is None else Path(_text(str(value) if isinstance(value, Path) else value))
+
+
+def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else parse(value)
+
+
+PARSERS: dict[str, Callable[[Any], Any]] = {
+    "model": lambda value: _text(str(value)) if isinstance(value, Path) else _text(value),
+    "targets": lambda value: tuple(parse_targets(_comma(value))),
+    "precisions": lambda value: tuple(parse_precisions(_comma(value))),
+    "imgsz": lambda value: parse_image_sizes(_comma(value)),
+    "batch_sizes": lambda value: parse_batch_sizes(_comma(value)),
+    "out": _path, "jobs": _integer(1), "force": _flag, "verify": _flag, "random_weights": _flag, "weights_dir": _path,
+    "device": _choice(DEVICES), "opset": _integer(18), "parity_data": _path, "parity_images": _integer(1),
+    "calib_data": _path, "calib_images": _integer(1), "gate_data": _path, "gate_images": _optional(_integer(1)),
+    "max_map_drop": _number, "input": _choice(INPUT_FORMS),
+}
+DESCRIPTIONS = {"targets": "a list of targets", "precisions": "a list of precisions", "imgsz": "a list of sizes",
+                "batch_sizes": "a list of batch sizes"}

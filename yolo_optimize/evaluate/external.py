@@ -1,0 +1,180 @@
+"""Model files this tool did not build, measured beside its artifacts (``optimize eval DIR --add FILE``).
+
+A user's ``yolov5n.onnx`` from yolov5's export.py, an Ultralytics OpenVINO export, a teammate's IR:
+what our build records in a manifest is read from the file instead. Its format from its name (``.onnx``,
+an OpenVINO ``.xml`` or a folder holding one, ``.torchscript``/``.pt`` TorchScript, ``.pt2`` AOTInductor),
+its precision from its contents (quantizers: int8; half-precision weights: fp16; else fp32), its input
+size from its input shape (or ``--imgsz`` when the shape is dynamic), its model family from ``--family``,
+its class names from the file's own metadata where it has them (yolov5 and Ultralytics exports write
+them). Its bytes are hashed (sha256 in results.json) and the row is labelled external. It joins the
+model of the same family and input size under DIR, so the same PyTorch baseline, images and rounds
+measure it; a file of no such model gets its own group, whose baseline is ``--checkpoint`` when given.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from yolo_optimize.artifact import Manifest, hash_files
+from yolo_optimize.errors import UserError
+from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate
+from yolo_optimize.families import family_named
+from yolo_optimize.loading import FLOAT_INPUT, UINT8_INPUT, input_spec
+
+EXTERNAL = "external"
+SUFFIXES = {".onnx": "onnx", ".xml": "openvino", ".torchscript": "torchscript", ".pt2": "aoti"}
+
+
+@dataclass(frozen=True)
+class ExternalFile:
+    path: Path  # the file (an OpenVINO IR: its .xml)
+    target: str
+    precision: str
+    imgsz: int
+    input_form: str
+    names: list[str] | None
+
+
+def external_candidates(paths: tuple[Path, ...], family: str | None, imgsz: int | None,
+                        models: dict[str, tuple[str, list[int]]]) -> list[Candidate]:
+    """One candidate per file, in the model group of ``models`` (name -> (family, imgsz)) it belongs to."""
+    if paths and family is None:
+        raise UserError("--add needs --family (yolov5, yolov7, ultralytics, torchvision): the file does not say "
+                        "which decode its output needs")
+    family_named(family) if family else None  # an unknown family is refused here, before anything runs
+    found = [inspect_file(path, imgsz) for path in paths]
+    return [_candidate(item, str(family), _group(item, str(family), models)) for item in found]
+
+
+def inspect_file(path: Path, imgsz: int | None) -> ExternalFile:
+    """What the file is, read from it; a UserError for a file this tool cannot run."""
+    path = _entry(path)
+    target = SUFFIXES.get(path.suffix.lower())
+    if target is None:
+        raise UserError(f"--add {path}: not a model file this tool runs (.onnx, an OpenVINO .xml, .torchscript, .pt2)")
+    reader = {"onnx": _onnx_facts, "openvino": _openvino_facts}.get(target, _torch_facts)
+    precision, shape, dtype, names = reader(path)
+    input_form = UINT8_INPUT if dtype == "uint8" else FLOAT_INPUT
+    sizes = shape[1:3] if input_form == UINT8_INPUT else shape[2:4]
+    size = imgsz or (sizes[0] if len(sizes) == 2 and sizes[0] == sizes[1] and sizes[0] > 0 else None)
+    if size is None:
+        raise UserError(f"--add {path}: its input size is not fixed in the file ({shape}): pass --imgsz")
+    return ExternalFile(path, target, precision, int(size), input_form, names)
+
+
+def _entry(path: Path) -> Path:
+    if not path.exists():
+        raise UserError(f"--add {path}: no such file or folder")
+    if path.is_dir():
+        found = sorted(path.glob("*.xml"))
+        if len(found) != 1:
+            raise UserError(f"--add {path}: a folder must hold exactly one OpenVINO .xml ({len(found)} found)")
+        return found[0]
+    return path
+
+
+def _onnx_facts(path: Path) -> tuple[str, list[int], str, list[str] | None]:
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as err:  # noqa: BLE001 - any parse failure means the same thing here
+        raise UserError(f"--add {path}: not a readable ONNX model ({type(err).__name__})") from None
+    kinds = {node.op_type for node in model.graph.node}
+    halves = any(t.data_type == onnx.TensorProto.FLOAT16 for t in model.graph.initializer)
+    precision = "int8" if kinds & {"QuantizeLinear", "QLinearConv", "ConvInteger"} else "fp16" if halves else "fp32"
+    tensor = model.graph.input[0].type.tensor_type
+    shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
+    dtype = "uint8" if tensor.elem_type == onnx.TensorProto.UINT8 else "float32"
+    return precision, shape, dtype, _names({p.key: p.value for p in model.metadata_props}.get("names"))
+
+
+def _openvino_facts(path: Path) -> tuple[str, list[int], str, list[str] | None]:
+    import openvino as ov
+
+    try:
+        model = ov.Core().read_model(str(path))
+    except Exception as err:  # noqa: BLE001
+        raise UserError(f"--add {path}: not a readable OpenVINO IR ({type(err).__name__})") from None
+    ops = model.get_ordered_ops()
+    kinds = {op.get_type_name() for op in ops}
+    halves = any(op.get_type_name() == "Constant" and op.get_element_type() == ov.Type.f16 for op in ops)
+    precision = "int8" if "FakeQuantize" in kinds else "fp16" if halves else "fp32"
+    port = model.input(0)
+    shape = [d.get_length() if d.is_static else -1 for d in port.get_partial_shape()]
+    dtype = "uint8" if port.get_element_type() == ov.Type.u8 else "float32"
+    names = None
+    for section in (["model_info", "names"], ["framework", "names"]):
+        if model.has_rt_info(section):
+            names = _names(model.get_rt_info(section).astype(str))
+    return precision, shape, dtype, names
+
+
+def _torch_facts(path: Path) -> tuple[str, list[int], str, list[str] | None]:
+    return "fp32", [-1], "float32", None  # a TorchScript or AOTInductor file does not say: fp32, --imgsz needed
+
+
+def _names(text: str | None) -> list[str] | None:
+    """Class names as yolov5 (a dict's repr), Ultralytics (the same) or this tool (a JSON list) write them."""
+    if not text:
+        return None
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            value = parse(text)
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(value, dict):
+            return [str(value[key]) for key in sorted(value, key=int)]
+        if isinstance(value, list):
+            return [str(name) for name in value]
+    return None
+
+
+def _group(item: ExternalFile, family: str, models: dict[str, tuple[str, list[int]]]) -> str:
+    """The model under DIR of the same family and input size, else a group named after the file."""
+    same = [name for name, (their_family, sizes) in models.items() if their_family == family and item.imgsz in sizes]
+    return same[0] if len(same) == 1 else f"{item.path.stem}-{EXTERNAL}"
+
+
+def _candidate(item: ExternalFile, family: str, model: str) -> Candidate:
+    """The file as a measurable candidate, its manifest made from what was read."""
+    folder = item.path.parent
+    relative = item.path.relative_to(folder).as_posix()
+    companions = [item.path.with_suffix(".bin")] if item.target == "openvino" else []
+    files = {name: facts for name, facts in hash_files(folder).items()
+             if name in {relative, *(c.relative_to(folder).as_posix() for c in companions)}}
+    meta = family_named(family)
+    metadata = {"family": family, "task": meta.task, "imgsz": [item.imgsz, item.imgsz], "pretrained": True,
+                "names": item.names or [], "precision": item.precision, "input": input_spec(family, item.input_form),
+                "producer": EXTERNAL}
+    name = f"{item.target}-{item.precision}-{EXTERNAL}-{item.path.stem}"
+    manifest = Manifest(node=name, stage=EXTERNAL, model_id=model, target=item.target, precision=item.precision,
+                        entry=relative, cache_key="", parents={}, params={}, tool_versions={}, metadata=metadata,
+                        files=files, info={EXTERNAL: {"path": str(item.path.resolve()), **asdict(item),
+                                                      "sha256": files[relative]["sha256"]}})
+    return Candidate(folder, manifest, name, model, target=item.target, precision=item.precision)
+
+
+def checkpoint_baseline(checkpoint: Path, model: str, imgsz: int) -> Candidate:
+    """The PyTorch FP32 baseline of an external group, from the checkpoint the user names (``--checkpoint``)."""
+    from yolo_optimize.checkpoint import resolve_source
+
+    source = resolve_source(str(checkpoint))
+    recorded = {**asdict(source), "checkpoint": str(source.checkpoint)}
+    meta = family_named(source.family)
+    manifest = Manifest(node="load", stage="load", model_id=model, target=BASELINE_TARGET, precision="fp32", entry=None,
+                        cache_key="", parents={}, params={}, tool_versions={},
+                        metadata={"family": source.family, "task": meta.task, "imgsz": [imgsz, imgsz],
+                                  "pretrained": source.pretrained, "names": []},
+                        info={"source": recorded})
+    return Candidate(checkpoint.parent, manifest, f"{BASELINE_TARGET}-fp32", model, target=BASELINE_TARGET,
+                     precision="fp32")
+
+
+def external_record(manifest: Manifest) -> dict[str, Any] | None:
+    """What results.json keeps of an external row (its path, what was read from it, its sha256); None for ours."""
+    return manifest.info.get(EXTERNAL)

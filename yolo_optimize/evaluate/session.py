@@ -1,0 +1,89 @@
+"""``optimize eval`` as a function: checked settings in, every candidate measured, the typed report out (and its
+files, when a folder is given). The CLI and the Python API both run it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from yolo_optimize.builder import check_writable
+from yolo_optimize.cpu import usable_cpus
+from yolo_optimize.devices import resolve_device
+from yolo_optimize.errors import UserError
+from yolo_optimize.evaluate.discover import Candidate, discover
+from yolo_optimize.evaluate.evaluator import EvalSettings, Progress, evaluate
+from yolo_optimize.evaluate.external import checkpoint_baseline, external_candidates
+from yolo_optimize.evaluate.report import build_report, write_report
+from yolo_optimize.evaluate.results import Report
+from yolo_optimize.evaluate.runners.base import MODES
+from yolo_optimize.formats import parse_batch_sizes
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    root: Path | None  # a folder of built artifacts; None when only --add files are measured
+    settings: EvalSettings
+    out: Path | None  # where the report's files go (None: not written)
+    add: tuple[Path, ...] = ()  # model files this tool did not build (evaluate/external.py)
+    family: str | None = None
+    checkpoint: Path | None = None  # the PyTorch baseline of --add files that join no model under root
+
+    @classmethod
+    def checked(cls, root: Path, *, data: Path | None, out: Path | None, batch_sizes: tuple[int, ...], device: str,
+                threads: int | None, min_time: float, repeats: int, max_images: int | None, accuracy: bool,
+                imgsz: int | None, mode: str, end_to_end: bool, profile: bool, add: tuple[Path, ...] = (),
+                family: str | None = None, checkpoint: Path | None = None) -> EvalRequest:
+        """The request, every value checked (a UserError names the bad one); a model file as ``root`` is measured
+        like an --add file."""
+        if mode not in MODES:
+            raise UserError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if threads is not None and threads < 1 or repeats < 1 or min_time < 0:
+            raise UserError("threads and repeats must be at least 1 and min_time not negative")
+        if root.is_file() or root.suffix in (".onnx", ".xml", ".torchscript", ".pt2"):
+            root, add = None, (root, *add)  # type: ignore[assignment]
+        settings = EvalSettings(data=data, batch_sizes=parse_batch_sizes(",".join(map(str, batch_sizes))),
+                                threads=threads or usable_cpus(), device=resolve_device(device), min_time_s=min_time,
+                                repeats=repeats, max_images=max_images, accuracy=accuracy, imgsz=imgsz,
+                                profile_dir=out / "profiles" if profile and out else None, mode=mode,
+                                end_to_end=end_to_end)
+        if profile and out is None:
+            raise UserError("profile needs a folder to write the profiles to: pass out=")
+        return cls(root, settings, out, add, family, checkpoint)
+
+
+def run_evaluation(request: EvalRequest, progress: Callable[[str, int, int], None]) -> Report:
+    """Measure every candidate, build the report, write its files to ``request.out`` (when given)."""
+    settings = request.settings
+    if request.out is not None:
+        check_writable(request.out)
+    limits = None
+    if settings.profile_dir:
+        from yolo_optimize.machine.peaks import machine_limits
+
+        progress("this machine's limits (measured once per machine and tool versions, then cached)", 0, 0)
+        limits = machine_limits(settings.threads)
+    rows = evaluate(candidates(request), settings, limits=limits, progress=Progress(progress))
+    report = build_report(rows, {**asdict(settings), "data": str(settings.data) if settings.data else None,
+                                 "batch_sizes": list(settings.batch_sizes),
+                                 "profile_dir": str(settings.profile_dir) if settings.profile_dir else None}, limits)
+    if request.out is not None:
+        write_report(report, request.out)
+    return report
+
+
+def candidates(request: EvalRequest) -> list[Candidate]:
+    """The built artifacts under root with their baselines, then the --add files, each in its model's group (a group
+    of its own, with the --checkpoint baseline, when it joins none)."""
+    found = discover(request.root) if request.root is not None else []
+    models = {c.model: (c.manifest.metadata["family"], c.manifest.metadata["imgsz"])
+              for c in found if c.manifest and c.target != "pytorch"}
+    if not found and not request.add:
+        raise UserError("nothing to evaluate: pass a folder of built artifacts or a model file")
+    added = external_candidates(request.add, request.family, request.settings.imgsz,
+                                {name: (family, list(sizes)) for name, (family, sizes) in models.items()})
+    own_groups = {c.model: c for c in added if c.model not in models}
+    if own_groups and request.checkpoint:
+        found += [checkpoint_baseline(request.checkpoint, model, int(c.manifest.metadata["imgsz"][0]))  # type: ignore[union-attr]
+                  for model, c in own_groups.items()]
+    return [*found, *added]
