@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from yolo_optimize.evaluate.report import environment
+from yolo_optimize.runtime_env import configure
+
+configure()  # a benchmark is a program of ours, like the CLI: the tools stay offline and out of $HOME
 
 
 def timing_parser(doc: str, seconds: float) -> argparse.ArgumentParser:

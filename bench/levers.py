@@ -33,7 +33,7 @@ from common import save, timing_parser
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import BLOCK_S, fast_state
-from yolo_optimize.evaluate.runners.base import AUTO, LATENCY
+from yolo_optimize.runtime.runners.base import AUTO, LATENCY
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 from yolo_optimize.processes import in_own_process
@@ -127,7 +127,7 @@ def timed(variant: Variant, pixels: Path, files: tuple[Path, ...], seconds: floa
 
 def _path_worker(variant: Variant, files: tuple[Path, ...], seconds: float, threads: int) -> list[float]:
     from yolo_optimize.evaluate.end_to_end import EndToEnd, single_threaded_helpers
-    from yolo_optimize.evaluate.runners import open_runner
+    from yolo_optimize.runtime.runners import open_runner
 
     family = family_named(variant.manifest.metadata["family"])
     with open_runner(variant.folder, variant.manifest, threads=threads, mode=variant.mode) as runner:
@@ -146,7 +146,7 @@ def stem_profile(variant: Variant, pixels: Path, threads: int) -> dict[str, floa
 
 
 def _stem_worker(variant: Variant, pixels: Path, threads: int) -> dict[str, float]:
-    from yolo_optimize.evaluate.runners import open_runner
+    from yolo_optimize.runtime.runners import open_runner
 
     with open_runner(variant.folder, variant.manifest, threads=threads) as runner, tempfile.TemporaryDirectory() as work:
         profile = runner.profile_layers(runner.input_of(np.load(pixels)[:1]), 20, Path(work) / "trace.json")

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from yolo_optimize.checkpoint import load_model, resolve_source
+from yolo_optimize.runtime_env import configure
 
 
 def latency_ms(model: torch.nn.Module, x: torch.Tensor, runs: int = 10) -> float:
@@ -31,6 +32,7 @@ def latency_ms(model: torch.nn.Module, x: torch.Tensor, runs: int = 10) -> float
 
 
 def main() -> None:
+    configure()  # a benchmark is a program of ours, like the CLI: the tools stay offline and out of $HOME
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--weights", type=Path, default=Path("../shared/assets/weights/yolov5n.pt"))
     parser.add_argument("--threads", type=int, default=2)

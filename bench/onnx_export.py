@@ -24,7 +24,6 @@ from pathlib import Path
 
 from common import save, timing_parser
 
-import yolo_optimize.runtime_env  # noqa: F401  (offline, no telemetry, before any third-party import)
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.checkpoint import load_model, resolve_source
 

@@ -29,7 +29,7 @@ from common import save
 from reproducibility import agreement
 
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover
-from yolo_optimize.evaluate.runners import open_runner
+from yolo_optimize.runtime.runners import open_runner
 from yolo_optimize.images import to_input
 
 

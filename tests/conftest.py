@@ -16,6 +16,26 @@ CALIB_DATA = ASSETS / "coco128"
 BUILD_TARGETS = ("torchscript", "onnx", "openvino")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The test process is ours, like the CLI's: the tools stay offline and out of $HOME (the package no longer does
+    this on import)."""
+    from yolo_optimize.runtime_env import configure
+
+    configure()
+
+
+# Fixtures that build or evaluate real models (minutes): a test using one is slow. `pytest -m "not slow"` runs the
+# rest (unit tests on real runtimes and small real graphs) in under two minutes.
+SLOW_FIXTURES = {"built", "built_int8", "built_uint8", "evaluated", "small_artifacts", "machine_cache", "profiled",
+                 "slowed", "limits"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not WEIGHTS.is_file():
         raise pytest.UsageError(f"test assets missing: {WEIGHTS} (set YOLO_OPTIMIZE_ASSETS to the assets folder)")

@@ -40,6 +40,29 @@ def test_tampered_file_is_detected(built: Path, tmp_path: Path) -> None:
     assert read_valid(copy) is None
 
 
+def test_a_cached_check_trusts_an_unwritten_file_by_its_stamp_and_hashes_every_other(tmp_path: Path) -> None:
+    """A file written since its manifest (any write moves its modification time) or copied (another inode) is hashed
+    again, so tampering is caught without --verify; only a write that also puts the old time back passes the cheap
+    check, and a full check (--verify) catches that too. Hard-linked views share the stamp."""
+    import os
+
+    folder = tmp_path / "node"
+    _manifest_folder(folder, "weights" * 1000)
+    model = folder / "model.bin"
+    assert Manifest.read(folder).files["model.bin"]["stamp"] == [model.stat().st_ino, model.stat().st_mtime_ns]
+    assert read_valid(folder, full=False) is not None
+    view = tmp_path / "view"
+    assert show(folder, view, Manifest.read(folder).cache_key) and read_valid(view, full=False) is not None
+    copied = shutil.copytree(folder, tmp_path / "copy")  # same bytes and times, another inode: hashed, still valid
+    assert read_valid(copied, full=False) is not None
+    stamp = model.stat()
+    model.write_text("tampered" * 875)  # the same size
+    assert read_valid(folder, full=False) is None, "a write moves the stamp: hashed again and caught"
+    os.utime(model, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # the old time put back by hand
+    assert read_valid(folder, full=False) is not None, "what --verify is for"
+    assert read_valid(folder) is None and verify_files(folder, Manifest.read(folder)) == "sha256 mismatch for model.bin"
+
+
 def test_publish_replaces_the_old_folder_whole(tmp_path: Path) -> None:
     final = tmp_path / "node"
     final.mkdir()

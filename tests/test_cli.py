@@ -76,6 +76,7 @@ def test_force_rebuilds_every_node_the_request_needs_although_all_are_cached(bui
     assert {table[n] for n in ("load", "reference", "torchscript-fp32")} == {"built"}, table
 
 
+@pytest.mark.slow
 def test_killed_build_leaves_no_valid_looking_partial_artifact_and_resumes(tmp_path: Path) -> None:
     args = [sys.executable, "-m", "yolo_optimize", *map(str, build_args(tmp_path, "--targets", "onnx,openvino",
                                                                        "--precisions", "fp32", "--jobs", "1"))]
@@ -148,6 +149,7 @@ def test_read_only_model_folder_is_bad_input(tmp_path: Path) -> None:
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_in_one_line_and_the_next_build_resumes(tmp_path: Path) -> None:
     args = [sys.executable, "-m", "yolo_optimize", *map(str, build_args(tmp_path, "--targets", "onnx",
                                                                        "--precisions", "fp32", "--jobs", "1"))]
@@ -167,6 +169,7 @@ def test_ctrl_c_stops_cleanly_in_one_line_and_the_next_build_resumes(tmp_path: P
     assert resumed["load"] == "cached" and resumed["onnx-export"] == "built"
 
 
+@pytest.mark.slow
 def test_unwritable_out(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -176,6 +179,7 @@ def test_unwritable_out(tmp_path: Path) -> None:
     assert result.returncode == 2 and "not writable" in result.stderr
 
 
+@pytest.mark.slow
 def test_failing_node_skips_its_descendants_and_exits_nonzero(tmp_path: Path) -> None:
     """No exporter can write opset 99; the torchscript branch still finishes."""
     result = optimize(*build_args(tmp_path, "--targets", "torchscript,openvino", "--precisions", "fp32",

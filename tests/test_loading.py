@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import brief, build_args, optimize
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.runners import open_runner
+from yolo_optimize.runtime.runners import open_runner
 from yolo_optimize.families import family_named
 from yolo_optimize.formats import FORMATS
 from yolo_optimize.parity import REFERENCE_FILE

@@ -62,7 +62,7 @@ def evaluate(root: str | Path, *, data: str | Path | None = None, out: str | Pat
              min_time: float = 1.0, repeats: int = 3, max_images: int | None = None, accuracy: bool = True,
              imgsz: int | None = None, mode: str = "auto", end_to_end: bool = True, profile: bool = False,
              add: Sequence[str | Path] = (), family: str | None = None, checkpoint: str | Path | None = None,
-             progress: Progress | None = None) -> Report:
+             row_timeout: float = 600.0, progress: Progress | None = None) -> Report:
     """Measure every artifact under ``root`` (and the ``add``-ed model files) with the evaluation protocol; with
     ``out``, also write the report's files there."""
     from yolo_optimize.evaluate.session import EvalRequest, run_evaluation
@@ -71,7 +71,8 @@ def evaluate(root: str | Path, *, data: str | Path | None = None, out: str | Pat
                                   batch_sizes=tuple(batch_sizes), device=device, threads=threads, min_time=min_time,
                                   repeats=repeats, max_images=max_images, accuracy=accuracy, imgsz=imgsz, mode=mode,
                                   end_to_end=end_to_end, profile=profile, add=tuple(Path(p) for p in add),
-                                  family=family, checkpoint=Path(checkpoint) if checkpoint else None)
+                                  family=family, checkpoint=Path(checkpoint) if checkpoint else None,
+                                  row_timeout=row_timeout)
     with runtime_env.configured():
         return run_evaluation(request, progress or (lambda text, done, total: None))
 

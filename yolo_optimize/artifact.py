@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from yolo_optimize.checkpoint import file_sha256
+from yolo_optimize.errors import UserError
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -53,30 +55,44 @@ class Manifest:
 
 
 def hash_files(folder: Path) -> dict[str, dict[str, Any]]:
+    """Every file's sha256 and size, and its stamp (inode and modification time, which a rename keeps and a hard link
+    shares): a file whose stamp is unchanged has not been written since it was hashed."""
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST)
-    return {p.relative_to(folder).as_posix(): {"sha256": file_sha256(p), "bytes": p.stat().st_size} for p in files}
+    return {p.relative_to(folder).as_posix(): {"sha256": file_sha256(p), "bytes": p.stat().st_size,
+                                               "stamp": _stamp(p)} for p in files}
 
 
-def verify_files(folder: Path, manifest: Manifest) -> str | None:
-    """None when every listed file is present with its recorded sha256; else what is wrong."""
+def _stamp(path: Path) -> list[int]:
+    facts = path.stat()
+    return [facts.st_ino, facts.st_mtime_ns]
+
+
+def verify_files(folder: Path, manifest: Manifest, *, full: bool = True) -> str | None:
+    """None when every listed file is present with its recorded sha256; else what is wrong. Unless ``full``, a file
+    whose size and stamp are the ones recorded is trusted without reading it (a cached build's check: any write
+    changes the stamp, and a copy has another inode, so those are hashed again)."""
     for relpath, expected in manifest.files.items():
         path = folder / relpath
         if not path.is_file():
             return f"missing file {relpath}"
-        if path.stat().st_size != expected["bytes"] or file_sha256(path) != expected["sha256"]:
+        if path.stat().st_size != expected["bytes"]:
+            return f"sha256 mismatch for {relpath}"
+        unchanged = not full and expected.get("stamp") == _stamp(path)
+        if not unchanged and file_sha256(path) != expected["sha256"]:
             return f"sha256 mismatch for {relpath}"
     return None
 
 
-def read_valid(folder: Path, cache_key: str | None = None) -> Manifest | None:
-    """The folder's manifest if it is readable, matches ``cache_key`` (when given) and its files verify."""
+def read_valid(folder: Path, cache_key: str | None = None, *, full: bool = True) -> Manifest | None:
+    """The folder's manifest if it is readable, matches ``cache_key`` (when given) and its files verify (``full``:
+    every byte hashed; else by stamp where unchanged, ``verify_files``)."""
     try:
         manifest = Manifest.read(folder)
     except (OSError, ValueError, TypeError):
         return None
     if cache_key is not None and manifest.cache_key != cache_key:
         return None
-    return manifest if verify_files(folder, manifest) is None else None
+    return manifest if verify_files(folder, manifest, full=full) is None else None
 
 
 def store_folder(model_dir: Path, node: str, cache_key: str) -> Path:
@@ -172,3 +188,18 @@ def _owner_alive(name: str) -> bool:
 def process_state(pid: int) -> str:
     """The one-letter state in /proc/<pid>/stat (R, S, Z for a zombie...); after the name, which may hold ')'."""
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+def check_writable(out: Path) -> None:
+    """Probe the nearest existing folder of ``out`` (the model's own folder when it exists) without leaving anything."""
+    existing = out.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"--out {out}: {existing} is not a directory")
+    try:
+        handle, probe = tempfile.mkstemp(dir=existing, prefix=".yolo-optimize-probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as err:
+        raise UserError(f"--out {out} is not writable: {err.strerror or err}") from None

@@ -6,13 +6,12 @@ wrong is found before anything is written (a ``UserError``); a node that fails d
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from yolo_optimize.artifact import check_writable
 from yolo_optimize.config import BuildOptions
 from yolo_optimize.dag import FAILED, NodeResult
 from yolo_optimize.errors import UserError
@@ -151,18 +150,3 @@ def int8_inputs(family: Family, options: BuildOptions) -> dict[str, Any]:
     return {"calib_images": tuple(str(p.resolve()) for p in calibration),
             "int8_weight_bits": 8 if has_vnni() else 7, "int8_float_precision": "bf16" if has_native_bf16() else "fp32",
             "gate": GateConfig(str(gate_root), options.gate_images, options.max_map_drop)}
-
-
-def check_writable(out: Path) -> None:
-    """Probe the nearest existing folder of ``out`` (the model's own folder when it exists) without leaving anything."""
-    existing = out.absolute()
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise UserError(f"--out {out}: {existing} is not a directory")
-    try:
-        handle, probe = tempfile.mkstemp(dir=existing, prefix=".yolo-optimize-probe-")
-        os.close(handle)
-        os.unlink(probe)
-    except OSError as err:
-        raise UserError(f"--out {out} is not writable: {err.strerror or err}") from None

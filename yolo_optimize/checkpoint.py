@@ -33,6 +33,8 @@ from yolo_optimize.runtime_env import user_cache_dir
 if TYPE_CHECKING:
     import torch
 
+    from yolo_optimize.artifact import Manifest
+
 WEIGHTS_ENV = "YOLO_OPTIMIZE_WEIGHTS"
 OFFLINE_ENV = "YOLO_OPTIMIZE_OFFLINE"
 _PLAIN_GLOBALS = ("__builtin__.set", "builtins.set", "collections.OrderedDict")
@@ -234,3 +236,14 @@ def _allowed_globals(pickled: list[str], family: Family) -> list[Any]:
         elif (found := family.allowed_class(name)) is not None:
             allowed += [found, (found, name)]
     return allowed
+
+
+def recorded_source(load: Manifest) -> ModelSource:
+    """The source the build's load node recorded (the baseline's manifest), checked to be the same bytes."""
+    if "source" not in load.info:
+        raise RuntimeError("the build record has no source checkpoint; rebuild with 'optimize build --force'")
+    recorded = dict(load.info["source"])
+    checkpoint = Path(recorded["checkpoint"]) if recorded["checkpoint"] else None
+    if checkpoint is not None and (not checkpoint.is_file() or file_sha256(checkpoint) != recorded["identity"]):
+        raise RuntimeError(f"the checkpoint the artifacts were built from is gone or changed: {checkpoint}")
+    return ModelSource(**{**recorded, "checkpoint": checkpoint})

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,12 +14,13 @@ import click
 from rich.console import Console
 
 from yolo_optimize import __version__
+from yolo_optimize.artifact import check_writable
+from yolo_optimize.cpu import usable_cpus
+from yolo_optimize.devices import DEVICES as DEVICE_CHOICES
 from yolo_optimize.errors import UserError
 
 if TYPE_CHECKING:
-    from yolo_optimize.families.base import Family
     from yolo_optimize.machine.peaks import MachineLimits
-    from yolo_optimize.pipeline import BuildRequest
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -44,124 +43,100 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.version_option(__version__, prog_name="yolo-optimize")
 def main() -> None:
     """Export, optimize and evaluate YOLO detectors (YOLOv5, YOLOv7, YOLOv8, YOLO11) and torchvision classifiers."""
+    from yolo_optimize.runtime_env import configure
+
+    configure()  # this process is ours: the tools stay offline and out of $HOME
 
 
 @main.command()
-@click.argument("model")
-@click.option("--targets", default="torchscript,aoti,onnx,openvino", show_default=True,
-              help="Comma list: torchscript (ts), aoti (AOTInductor .pt2), onnx, openvino (ov), tensorrt (trt), "
-                   "torch-tensorrt (torchtrt); TensorRT's two are experimental (never run on a GPU with TensorRT).")
-@click.option("--precisions", default="fp32,fp16", show_default=True, help="Comma list: fp32, fp16, bf16, int8.")
+@click.argument("model", required=False)
+@click.option("--config", "config_file", type=click.Path(path_type=Path),
+              help="A TOML file of these options (keys as named here: batch-sizes = [1, 8]); options given on the "
+                   "command line override it.")
+@click.option("--targets", help="Comma list: torchscript (ts), aoti (AOTInductor .pt2), onnx, openvino (ov), and "
+                                "EXPERIMENTAL (never run on a GPU with TensorRT): tensorrt (trt), torch-tensorrt "
+                                "(torchtrt) [default: torchscript,aoti,onnx,openvino].")
+@click.option("--precisions", help="Comma list: fp32, fp16, bf16, int8 [default: fp32,fp16].")
 @click.option("--imgsz", help="Square input size(s), multiples of 32, comma-separated [default: the family's: 640 "
                                "for detectors, 224 for classifiers]; with several, each goes to <out>/<model>-<size>.")
-@click.option("--batch-sizes", default="1,8", show_default=True, help="Batch sizes every artifact must accept.")
-@click.option("--out", default="artifacts", show_default=True, type=click.Path(path_type=Path))
-@click.option("--jobs", default=2, show_default=True, type=click.IntRange(1), help="Nodes built in parallel.")
-@click.option("--force", is_flag=True, help="Rebuild every node, cached or not.")
-@click.option("--random-weights", is_flag=True, help="Architecture from the family's config, seeded random weights.")
+@click.option("--batch-sizes", help="Batch sizes every artifact must accept [default: 1,8].")
+@click.option("--out", type=click.Path(path_type=Path), help="[default: artifacts]")
+@click.option("--jobs", type=click.IntRange(1), help="Nodes built in parallel [default: 2].")
+@click.option("--force", is_flag=True, default=None, help="Rebuild every node, cached or not.")
+@click.option("--verify", is_flag=True, default=None,
+              help="Hash every file of every cached node again (by default a file whose size, inode and modification "
+                   "time are the ones recorded when it was built is trusted).")
+@click.option("--random-weights", is_flag=True, default=None,
+              help="Architecture from the family's config, seeded random weights.")
 @click.option("--weights-dir", type=click.Path(path_type=Path), help="First place to look for <model>.pt.")
-@click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
-@click.option("--opset", default=18, show_default=True, type=click.IntRange(18), help="ONNX opset.")
+@click.option("--device", type=click.Choice(DEVICE_CHOICES), help="[default: auto: cuda where a GPU is visible]")
+@click.option("--opset", type=click.IntRange(18), help="ONNX opset [default: 18].")
 @click.option("--parity-data", type=click.Path(path_type=Path),
               help="Images for the parity check [default: the images bundled with the model's package].")
-@click.option("--parity-images", default=4, show_default=True, type=click.IntRange(1))
+@click.option("--parity-images", type=click.IntRange(1), help="[default: 4]")
 @click.option("--calib-data", type=click.Path(path_type=Path), help="Real images for INT8 calibration (e.g. coco128).")
-@click.option("--calib-images", default=128, show_default=True, type=click.IntRange(1),
-              help="Calibration images used (all, if the folder has fewer).")
+@click.option("--calib-images", type=click.IntRange(1),
+              help="Calibration images used (all, if the folder has fewer) [default: 128].")
 @click.option("--gate-data", type=click.Path(path_type=Path),
               help="Images for the INT8 accuracy gate (labelled for detectors) [default: --calib-data]; never the "
                    "evaluation set.")
 @click.option("--gate-images", type=click.IntRange(1), help="Gate on the first N images [default: all].")
-@click.option("--max-map-drop", default=1.0, show_default=True, type=click.FloatRange(0),
+@click.option("--max-map-drop", type=click.FloatRange(0),
               help="Largest drop (points) of the gate metric an INT8 artifact may show: mAP50-95 for detectors, "
-                   "top-1 agreement with FP32 for classifiers.")
-@click.option("--input", "input_form", type=click.Choice(["float", "uint8"]), default="float", show_default=True,
+                   "top-1 agreement with FP32 for classifiers [default: 1.0].")
+@click.option("--input", "input_form", type=click.Choice(["float", "uint8"]),
               help="What every exported artifact takes: float32 NCHW in [0, 1], or the prepared uint8 NHWC image with "
                    "the layout change and scaling inside the graph (INT8 ONNX then reads it on its first grid); "
-                   "uint8 builds go to <out>/<model>-uint8.")
+                   "uint8 builds go to <out>/<model>-uint8 [default: float].")
 @user_errors
-def build(model: str, targets: str, precisions: str, imgsz: str | None, batch_sizes: str, out: Path, jobs: int,
-          force: bool, random_weights: bool, weights_dir: Path | None, device: str, opset: int,
-          parity_data: Path | None, parity_images: int, calib_data: Path | None, calib_images: int,
-          gate_data: Path | None, gate_images: int | None, max_map_drop: float, input_form: str) -> None:
+def build(model: str | None, config_file: Path | None, input_form: str | None, **given: Any) -> None:
     """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, a torchvision classifier such as resnet18, a YOLOv7 model
     YAML, or a .pt path) to every target x precision, cached, in parallel."""
-    from yolo_optimize.checkpoint import resolve_source
-    from yolo_optimize.devices import resolve_device
-    from yolo_optimize.families import family_named
-    from yolo_optimize.formats import (
-        parse_batch_sizes,
-        parse_image_sizes,
-        parse_precisions,
-        parse_targets,
-    )
-    from yolo_optimize.images import list_images
-    from yolo_optimize.pipeline import BuildRequest
+    from yolo_optimize.builder import run_build
+    from yolo_optimize.config import BuildOptions, read_config
 
-    source = resolve_source(model, random_weights=random_weights, weights_dir=weights_dir)
-    family = family_named(source.family)
-    sizes = parse_image_sizes(imgsz) if imgsz else (family.default_imgsz,)
-    images = list_images(parity_data or family.sample_images())[:parity_images]
-    wanted_precisions = tuple(parse_precisions(precisions))
-    wanted_targets = tuple(parse_targets(targets))
-    _check_input_form(input_form, wanted_targets)
-    int8 = (_int8_inputs(family, calib_data, calib_images, gate_data, gate_images, max_map_drop)
-            if "int8" in wanted_precisions else {})
-    requests = [BuildRequest(
-        source=replace(source, model_id=_model_id(source.model_id, size if len(sizes) > 1 else None, input_form)),
-        targets=wanted_targets, precisions=wanted_precisions, imgsz=size,
-        batch_sizes=parse_batch_sizes(batch_sizes), opset=opset, device=resolve_device(device),
-        parity_images=tuple(str(p.resolve()) for p in images), input_form=input_form, **int8,
-    ) for size in sizes]
-    for request in requests:
-        check_writable(out / request.source.model_id)
+    options = BuildOptions()
+    if config_file is not None:
+        options = options.updated(read_config(config_file), f"config file {config_file}")
+    given = {**given, "model": model, "input": input_form}
+    options = options.updated({key: value for key, value in given.items() if value is not None}, "command line")
     try:
-        failed = [f"{request.source.model_id}/{node}" if len(requests) > 1 else node
-                  for request in requests for node in _build_one(request, out, jobs, force)]
+        result = run_build(options, on_model=_model_display)
     except KeyboardInterrupt:
         click.echo("interrupted: nodes in flight were stopped and their staging folders removed; "
                    "built nodes are kept and the next build resumes", err=True)
         sys.exit(130)
-    if failed:
+    if result.failed:
+        failed = result.failed if len(result.models) > 1 else [name.split("/", 1)[1] for name in result.failed]
         click.echo(f"error: {len(failed)} node(s) failed: {', '.join(failed)}", err=True)
         sys.exit(1)
 
 
-def _build_one(request: BuildRequest, out: Path, jobs: int, force: bool) -> list[str]:
-    """Build one model at one input size into ``out/<model_id>``; the nodes that failed."""
-    from yolo_optimize.console import BuildDisplay, results_table
-    from yolo_optimize.dag import FAILED, Build
-    from yolo_optimize.pipeline import plan
+class _model_display:  # noqa: N801 - used as a function: the live table of one model's build, then its summary
+    def __init__(self, request: Any, nodes: list[str]) -> None:
+        from yolo_optimize.console import BuildDisplay
 
-    nodes = plan(request)
-    runner = Build(nodes, request.source, out / request.source.model_id, device=request.device, jobs=jobs, force=force)
-    if "load" in runner.pending():
-        from yolo_optimize.checkpoint import load_model
+        self.request, self.display = request, BuildDisplay(console, nodes)
+        self.results: list[Any] = []
 
-        with console.status(f"checking {request.source.model_id}"):
-            _say(f"checking {request.source.model_id} before building")
-            load_model(request.source)  # a bad checkpoint stops here, before anything is written
-    with BuildDisplay(console, [n.name for n in nodes]) as display:
-        results = runner.run(display.event)
-    console.print(results_table(results, title=f"{request.source.model_id} at {request.imgsz}"))
-    return [r.node for r in results if r.status == FAILED]
+    def __enter__(self) -> Any:
+        _say(f"building {self.request.source.model_id}")
+        self.display.__enter__()
+        return self
 
+    def event(self, node: str, result: Any) -> None:
+        self.display.event(node, result)
+        if result is not None:
+            self.results.append(result)
 
-def _model_id(model: str, size: int | None, input_form: str) -> str:
-    """The model's folder: ``<model>[-<size>][-uint8]``, so builds of several sizes or input forms sit side by side
-    (and are evaluated side by side) instead of replacing each other's views."""
-    return model + (f"-{size}" if size else "") + ("-uint8" if input_form == "uint8" else "")
+    def __exit__(self, *exc: Any) -> None:
+        from yolo_optimize.console import results_table
 
-
-UINT8_TARGETS = ("torchscript", "aoti", "onnx", "openvino")  # the targets --input uint8 is built and checked for
-
-
-def _check_input_form(input_form: str, targets: tuple[str, ...]) -> None:
-    """TensorRT engines take float input here (their uint8 input handling is unverified without a GPU)."""
-    other = [t for t in targets if t not in UINT8_TARGETS]
-    if input_form == "uint8" and other:
-        raise UserError(f"--input uint8 is built for {', '.join(UINT8_TARGETS)}, not {', '.join(other)}: build "
-                        f"those with --input float")
+        self.display.__exit__(*exc)
+        if exc[0] is None:
+            order = {name: index for index, name in enumerate(self.display.rows)}
+            console.print(results_table(sorted(self.results, key=lambda r: order[r.node]),
+                                        title=f"{self.request.source.model_id} at {self.request.imgsz}"))
 
 
 def _say(text: str) -> None:
@@ -170,101 +145,70 @@ def _say(text: str) -> None:
         console.print(text)
 
 
-def _int8_inputs(family: Family, calib_data: Path | None, calib_images: int, gate_data: Path | None,
-                 gate_images: int | None, max_map_drop: float) -> dict[str, Any]:
-    """Calibration images and a gate set (labelled, where the family's gate metric needs labels), checked first."""
-    from yolo_optimize.cpu import has_native_bf16, has_vnni
-    from yolo_optimize.evaluate.dataset import load_dataset
-    from yolo_optimize.images import list_images
-    from yolo_optimize.optimize.gate import GateConfig, gate_metric_class
-
-    if calib_data is None:
-        raise UserError("INT8 needs real calibration images: pass --calib-data DIR (e.g. ../shared/assets/coco128)")
-    calibration = list_images(calib_data)[:calib_images]
-    gate_root = (gate_data or calib_data).resolve()
-    gate = load_dataset(gate_root, max_images=gate_images)
-    if gate.ground_truth is None and gate_metric_class(family).needs_labels:
-        raise UserError(f"the INT8 accuracy gate needs labels and {gate_root} has none: pass --gate-data with a "
-                        f"labelled set (YOLO labels/ beside images/)")
-    return {"calib_images": tuple(str(p.resolve()) for p in calibration),
-            "int8_weight_bits": 8 if has_vnni() else 7, "int8_float_precision": "bf16" if has_native_bf16() else "fp32",
-            "gate": GateConfig(str(gate_root), gate_images, max_map_drop)}
-
-
-def check_writable(out: Path) -> None:
-    """Probe the nearest existing folder of ``out`` (the model's own folder when it exists) without leaving anything."""
-    existing = out.absolute()
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise UserError(f"--out {out}: {existing} is not a directory")
-    try:
-        handle, probe = tempfile.mkstemp(dir=existing, prefix=".yolo-optimize-probe-")
-        os.close(handle)
-        os.unlink(probe)
-    except OSError as err:
-        raise UserError(f"--out {out} is not writable: {err.strerror or err}") from None
-
-
 @main.command(name="eval")
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--data", type=click.Path(path_type=Path),
               help="YOLO dataset folder or COCO instances_*.json [default: the model package's sample images, no accuracy].")
 @click.option("--batch-sizes", default="1,8", show_default=True)
 @click.option("--out", default="reports", show_default=True, type=click.Path(path_type=Path))
-@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or auto.")
-@click.option("--threads", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1),
-              help="Threads every runtime gets.")
+@click.option("--device", default="auto", show_default=True, type=click.Choice(DEVICE_CHOICES),
+              help="auto: cuda where a GPU is visible (as for build).")
+@click.option("--threads", type=click.IntRange(1),
+              help="Threads every runtime gets [default: the CPUs this process may use: its affinity and cgroup quota].")
 @click.option("--min-time", default=1.0, show_default=True, type=click.FloatRange(0), help="Seconds per batch size.")
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1),
               help="Interleaved rounds: processes per artifact and per baseline.")
 @click.option("--max-images", type=click.IntRange(1), help="Evaluate accuracy on the first N images only.")
 @click.option("--no-accuracy", is_flag=True, help="Measure speed and memory only.")
-@click.option("--imgsz", type=int, help="Refuse artifacts built for another input size.")
+@click.option("--imgsz", type=int, help="Refuse artifacts built for another input size; the input size of --add files "
+                                        "whose input shape is not fixed.")
 @click.option("--mode", type=click.Choice(["auto", "latency", "throughput"]), default="auto", show_default=True,
               help="How each batch size runs: auto = latency at batch 1 (one request on every thread), throughput "
                    "above (the runtime's own: OpenVINO's THROUGHPUT hint, concurrent ONNX Runtime requests on "
                    "one-thread sessions; PyTorch as it is); or one of them for every batch size.")
 @click.option("--no-end-to-end", is_flag=True,
               help="Time inference only, not also the pipelined path from image files to kept predictions.")
+@click.option("--add", multiple=True, type=click.Path(path_type=Path),
+              help="A model file this tool did not build (.onnx, an OpenVINO .xml or its folder, .torchscript, .pt2), "
+                   "measured beside the artifacts of its model under DIRECTORY; repeatable. DIRECTORY may itself be "
+                   "such a file.")
+@click.option("--family", help="The model family of --add files (yolov5, yolov7, ultralytics, torchvision).")
+@click.option("--checkpoint", type=click.Path(path_type=Path),
+              help="The PyTorch checkpoint of --add files that join no model under DIRECTORY: their baseline.")
+@click.option("--row-timeout", default=600.0, show_default=True, type=click.FloatRange(1),
+              help="Seconds a row's measuring process may stay silent (a hung runtime) before it is stopped and the "
+                   "row marked 'timed out'; the other rows go on.")
 @click.option("--profile", is_flag=True,
               help="Explain the numbers: model facts against this machine's measured peaks (optimize info), the "
                    "roofline, and per artifact per-layer time, a trace, the end-to-end breakdown, threads, energy.")
 @user_errors
-def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: Path, device: str, threads: int,
-                     min_time: float, repeats: int, max_images: int | None, no_accuracy: bool,
-                     imgsz: int | None, mode: str, no_end_to_end: bool, profile: bool) -> None:
-    """Measure every artifact under DIRECTORY and write the speedup matrix."""
+def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: Path, device: str, threads: int | None,
+                     min_time: float, repeats: int, max_images: int | None, no_accuracy: bool, imgsz: int | None,
+                     mode: str, no_end_to_end: bool, add: tuple[Path, ...], family: str | None,
+                     checkpoint: Path | None, row_timeout: float, profile: bool) -> None:
+    """Measure every artifact under DIRECTORY (and any --add model file) and write the speedup matrix."""
     from yolo_optimize.console import progress_bar
-    from yolo_optimize.devices import resolve_device
-    from yolo_optimize.evaluate.evaluator import EvalSettings, Progress, evaluate
     from yolo_optimize.evaluate.recommend import Budget, brief, recommend
-    from yolo_optimize.evaluate.report import build_report, rich_table, write_report
+    from yolo_optimize.evaluate.report import rich_table
+    from yolo_optimize.evaluate.session import EvalRequest, run_evaluation
     from yolo_optimize.formats import parse_batch_sizes
 
-    settings = EvalSettings(data=data, batch_sizes=parse_batch_sizes(batch_sizes), threads=threads,
-                            device=resolve_device(device), min_time_s=min_time, repeats=repeats,
-                            max_images=max_images, accuracy=not no_accuracy, imgsz=imgsz,
-                            profile_dir=out / "profiles" if profile else None, mode=mode,
-                            end_to_end=not no_end_to_end)
-    check_writable(out)
+    request = EvalRequest.checked(directory, data=data, out=out, batch_sizes=parse_batch_sizes(batch_sizes),
+                                  device=device, threads=threads, min_time=min_time, repeats=repeats,
+                                  max_images=max_images, accuracy=not no_accuracy, imgsz=imgsz, mode=mode,
+                                  end_to_end=not no_end_to_end, profile=profile, add=add, family=family,
+                                  checkpoint=checkpoint, row_timeout=row_timeout)
     try:
-        limits = _measured_limits(threads) if profile else None
         with progress_bar(console) as bar:
             task = bar.add_task("evaluating", total=None)
-            rows = evaluate(directory, settings, limits=limits, progress=Progress(
-                lambda text, done, total: _progress(bar, task, text, done, total)))
+            report = run_evaluation(request, lambda text, done, total: _progress(bar, task, text, done, total))
     except KeyboardInterrupt:
         click.echo("interrupted: nothing was written", err=True)
         sys.exit(130)
-    report = build_report(rows, {**settings.__dict__, "data": str(data) if data else None,
-                                 "batch_sizes": list(settings.batch_sizes),
-                                 "profile_dir": str(settings.profile_dir) if profile else None}, limits)
     console.print(rich_table(report))
-    for path in write_report(report, out):
-        console.print(f"wrote {path}")
+    console.print(f"wrote {out / 'results.json'}, matrix.csv, matrix.md, report.html")
     console.print(f"What to ship (within 1.0 point of accuracy; 'optimize recommend {out}' for limits and code):")
-    for batch in settings.batch_sizes:
+    for batch in request.settings.batch_sizes:
         for found in recommend(report, Budget(batch)):
             console.print(f"  {brief(found)}", highlight=False)
     if not any(line["status"] == "ok" for line in report.matrix):
@@ -273,18 +217,18 @@ def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: 
 
 
 @main.command()
-@click.option("--threads", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1),
-              help="Threads the kernels get (measure at the thread count eval uses).")
+@click.option("--threads", type=click.IntRange(1),
+              help="Threads the kernels get (measure at the thread count eval uses) [default: the usable CPUs].")
 @click.option("--refresh", is_flag=True, help="Measure again even when this machine's limits are cached.")
 @click.option("--json", "as_json", is_flag=True, help="Print the limits as JSON.")
 @user_errors
-def info(threads: int, refresh: bool, as_json: bool) -> None:
+def info(threads: int | None, refresh: bool, as_json: bool) -> None:
     """This machine: CPU, ISA, runtimes and their measured peak GEMM/convolution rates and memory bandwidth (cached)."""
     from yolo_optimize.machine.display import limits_tables
     from yolo_optimize.machine.peaks import machine_limits
 
     with console.status("measuring this machine's limits (about a minute, once per machine and tool versions)"):
-        limits = machine_limits(threads, refresh=refresh)
+        limits = machine_limits(threads or usable_cpus(), refresh=refresh)
     if as_json:
         click.echo(json.dumps(asdict(limits), indent=2))
         return
@@ -300,12 +244,12 @@ def info(threads: int, refresh: bool, as_json: bool) -> None:
 @click.option("--data", type=click.Path(path_type=Path),
               help="Images to run [default: the images bundled with the model's package].")
 @click.option("--images", default=16, show_default=True, type=click.IntRange(1), help="How many of them.")
-@click.option("--threads", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1))
+@click.option("--threads", type=click.IntRange(1), help="[default: the CPUs this process may use]")
 @click.option("--min-time", default=1.0, show_default=True, type=click.FloatRange(0),
               help="Timed seconds for the forward time and each thread count.")
 @click.option("--out", default="reports/profile", show_default=True, type=click.Path(path_type=Path))
 @user_errors
-def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | None, images: int, threads: int,
+def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | None, images: int, threads: int | None,
             min_time: float, out: Path) -> None:
     """Explain one ARTIFACT folder: per-layer time and hotspots, a trace, the end-to-end breakdown, thread scaling
     and energy (profile.json, profile.md, trace.json in --out)."""
@@ -316,7 +260,7 @@ def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | No
         profile_markdown,
         write_profile,
     )
-    from yolo_optimize.evaluate.runners import runner_class
+    from yolo_optimize.runtime.runners import runner_class
     from yolo_optimize.families import family_named
     from yolo_optimize.images import list_images
 
@@ -327,6 +271,7 @@ def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | No
     family = family_named(manifest.metadata["family"])
     files = tuple(list_images(data or family.sample_images())[:images])
     check_writable(out)
+    threads = threads or usable_cpus()
     limits = _measured_limits(threads)
     with console.status(f"profiling {artifact}"):
         result = profile_artifact(ProfileRequest(artifact, manifest, files, batch_size, largest_batch, threads, out,

@@ -7,6 +7,8 @@ the CPU has native bf16; ONNX Runtime's u8 x s8 INT8 kernels are exact only with
 
 from __future__ import annotations
 
+import math
+import os
 import platform
 from functools import cache
 from pathlib import Path
@@ -48,3 +50,19 @@ def cpu_facts() -> dict[str, object]:
     return {"model": cpu_model(), "machine": platform.machine(),
             "isa": [flag for flag in REPORTED_FLAGS if flag in cpu_flags()],
             "vnni": has_vnni(), "native_bf16": has_native_bf16()}
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may use: its affinity mask, bounded by a cgroup CPU quota (a container's ``--cpus``);
+    ``os.cpu_count()`` counts the machine's and ignores both."""
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(allowed, _cgroup_quota() or allowed))
+
+
+def _cgroup_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """cgroup v2's ``cpu.max`` (``quota period``, or ``max``) as whole CPUs, rounded up; None without a quota."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+    except (OSError, ValueError):
+        return None
+    return None if quota == "max" else max(1, math.ceil(int(quota) / int(period)))

@@ -20,13 +20,11 @@ import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from multiprocessing import get_context
 from pathlib import Path
 
 from filelock import FileLock
 
-from yolo_optimize import __version__
 from yolo_optimize.artifact import (
     KEY_CHARS,
     Manifest,
@@ -38,8 +36,11 @@ from yolo_optimize.artifact import (
     sweep_leftovers,
 )
 from yolo_optimize.checkpoint import ModelSource
+from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.errors import StageSkipped
+from yolo_optimize.processes import configured_child
 from yolo_optimize.stage import REFERENCE, Stage, StageContext
+from yolo_optimize.versions import tool_versions
 
 BUILT, CACHED, FAILED, SKIPPED, NOT_NEEDED = "built", "cached", "failed", "skipped", "not needed"
 LOCKS = ".locks"
@@ -86,17 +87,6 @@ class NodeResult:
     seconds: float = 0.0
     size_bytes: int = 0
     reason: str = ""
-
-
-def tool_versions(tools: tuple[str, ...]) -> dict[str, str]:
-    """Installed versions, read from package metadata (no imports, so cheap)."""
-    found = {"yolo-optimize": __version__}
-    for tool in tools:
-        try:
-            found[tool] = version(tool)
-        except PackageNotFoundError:
-            found[tool] = "absent"
-    return found
 
 
 def cache_keys(nodes: list[Node], source: ModelSource) -> dict[str, str]:
@@ -146,13 +136,20 @@ class Build:
     """
 
     def __init__(self, nodes: list[Node], source: ModelSource, model_dir: Path, *, device: str,
-                 jobs: int = 1, force: bool = False) -> None:
+                 jobs: int = 1, force: bool = False, verify: bool = False) -> None:
         validate(nodes)
         self.nodes = {node.name: node for node in nodes}
         self.order = [node.name for node in nodes]
         self.source, self.model_dir, self.device = source, model_dir, device
-        self.jobs, self.force = max(1, jobs), force
+        self.jobs, self.force, self.verify = max(1, jobs), force, verify
         self.keys = cache_keys(nodes, source)
+        self._cached: dict[str, Manifest | None] = {}
+
+    def cached(self, name: str) -> Manifest | None:
+        """The node's verified store entry (once per build: by stamp, or every byte with ``verify``), else None."""
+        if name not in self._cached:
+            self._cached[name] = read_valid(self.stored(name), self.keys[name], full=self.verify)
+        return self._cached[name]
 
     def stored(self, name: str) -> Path:
         return store_folder(self.model_dir, name, self.keys[name])
@@ -178,7 +175,7 @@ class Build:
         for name in reversed(self.order):
             node = self.nodes[name]
             needed_by = [c for c in must if name in self.nodes[c].parents and not self._unavailable(c)]
-            if (node.requested or needed_by) and (self.force or read_valid(self.stored(name), self.keys[name]) is None):
+            if (node.requested or needed_by) and (self.force or self.cached(name) is None):
                 must.add(name)
         return [name for name in self.order if name in must]
 
@@ -225,7 +222,7 @@ class Build:
 
     def _not_run(self, name: str) -> NodeResult:
         """A node that does not run: cached when its store entry verifies, else not needed by this build."""
-        if read_valid(self.stored(name), self.keys[name]) is not None:
+        if self.cached(name) is not None:
             return NodeResult(name, CACHED)
         return NodeResult(name, NOT_NEEDED, reason="not needed for the requested artifacts")
 
@@ -248,7 +245,7 @@ class Build:
     def _job(self, name: str) -> NodeJob:
         node = self.nodes[name]
         return NodeJob(node, self.keys[name], {role: (p, self.keys[p]) for role, p in node.inputs.items()}, self.source,
-                       self.model_dir, self.device, max(1, (os.cpu_count() or 1) // self.jobs), self.force)
+                       self.model_dir, self.device, max(1, usable_cpus() // self.jobs), self.force)
 
     @contextlib.contextmanager
     def _pool(self, needed: int) -> Iterator[ProcessPoolExecutor]:
@@ -256,15 +253,17 @@ class Build:
             yield None  # type: ignore[misc]
             return
         pool = ProcessPoolExecutor(max_workers=min(self.jobs, needed), mp_context=get_context("spawn"),
-                                   initializer=_ignore_interrupts)
+                                   initializer=_start_worker)
         try:
             yield pool
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _ignore_interrupts() -> None:
-    """Workers take Ctrl-C only while building a node (see ``build_node``); idle, they wait to be shut down."""
+def _start_worker() -> None:
+    """A build worker's first step: the package's process settings; Ctrl-C taken only while building a node (see
+    ``build_node``): idle, a worker waits to be shut down."""
+    configured_child()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 

@@ -33,22 +33,22 @@ class Format:
 FORMATS: dict[str, Format] = {
     f.target: f
     for f in (
-        Format("pytorch", (), "", ("fp32",), "yolo_optimize.evaluate.runners.torch_eager:TorchEagerRunner",
+        Format("pytorch", (), "", ("fp32",), "yolo_optimize.runtime.runners.torch_eager:TorchEagerRunner",
                "torch", "# the PyTorch checkpoint itself ({path}): nothing exported to load;\n"
                "# ship the checkpoint with its family's own code (yolov5, ultralytics, torchvision)\n"
                "# and run model(torch.from_numpy(images)) under torch.inference_mode() ({threads} threads)",
                buildable=False),
         Format("torchscript", ("ts",), "{model}.torchscript", ("fp32", "fp16"),
-               "yolo_optimize.evaluate.runners.torchscript:TorchScriptRunner", "torch",
+               "yolo_optimize.runtime.runners.torchscript:TorchScriptRunner", "torch",
                "import torch\ntorch.set_num_threads({threads})\nmodel = torch.jit.load(\"{path}\").eval()\n"
                "outputs = model(torch.from_numpy(images))  # images: {dtype} NCHW in [0, 1]"),
         Format("aoti", ("aotinductor", "pt2"), "{model}.pt2", ("fp32", "bf16", "int8"),
-               "yolo_optimize.evaluate.runners.aoti:AotiRunner", "torch",
+               "yolo_optimize.runtime.runners.aoti:AotiRunner", "torch",
                "import torch\ntorch.set_num_threads({threads})\n"
                "model = torch._inductor.aoti_load_package(\"{path}\")  # compiled C++ and weights, no model code\n"
                "outputs = model(torch.from_numpy(images))  # images: {input}"),
         Format("onnx", (), "{model}.onnx", ("fp32", "fp16", "int8"),
-               "yolo_optimize.evaluate.runners.onnxruntime:OnnxRuntimeRunner", "onnxruntime",
+               "yolo_optimize.runtime.runners.onnxruntime:OnnxRuntimeRunner", "onnxruntime",
                "import onnxruntime as ort\noptions = ort.SessionOptions(); options.intra_op_num_threads = {threads}\n"
                "session = ort.InferenceSession(\"{path}\", options, providers=[\"CPUExecutionProvider\"])\n"
                "outputs = session.run(None, {{session.get_inputs()[0].name: images}})[0]  # images: {input}",
@@ -60,7 +60,7 @@ FORMATS: dict[str, Format] = {
                "    outputs = list(pool.map(lambda image: session.run(None, {{name: image[None]}})[0], images))"
                "  # images: {input}"),
         Format("openvino", ("ov",), "{model}_openvino_model/{model}.xml", ("fp32", "fp16", "bf16", "int8"),
-               "yolo_optimize.evaluate.runners.openvino:OpenVinoRunner", "openvino",
+               "yolo_optimize.runtime.runners.openvino:OpenVinoRunner", "openvino",
                "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
                "outputs = model(images)[0]  # images: {input}",
                "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
@@ -69,12 +69,12 @@ FORMATS: dict[str, Format] = {
                "for i, image in enumerate(images):  # images: {input}, one per request\n"
                "    queue.start_async({{0: image[None]}}, i)\nqueue.wait_all()"),
         Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16", "int8"),
-               "yolo_optimize.evaluate.runners.tensorrt:TensorRTRunner", None,
+               "yolo_optimize.runtime.runners.tensorrt:TensorRTRunner", None,
                "import tensorrt as trt\nengine = trt.Runtime(trt.Logger()).deserialize_cuda_engine("
                "open(\"{path}\", \"rb\").read())\n"
                "context = engine.create_execution_context()  # bind device buffers, context.execute_async_v3(stream)"),
         Format("torch-tensorrt", ("torch_tensorrt", "torchtrt"), "{model}_torchtrt.ep", ("fp32", "fp16"),
-               "yolo_optimize.evaluate.runners.torch_tensorrt:TorchTensorRTRunner", None,
+               "yolo_optimize.runtime.runners.torch_tensorrt:TorchTensorRTRunner", None,
                "import torch, torch_tensorrt\nmodel = torch_tensorrt.load(\"{path}\").module()\n"
                "outputs = model(torch.from_numpy(images).cuda())  # images: {dtype} NCHW in [0, 1]"),
     )

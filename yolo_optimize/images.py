@@ -33,10 +33,11 @@ def to_input(images: np.ndarray) -> np.ndarray:
 
 
 def model_input(images: np.ndarray, spec: dict[str, object]) -> np.ndarray:
-    """uint8 NHWC RGB batch -> the input an artifact's metadata describes: the same bytes for an artifact that
-    takes the uint8 image (its layout and scale are in its graph), else ``to_input``."""
+    """uint8 NHWC RGB batch -> the input an artifact's metadata describes: the bytes themselves for an artifact that
+    takes the uint8 image (its layout and scale are in its graph; copied only where they are not a writable C array,
+    e.g. memory-mapped read-only: runtimes that share their input's memory refuse those), else ``to_input``."""
     if all(spec.get(key) == value for key, value in UINT8_NHWC.items()):
-        return np.ascontiguousarray(images)
+        return np.require(images, requirements=("C", "W"))
     return to_input(images)
 
 

@@ -79,7 +79,7 @@ class ReferenceStage(Stage):
 
 def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[str, Any]:
     """Run the artifact at every requested batch size; raise if it departs from its REFERENCE input's outputs."""
-    from yolo_optimize.evaluate.runners import open_runner
+    from yolo_optimize.runtime.runners import open_runner
 
     saved = np.load(ctx.inputs[REFERENCE] / REFERENCE_FILE)
     images, expected = saved["images"], saved["outputs"]

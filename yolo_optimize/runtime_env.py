@@ -1,17 +1,20 @@
-"""Process-wide settings applied before any third-party import.
+"""Process-wide settings applied before any third-party import, in the processes that need them only.
 
 yolov5, ultralytics, ONNX Runtime and OpenVINO/NNCF reach the network, install
-packages or write into ``$HOME`` unless told not to. Every process of ours
-(CLI, stage workers, measurement workers) imports this package first, so these
-settings hold everywhere.
+packages or write into ``$HOME`` unless told not to. The ``optimize`` command and every
+process this package starts (build and measurement workers: ``processes.start_method``'s
+initializer) apply them first thing; the Python API applies them only while a call runs
+(``configured``), so importing or calling it leaves the caller's process as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -48,3 +51,19 @@ def configure() -> None:
     # module cannot be imported; it has no off switch that avoids writing to $HOME.
     sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]
     warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
+
+
+@contextlib.contextmanager
+def configured() -> Iterator[None]:
+    """``configure`` for the length of a call: the environment, the telemetry stub and the warning filters as they
+    were afterwards (the processes started inside inherit the settings)."""
+    environment, stub = dict(os.environ), "openvino_telemetry" in sys.modules
+    with warnings.catch_warnings():
+        configure()
+        try:
+            yield
+        finally:
+            os.environ.clear()
+            os.environ.update(environment)
+            if not stub:
+                sys.modules.pop("openvino_telemetry", None)

@@ -14,6 +14,7 @@ from typing import Any
 
 MIN_TENSORRT_MAJOR = 10
 INSTALL_HINT = "pip install 'yolo-optimize[tensorrt]'"
+TORCH_TENSORRT_HINT = "pip install 'yolo-optimize[torch-tensorrt]'"
 
 _LOG = logging.getLogger(__name__)
 
@@ -143,3 +144,21 @@ def engine_mismatch(built: dict[str, str], here: dict[str, str]) -> str | None:
         return None
     return ("the engine was built for another TensorRT or GPU: " + ", ".join(differences)
             + "; rebuild it here with 'optimize build --targets trt'")
+
+
+def profile_for(plan: list[dict[str, int]], batch: int) -> int:
+    """The index of the profile that serves ``batch`` (the manifest's plan); ValueError outside every profile."""
+    for index, profile in enumerate(plan):
+        if profile["min_batch"] <= batch <= profile["max_batch"]:
+            return index
+    raise ValueError(f"batch {batch} is outside the engine's profiles (1..{plan[-1]['max_batch']})")
+
+
+def torch_tensorrt_unavailable_reason() -> str | None:
+    """None when torch-tensorrt can compile and run here; else one sentence why not."""
+    reason = tensorrt_unavailable_reason()
+    if reason:
+        return reason
+    if find_spec("torch_tensorrt") is None:
+        return f"torch-tensorrt is not installed: {TORCH_TENSORRT_HINT}"
+    return None

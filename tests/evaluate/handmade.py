@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from yolo_optimize.evaluate.accuracy import Accuracy
+from yolo_optimize.runtime.accuracy import Accuracy
 from yolo_optimize.evaluate.report import build_report
 from yolo_optimize.evaluate.results import (
     BatchResult,

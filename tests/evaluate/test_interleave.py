@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.interleave import LiveRow, take_turns
@@ -52,7 +53,7 @@ def test_a_runtime_that_cannot_load_its_file_marks_its_row_and_ends_its_process(
     pixels = tmp_path / "images.npy"
     np.save(pixels, np.zeros((1, 640, 640, 3), np.uint8))
     row = LiveRow(job(broken, pixels, (1,)))
-    assert row.error.startswith("runtime failed: "), row.error
+    assert row.error.startswith("crashed: "), row.error
     assert row.block(1) is None  # a failed row ignores its turns
     assert row.finish() is None
 
@@ -69,3 +70,25 @@ def test_turns_go_on_until_every_row_has_its_minimum_of_runs(small_artifacts: Pa
     assert found is not None
     samples = found[0].batches[0].latency.samples_ms  # type: ignore[union-attr]
     assert len(samples) >= MIN_RUNS and len(shown) == len(blocks(samples)) > 1
+
+
+@pytest.mark.parametrize("how", ["hangs", "dies"])
+def test_a_row_whose_process_hangs_or_dies_is_marked_and_the_others_go_on(small_artifacts: Path, tmp_path: Path,
+                                                                            how: str) -> None:
+    """One process stopped (SIGSTOP: a runtime stuck forever) or killed (SIGKILL: the out-of-memory killer) after it
+    loaded: its row is 'timed out' (and its process ended) or 'crashed'; the other row keeps taking its turns."""
+    import os
+    import signal
+
+    pixels = tmp_path / "images.npy"
+    np.save(pixels, np.zeros((1, 640, 640, 3), np.uint8))
+    stuck, healthy = (LiveRow(job(small_artifacts / "yolov5n" / name, pixels, (1,)), timeout_s=5)
+                      for name in ("onnx-fp32", "openvino-fp32"))
+    os.kill(stuck.pid, signal.SIGSTOP if how == "hangs" else signal.SIGKILL)  # type: ignore[arg-type]
+    take_turns([stuck, healthy], 1, 2, lambda turn: None)
+    expected = ("timed out: no answer in 5 s (the process was stopped)" if how == "hangs" else
+                "crashed: the runtime's process was killed by SIGKILL (the kernel's out-of-memory killer sends it)")
+    assert stuck.error == expected and stuck.finish() is None
+    assert not stuck._process.is_alive()
+    found = healthy.finish()
+    assert not healthy.error and found and len(found[0].batches[0].latency.samples_ms) >= MIN_RUNS  # type: ignore[union-attr]

@@ -31,8 +31,46 @@ def test_a_batch_size_the_runtime_refuses_is_reported_not_dropped() -> None:
     assert refused.throughput_ips is None and refused.error.startswith("unsupported: Got invalid dimensions")
 
 
-def test_peak_rss_is_positive_and_bounded_by_this_process() -> None:
-    assert 10 * 2**20 < peak_rss() < 64 * 2**30
+PEAK_OF_AN_ALLOCATION = """
+import numpy as np
+from yolo_optimize.evaluate.measure import peak_rss
+before = peak_rss()
+ballast = np.ones(256 * 2**20, dtype=np.uint8)  # touched: resident
+print(before, peak_rss(), int(ballast[-1]))
+"""
+
+
+def test_peak_rss_rises_by_what_the_process_allocates() -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", PEAK_OF_AN_ALLOCATION], capture_output=True, text=True, check=True)
+    before, after, _ = map(int, result.stdout.split())
+    assert 0.95 * 256 * 2**20 <= after - before <= 1.2 * 256 * 2**20, (before, after)
+
+
+@pytest.mark.parametrize(("error", "said"), [
+    (MemoryError(), "out of memory: MemoryError"),
+    (RuntimeError("std::bad_alloc"), "out of memory: RuntimeError: std::bad_alloc"),
+    (RuntimeError("the engine's kernel is broken"), "crashed: RuntimeError: the engine's kernel is broken"),
+])
+def test_failures_are_classified_by_what_went_wrong(error: Exception, said: str) -> None:
+    from yolo_optimize.evaluate.measure import failure
+
+    assert failure(error) == said
+
+
+def test_a_shape_onnx_runtime_refuses_is_unsupported_and_nothing_else_is(small_artifacts: Path) -> None:
+    """The real refusal of a fixed-size graph fed another size, as ONNX Runtime words it."""
+    import onnxruntime as ort
+
+    from yolo_optimize.evaluate.measure import failure
+
+    session = ort.InferenceSession(str(small_artifacts / "yolov5n" / "onnx-fp32" / "yolov5n.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception) as refused:
+        session.run(None, {"images": np.zeros((1, 3, 320, 320), np.float32)})
+    assert failure(refused.value).startswith("unsupported: "), failure(refused.value)
 
 
 def test_a_measurement_reports_its_own_process_peak_not_its_parents(small_artifacts: Path) -> None:
@@ -54,7 +92,7 @@ def test_on_cuda_every_timed_run_is_split_into_copies_and_compute_within_its_lat
 
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device is visible to torch: the copy/compute split by CUDA events needs one")
-    from yolo_optimize.evaluate.runners.cuda_phases import CudaPhases
+    from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
 
     phases, conv = CudaPhases(), torch.nn.Conv2d(3, 64, 3, padding=1).cuda().eval()
 

@@ -15,7 +15,7 @@ import pytest
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.cpu import has_native_bf16
-from yolo_optimize.evaluate.runners import open_runner
+from yolo_optimize.runtime.runners import open_runner
 from yolo_optimize.export.aoti import AotiCompile, AotiConfig
 from yolo_optimize.parity import REFERENCE_FILE, TOLERANCES
 

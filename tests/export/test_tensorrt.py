@@ -10,13 +10,13 @@ import pytest
 from tests.conftest import brief, build_args, optimize, statuses
 from yolo_optimize.export.tensorrt import (
     ProfileShape,
-    profile_for,
     profile_plan,
     timing_cache_path,
 )
 from yolo_optimize.tensorrt_api import (
     engine_facts,
     engine_mismatch,
+    profile_for,
     tensorrt_unavailable_reason,
 )
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import numpy as np
 import torch
 
 from tests.conftest import CALIB_DATA, VAL_DATA, brief, optimize
 from yolo_optimize.checkpoint import load_model, pickle_globals, resolve_source
-from yolo_optimize.evaluate.accuracy import classification_accuracy
-from yolo_optimize.evaluate.dataset import load_dataset
+from yolo_optimize.runtime.accuracy import classification_accuracy
+from yolo_optimize.runtime.dataset import load_dataset
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images, to_input
 
@@ -68,6 +70,7 @@ def test_top1_agreement_and_top1_on_an_image_folder(tmp_path: Path) -> None:
     assert random.top1 is None and random.top1_agreement == 0.75 and "random weights" in random.note
 
 
+@pytest.mark.slow
 def test_resnet18_builds_at_two_sizes_with_int8_gated_on_top1_agreement_and_is_evaluated(tmp_path: Path) -> None:
     """The gate set has no labels: agreement with the FP32 parent needs none (random weights make top-1 meaningless).
     Small input sizes keep it quick: the same code serves 224 and 256 (the README's study builds those)."""

@@ -91,6 +91,7 @@ def test_an_ultralytics_classifier_checkpoint_is_refused_in_one_line(tmp_path: P
         load_model(resolve_source(str(checkpoint)))
 
 
+@pytest.mark.slow
 def test_yolo11n_builds_to_every_cpu_target_with_parity_and_evaluates(tmp_path: Path) -> None:
     out = tmp_path / "artifacts"
     result = optimize("build", "yolo11n", "--random-weights", "--targets", "torchscript,onnx,openvino",

@@ -80,6 +80,7 @@ def test_a_checkpoint_with_training_repo_names_loads_beside_yolov5_in_one_proces
         assert yolov5(image).shape == (1, 6300, 85) and type(yolov5.model).__module__ == "yolov5.models.yolo"
 
 
+@pytest.mark.slow
 def test_yolov7_tiny_builds_to_onnx_and_openvino_with_parity(tmp_path: Path) -> None:
     out = tmp_path / "artifacts"
     result = optimize("build", "yolov7-tiny", "--random-weights", "--imgsz", "320", "--targets", "onnx,openvino",

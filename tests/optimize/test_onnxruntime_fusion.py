@@ -160,7 +160,7 @@ def test_a_uint8_image_is_read_on_its_own_grid_by_an_int8_stem(stride_stem: bool
     import nncf
 
     from yolo_optimize.artifact import Manifest
-    from yolo_optimize.evaluate.runners.onnxruntime import OnnxRuntimeRunner
+    from yolo_optimize.runtime.runners.onnxruntime import OnnxRuntimeRunner
     from yolo_optimize.optimize.onnxruntime_fusion import dequantize_after_layout, fold_uint8_input
 
     rng = np.random.default_rng(4)

@@ -6,7 +6,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from yolo_optimize.artifact import MANIFEST, Manifest, verify_files
-from yolo_optimize.checkpoint import ModelSource, file_sha256
 from yolo_optimize.errors import UserError
 from yolo_optimize.formats import FORMATS, PRECISIONS
 
@@ -89,17 +88,6 @@ def _baseline(load_folder: Path, model: str, imgsz: list[int]) -> Candidate:
                          BASELINE_TARGET, "fp32")
     manifest = replace(load, target=BASELINE_TARGET, precision="fp32", metadata={**load.metadata, "imgsz": imgsz})
     return Candidate(load_folder, manifest, name, model, target=BASELINE_TARGET, precision="fp32")
-
-
-def recorded_source(load: Manifest) -> ModelSource:
-    """The source the build's load node recorded (the baseline's manifest), checked to be the same bytes."""
-    if "source" not in load.info:
-        raise RuntimeError("the build record has no source checkpoint; rebuild with 'optimize build --force'")
-    recorded = dict(load.info["source"])
-    checkpoint = Path(recorded["checkpoint"]) if recorded["checkpoint"] else None
-    if checkpoint is not None and (not checkpoint.is_file() or file_sha256(checkpoint) != recorded["identity"]):
-        raise RuntimeError(f"the checkpoint the artifacts were built from is gone or changed: {checkpoint}")
-    return ModelSource(**{**recorded, "checkpoint": checkpoint})
 
 
 def _order(candidate: Candidate) -> tuple[str, int, int, str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from yolo_optimize.evaluate.runners.base import Runner
+from yolo_optimize.runtime.runners.base import Runner
 from yolo_optimize.families.base import Family
 
 SETTINGS = {"reader_threads": 1, "prefetched_batches": 1, "opencv_threads": 1,

@@ -22,29 +22,26 @@ import numpy as np
 
 from yolo_optimize.cpu import has_vnni
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.accuracy import (
+from yolo_optimize.runtime.accuracy import (
     RANDOM_WEIGHTS,
     Accuracy,
     task_accuracy,
     wants_predictions,
 )
-from yolo_optimize.evaluate.dataset import (
+from yolo_optimize.runtime.dataset import (
     Dataset,
     PreparedImages,
     load_dataset,
     prepare_images,
 )
-from yolo_optimize.evaluate.discover import (
-    BASELINE_TARGET,
-    Candidate,
-    discover,
-    recorded_source,
-)
+from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate
+from yolo_optimize.evaluate.external import external_record
+from yolo_optimize.checkpoint import recorded_source
 from yolo_optimize.evaluate.facts import ModelFacts, model_facts
-from yolo_optimize.evaluate.interleave import LiveRow, take_turns, turns_for
+from yolo_optimize.evaluate.interleave import ANSWER_TIMEOUT_S, LiveRow, take_turns, turns_for
 from yolo_optimize.evaluate.measure import MeasureJob
 from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Row
-from yolo_optimize.evaluate.runners.base import AUTO
+from yolo_optimize.runtime.runners.base import AUTO
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import Family
 from yolo_optimize.formats import FORMATS
@@ -69,6 +66,7 @@ class EvalSettings:
     profile_dir: Path | None = None  # eval --profile: every artifact's profile goes to <profile_dir>/<model>/<artifact>
     mode: str = AUTO  # runners.base.wanted_mode's policy: latency at batch 1 and throughput above, or one of them
     end_to_end: bool = True  # also time the pipelined deployed path (end_to_end.py) at every batch size
+    row_timeout_s: float = ANSWER_TIMEOUT_S  # a row's process silent this long is stopped (interleave.LiveRow)
 
 
 @dataclass
@@ -89,10 +87,10 @@ class Progress:
         self.done += 1
 
 
-def evaluate(root: Path, settings: EvalSettings, progress: Progress, limits: MachineLimits | None = None) -> list[Row]:
-    """Measure every artifact under ``root``; rows that fail carry their reason, the rest still run. ``limits``
-    (--profile) gives each profiled layer its utilization."""
-    candidates = discover(root)
+def evaluate(candidates: list[Candidate], settings: EvalSettings, progress: Progress,
+             limits: MachineLimits | None = None) -> list[Row]:
+    """Measure every candidate (``discover``'s artifacts and baselines, model files added beside them); rows that
+    fail carry their reason, the rest still run. ``limits`` (--profile) gives each profiled layer its utilization."""
     dataset = _dataset(settings, candidates)
     rows = [_row(c, settings) for c in candidates]
     progress.total = sum(len(measurement_schedule(_group(rows, candidates, model), settings.repeats))
@@ -173,6 +171,7 @@ def _row(candidate: Candidate, settings: EvalSettings) -> Row:
               input_form=describe_input(manifest.metadata.get("input", {})) if manifest else "")
     row.cpu_note = _cpu_note(manifest.metadata) if manifest else ""
     row.entry = _entry(candidate)
+    row.external = external_record(manifest) if manifest else None
     if manifest and settings.imgsz and _imgsz(candidate) != settings.imgsz:
         row.error = f"artifact imgsz {_imgsz(candidate)} differs from --imgsz {settings.imgsz}"
     row.skipped = _skip_reason(candidate, settings.device)
@@ -184,7 +183,7 @@ def _skip_reason(candidate: Candidate, device: str) -> str:
     GPU-only format on a CPU evaluation is never measured against a CPU baseline)."""
     if candidate.manifest is None or candidate.target not in FORMATS:
         return ""
-    from yolo_optimize.evaluate.runners import runner_class
+    from yolo_optimize.runtime.runners import runner_class
 
     return runner_class(candidate.target).unavailable_reason(device) or ""
 
@@ -285,7 +284,7 @@ def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], setting
         job = MeasureJob(candidate.folder, candidate.manifest, prepared[_imgsz(candidate)].pixels,  # type: ignore[arg-type]
                          settings.batch_sizes, settings.min_time_s, settings.threads, settings.device, wants_accuracy,
                          settings.mode, files)
-        worker = LiveRow(job)
+        worker = LiveRow(job, settings.row_timeout_s)
         if worker.error:
             row.error = worker.error
             worker.finish()

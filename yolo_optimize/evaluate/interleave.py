@@ -17,6 +17,7 @@ the peak memory is the runtime's, read before the path brings its decoder and po
 from __future__ import annotations
 
 import math
+import signal
 import time
 from collections.abc import Callable
 from multiprocessing import get_context
@@ -34,14 +35,14 @@ from yolo_optimize.evaluate.measure import (
     batch_input,
     batch_result,
     execution_of,
+    failure,
     finished,
     peak_rss,
-    unsupported,
 )
 from yolo_optimize.evaluate.results import BLOCK_S, END_TO_END, INFERENCE, BatchResult, Measurement
-from yolo_optimize.evaluate.runners.base import Runner
+from yolo_optimize.runtime.runners.base import Runner
 from yolo_optimize.families import family_named
-from yolo_optimize.processes import keep_freed_memory_in_children, one_line
+from yolo_optimize.processes import child_environment, configured_child
 
 
 def turns_for(min_time_s: float) -> int:
@@ -65,15 +66,20 @@ def take_turns(rows: list[LiveRow], batch: int, turns: int, show: Callable[[int]
         turn += 1
 
 
-class LiveRow:
-    """One row's measurement process, driven block by block; ``error`` is set once it has failed."""
+ANSWER_TIMEOUT_S = 600.0  # a row's process silent this long (a hung runtime) is stopped; the others go on
 
-    def __init__(self, job: MeasureJob) -> None:
-        keep_freed_memory_in_children()
+
+class LiveRow:
+    """One row's measurement process, driven block by block; ``error`` is set once it has failed: ``crashed``
+    (its process died), ``timed out`` (no answer within ``timeout_s``: it is killed), or what ``serve`` reported."""
+
+    def __init__(self, job: MeasureJob, timeout_s: float = ANSWER_TIMEOUT_S) -> None:
+        self.timeout_s = timeout_s
         context = get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(target=serve, args=(job, child), daemon=True)
-        self._process.start()
+        with child_environment():
+            self._process.start()
         child.close()
         self.error = ""
         self._answer()  # "ready", after its load and first inference
@@ -81,36 +87,62 @@ class LiveRow:
     def block(self, batch: int, part: str = INFERENCE) -> int | None:
         """One block of ``part`` at ``batch``: the runs it timed; None when the row has failed or refuses this batch
         size (or has no end-to-end path)."""
-        if self.error:
+        if self.error or not self._send(("block", (batch, part))):
             return None
-        self._conn.send(("block", (batch, part)))
         taken = self._answer()
         return taken or None
 
     def finish(self) -> tuple[Measurement, list[np.ndarray] | None] | None:
         """The process's measurement and predictions (None once it has failed); the process ends."""
         found = None
-        if not self.error:
-            self._conn.send(("finish", 0))
+        if not self.error and self._send(("finish", 0)):
             found = self._answer()
         self._process.join(timeout=60)
         if self._process.is_alive():
             self._process.kill()
         return found
 
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def _send(self, message: tuple[str, Any]) -> bool:
+        """False (and the row failed) when the process is gone."""
+        try:
+            self._conn.send(message)
+        except (BrokenPipeError, ConnectionError, OSError):
+            self.error = self._crashed()
+            return False
+        return True
+
     def _answer(self) -> Any:
+        if not self._conn.poll(self.timeout_s):
+            self._process.kill()
+            self.error = f"timed out: no answer in {self.timeout_s:g} s (the process was stopped)"
+            return None
         try:
             kind, payload = self._conn.recv()
         except (EOFError, ConnectionError):
-            kind, payload = "error", "runtime failed: the runtime crashed its process"
+            kind, payload = "error", self._crashed()
         if kind == "error":
             self.error = payload
             return None
         return payload
 
+    def _crashed(self) -> str:
+        """Why the process died, from its exit: a signal (SIGKILL is what the kernel's out-of-memory killer sends)."""
+        self._process.join(timeout=5)
+        code = self._process.exitcode
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name
+            memory = " (the kernel's out-of-memory killer sends it)" if -code == signal.SIGKILL else ""
+            return f"crashed: the runtime's process was killed by {name}{memory}"
+        return f"crashed: the runtime's process died (exit code {code})"
+
 
 def serve(job: MeasureJob, conn: Connection) -> None:
     """The measurement process: activate, then answer blocks until asked to finish."""
+    configured_child()
     try:
         with activated(job) as (runner, images, started):
             timed = _Timed(runner, images, job)
@@ -121,7 +153,7 @@ def serve(job: MeasureJob, conn: Connection) -> None:
             timed.close()
         conn.send(("done", found))
     except Exception as err:  # noqa: BLE001 - the parent marks the row failed and goes on
-        conn.send(("error", f"runtime failed: {one_line(err)}"))
+        conn.send(("error", failure(err)))
 
 
 class _Timed:
@@ -140,7 +172,7 @@ class _Timed:
                 for _ in range(WARMUP_RUNS):
                     runner.infer(self.inputs[size])
             except Exception as err:  # noqa: BLE001 - reported per batch size, the others still run
-                self.errors[size] = unsupported(err)
+                self.errors[size] = failure(err)
         self.paths: dict[int, EndToEnd] = {}
         self.inference_peak: int | None = None  # VmHWM before the first end-to-end block
         if job.files:

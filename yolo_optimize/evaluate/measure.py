@@ -14,10 +14,11 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.results import BatchResult, LatencyStats, Measurement
-from yolo_optimize.evaluate.runners.base import LATENCY, Runner
-from yolo_optimize.evaluate.runners.cuda_phases import CudaPhases
+from yolo_optimize.runtime.accuracy import predict_all
+from yolo_optimize.runtime.runners.base import LATENCY, Runner
+from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
 from yolo_optimize.families import family_named
-from yolo_optimize.families.base import Family
+from yolo_optimize.processes import one_line
 
 MIN_RUNS, WARMUP_RUNS = 5, 2
 
@@ -56,7 +57,7 @@ class Started:
 @contextmanager
 def activated(job: MeasureJob) -> Iterator[tuple[Any, np.ndarray, Started]]:
     """The job's runner activated and run once on one image, with the images and how long both took."""
-    from yolo_optimize.evaluate.runners import open_runner
+    from yolo_optimize.runtime.runners import open_runner
 
     images = np.load(job.pixels, mmap_mode="r")
     started = time.perf_counter()
@@ -90,9 +91,24 @@ def batch_input(runner: Runner, images: np.ndarray, size: int) -> np.ndarray:
     return runner.input_of(images[np.arange(size) % len(images)])
 
 
-def unsupported(err: Exception) -> str:
-    """A batch size the runtime refused, as its row says it."""
-    return f"unsupported: {str(err).strip().splitlines()[0][:160]}"
+# What runtimes say when they refuse an input's shape (ONNX Runtime, OpenVINO, TensorRT, PyTorch), and when memory
+# runs out (C++ std::bad_alloc, Python's MemoryError, malloc's ENOMEM, CUDA).
+REFUSED_SHAPE = ("invalid dimensions", "invalid rank", "shape", "dimension", "outside the engine's profiles",
+                 "size mismatch", "sizes of tensors")
+OUT_OF_MEMORY = ("out of memory", "bad_alloc", "cannot allocate memory", "memoryerror", "failed to allocate")
+
+
+def failure(err: BaseException) -> str:
+    """What went wrong, as a row says it: ``unsupported`` only when the runtime refused the input's shape, ``out of
+    memory`` when memory ran out, else ``crashed`` (the runtime raised what it should not have)."""
+    message = str(err).strip()
+    text = f"{type(err).__name__}: {one_line(err, 160)}" if message else type(err).__name__
+    lowered = text.lower()
+    if isinstance(err, MemoryError) or any(sign in lowered for sign in OUT_OF_MEMORY):
+        return f"out of memory: {text}"
+    if any(sign in lowered for sign in REFUSED_SHAPE):
+        return f"unsupported: {one_line(err, 160)}"
+    return f"crashed: {text}"
 
 
 def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float, phases: CudaPhases | None = None) -> BatchResult:
@@ -111,7 +127,7 @@ def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float, phases: CudaP
             infer(batch)
             samples.append(time.perf_counter() - started)
     except Exception as err:  # noqa: BLE001 - reported per batch size, the others still run
-        return BatchResult(size, error=unsupported(err))
+        return BatchResult(size, error=failure(err))
     return batch_result(size, samples, phases.take() if phases else {})
 
 
@@ -132,14 +148,6 @@ def batch_result(size: int, samples: list[float], phases: dict[str, list[float]]
 def _rate(size: int, stats: LatencyStats) -> float:
     """Images per second from the median of ``stats``."""
     return round(size / (stats.p50_ms / 1e3), 3)
-
-
-def predict_all(family: Family, runner: Runner, images: np.ndarray, batch: int) -> list[np.ndarray]:
-    """Every prepared image's predictions as the family's task metric takes them, ``batch`` images at a time."""
-    found: list[np.ndarray] = []
-    for start in range(0, len(images), batch):
-        found += family.predictions(runner.infer(runner.input_of(images[start:start + batch])))
-    return found
 
 
 def peak_rss() -> int:

@@ -12,7 +12,6 @@ inference, post-processing (the family's ``postprocess``: NMS at 0.25 for detect
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -21,11 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.layers import LayerProfile, LayerTime
+from yolo_optimize.runtime.layers import LayerProfile, LayerTime
 from yolo_optimize.evaluate.measure import MeasureJob, batch_input, measure, time_batch
 from yolo_optimize.evaluate.results import BLOCK_S, FAST_STATE_SPAN
 from yolo_optimize.evaluate.roofline import peak_precision
-from yolo_optimize.evaluate.runners.base import Runner
+from yolo_optimize.runtime.runners.base import Runner
+from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.families import family_named
 from yolo_optimize.formats import FORMATS
 from yolo_optimize.machine.energy import Energy, measure_energy, package_domains
@@ -169,7 +169,7 @@ def profile_artifact(request: ProfileRequest) -> ArtifactProfile:
         pixels = _prepared(request, Path(work))
         timing = in_own_process(_layer_worker, request, pixels)
         breakdown = in_own_process(_breakdown_worker, request)
-        threads = [_thread_point(request, pixels, t) for t in thread_counts(os.cpu_count() or 1)]
+        threads = [_thread_point(request, pixels, t) for t in thread_counts(usable_cpus())]
         domains, no_energy = package_domains()
         energy = in_own_process(_energy_worker, request, pixels) if domains else Energy(None, [], no_energy)
     executed, layers = timing.executed, timing.layers
@@ -248,7 +248,7 @@ def _layer_worker(request: ProfileRequest, pixels_path: Path) -> LayerTiming:
     """Per-layer time with the runtime's own profiler, bracketed by forward time without one; profiled again
     (at most LAYER_ATTEMPTS times) while the host's speed changed between the brackets. Every attempt is kept;
     the one whose brackets agree best is reported (the first steady one), with its trace."""
-    from yolo_optimize.evaluate.runners import open_runner
+    from yolo_optimize.runtime.runners import open_runner
 
     bracket_s = max(request.min_time_s / 2, BLOCK_S)  # a bracket shorter than a block is noise, not a state
     taken: list[tuple[LayerAttempt, LayerProfile, float]] = []
@@ -304,7 +304,7 @@ def _median(samples_ms: list[float]) -> float:
 def _breakdown_worker(request: ProfileRequest) -> list[Breakdown]:
     """The breakdown at batch 1 and at the largest batch, in one process: the post-processing's imports
     (torch, yolov5's NMS: seconds) are paid once, in the warm-up batch, never in a timed one."""
-    from yolo_optimize.evaluate.runners import open_runner
+    from yolo_optimize.runtime.runners import open_runner
 
     with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
         return [_breakdown(request, runner, size) for size in dict.fromkeys((1, request.largest_batch))]
@@ -357,7 +357,7 @@ def _thread_point(request: ProfileRequest, pixels: Path, threads: int) -> Thread
 
 def _energy_worker(request: ProfileRequest, pixels_path: Path) -> Energy:
     """Joules per image over ENERGY_SECONDS of inference at the profiled batch size."""
-    from yolo_optimize.evaluate.runners import open_runner
+    from yolo_optimize.runtime.runners import open_runner
 
     with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
         batch = batch_input(runner, np.load(pixels_path), request.batch_size)

@@ -17,7 +17,7 @@ from typing import Any
 
 from yolo_optimize.evaluate.discover import BASELINE_TARGET
 from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Report, Row
-from yolo_optimize.evaluate.runners.base import THROUGHPUT
+from yolo_optimize.runtime.runners.base import THROUGHPUT
 from yolo_optimize.formats import FORMATS
 
 RANKINGS = {"inference": INFERENCE, "e2e": END_TO_END}  # --by: what a row's speed is
@@ -43,6 +43,7 @@ class Candidate:
     mode: str  # the configuration it ran in at this batch size (runners.base.Execution.label)
     throughput_ips: float  # what it is ranked on (Budget.by), in the host's fast state, as in the matrix
     throughput_range: tuple[float, float]  # lowest and highest round
+    speedup: float | None  # throughput_ips over the PyTorch baseline's, measured the same way (None: no baseline)
     inference_ips: float  # inference alone, fast state
     end_to_end_ips: float | None  # the pipelined deployed path, fast state (None: not measured)
     p50_ms: float  # fast state, as the matrix
@@ -155,8 +156,10 @@ def _candidate(row: Row, baseline: Row | None, budget: Budget) -> Candidate:
     path = row.entry or row.folder
     execution = row.execution(batch) or {}
     end_to_end = _throughput(row, batch, END_TO_END) or None
+    ranked, base = _throughput(row, batch, budget.by), _throughput(baseline, batch, budget.by) if baseline else 0.0
     return Candidate(row.model, row.name, path, row.measurements[0].executed_precision, execution.get("label", ""),
-                     round(_throughput(row, batch, budget.by), 2), (round(min(rounds), 2), round(max(rounds), 2)),
+                     round(ranked, 2), (round(min(rounds), 2), round(max(rounds), 2)),
+                     round(ranked / base, 3) if base else None,
                      round(_throughput(row, batch), 2), round(end_to_end, 2) if end_to_end else None,
                      round(_p50(row, batch), 3), round(row.median_latency(batch, "p99_ms") or 0.0, 3),
                      round(row.median_memory_mb(), 1), _accuracy_text(row, baseline),

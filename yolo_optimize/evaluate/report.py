@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.table import Table
 
-from yolo_optimize.cpu import cpu_facts, cpu_model
+from yolo_optimize.cpu import cpu_facts, cpu_model, usable_cpus
 from yolo_optimize.evaluate.compare import Comparison
 from yolo_optimize.evaluate.discover import BASELINE_TARGET
 from yolo_optimize.evaluate.html_report import write_page
@@ -28,9 +28,9 @@ from yolo_optimize.evaluate.results import (
     Row,
 )
 from yolo_optimize.evaluate.roofline import roofline_cells
-from yolo_optimize.evaluate.runners.cuda_phases import PHASES
+from yolo_optimize.runtime.runners.cuda_phases import PHASES
 from yolo_optimize.machine.peaks import MachineLimits
-from yolo_optimize.processes import ALLOCATOR_ENV
+from yolo_optimize.processes import allocator_settings
 
 UNSTABLE_SPREAD = 0.15  # repeats of one row disagreeing by more than this are flagged
 PACKAGES = ("yolo-optimize", "torch", "onnxruntime", "openvino", "onnx", "yolov5", "yolov7-package", "ultralytics",
@@ -128,9 +128,9 @@ def _unstable(row: Row, batch_sizes: list[int]) -> bool:
 
 def environment(threads: int) -> dict[str, Any]:
     return {
-        "cpu": cpu_model(), "cpu_facts": cpu_facts(), "cores": os.cpu_count(), "threads": threads, "os": platform.platform(),
+        "cpu": cpu_model(), "cpu_facts": cpu_facts(), "cores": os.cpu_count(), "usable_cpus": usable_cpus(), "threads": threads, "os": platform.platform(),
         "python": platform.python_version(), "packages": {p: _version(p) for p in PACKAGES},
-        "allocator": {name: os.environ.get(name, "") for name in ALLOCATOR_ENV},  # the measurement processes' malloc
+        "allocator": allocator_settings(),  # the measurement processes' malloc
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 

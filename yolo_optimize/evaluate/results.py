@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.accuracy import Accuracy
+from yolo_optimize.runtime.accuracy import Accuracy
 from yolo_optimize.evaluate.facts import ModelFacts
 
 SCHEMA_VERSION = 7  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
@@ -143,6 +143,7 @@ class Row:
     error: str = ""  # set when the row could not be measured at all
     skipped: str = ""  # why the row is not measured on purpose (a GPU-only format on a CPU evaluation)
     input_form: str = ""  # what the artifact takes (images.describe_input of its metadata's input)
+    external: dict[str, Any] | None = None  # a model file this tool did not build: its path, sha256, what was read
 
     def round_throughputs(self, batch: int, part: str = INFERENCE) -> dict[int, float]:
         """Images per second of ``part`` at ``batch`` in each interleaved round the row was measured in."""

@@ -7,16 +7,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from yolo_optimize.builder import check_writable
+from yolo_optimize.artifact import check_writable
 from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.devices import resolve_device
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.discover import Candidate, discover
 from yolo_optimize.evaluate.evaluator import EvalSettings, Progress, evaluate
 from yolo_optimize.evaluate.external import checkpoint_baseline, external_candidates
+from yolo_optimize.evaluate.interleave import ANSWER_TIMEOUT_S
 from yolo_optimize.evaluate.report import build_report, write_report
 from yolo_optimize.evaluate.results import Report
-from yolo_optimize.evaluate.runners.base import MODES
+from yolo_optimize.runtime.runners.base import MODES
 from yolo_optimize.formats import parse_batch_sizes
 
 
@@ -33,7 +34,8 @@ class EvalRequest:
     def checked(cls, root: Path, *, data: Path | None, out: Path | None, batch_sizes: tuple[int, ...], device: str,
                 threads: int | None, min_time: float, repeats: int, max_images: int | None, accuracy: bool,
                 imgsz: int | None, mode: str, end_to_end: bool, profile: bool, add: tuple[Path, ...] = (),
-                family: str | None = None, checkpoint: Path | None = None) -> EvalRequest:
+                family: str | None = None, checkpoint: Path | None = None,
+                row_timeout: float = ANSWER_TIMEOUT_S) -> EvalRequest:
         """The request, every value checked (a UserError names the bad one); a model file as ``root`` is measured
         like an --add file."""
         if mode not in MODES:
@@ -46,7 +48,7 @@ class EvalRequest:
                                 threads=threads or usable_cpus(), device=resolve_device(device), min_time_s=min_time,
                                 repeats=repeats, max_images=max_images, accuracy=accuracy, imgsz=imgsz,
                                 profile_dir=out / "profiles" if profile and out else None, mode=mode,
-                                end_to_end=end_to_end)
+                                end_to_end=end_to_end, row_timeout_s=row_timeout)
         if profile and out is None:
             raise UserError("profile needs a folder to write the profiles to: pass out=")
         return cls(root, settings, out, add, family, checkpoint)

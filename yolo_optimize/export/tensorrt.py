@@ -108,14 +108,6 @@ def profile_plan(batch_sizes: tuple[int, ...], imgsz: int) -> list[ProfileShape]
     return [ProfileShape(previous + 1, size, size, imgsz) for previous, size in zip([0, *sizes], sizes)]
 
 
-def profile_for(plan: list[dict[str, int]], batch: int) -> int:
-    """The index of the profile that serves ``batch`` (the manifest's plan); ValueError outside every profile."""
-    for index, profile in enumerate(plan):
-        if profile["min_batch"] <= batch <= profile["max_batch"]:
-            return index
-    raise ValueError(f"batch {batch} is outside the engine's profiles (1..{plan[-1]['max_batch']})")
-
-
 def _add_batch_profiles(builder: Any, config: Any, network: Any, plan: list[ProfileShape]) -> list[dict[str, int]]:
     """Add the planned profiles to the single input (its other axes fixed to 3 x imgsz x imgsz)."""
     if network.num_inputs != 1 or network.num_outputs != 1:

@@ -13,30 +13,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from importlib.util import find_spec
 
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.formats import FORMATS
 from yolo_optimize.loading import artifact_metadata
 from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.tensorrt_api import (
+    TORCH_TENSORRT_HINT,
     engine_environment,
     gpu_build_unavailable,
-    tensorrt_unavailable_reason,
+    torch_tensorrt_unavailable_reason,
 )
 
-INSTALL_HINT = "pip install 'yolo-optimize[torch-tensorrt]'"
 METADATA_FILE = "config.txt"  # an extra file inside the saved ExportedProgram, as TorchScript's
-
-
-def torch_tensorrt_unavailable_reason() -> str | None:
-    """None when torch-tensorrt can compile and run here; else one sentence why not."""
-    reason = tensorrt_unavailable_reason()
-    if reason:
-        return reason
-    if find_spec("torch_tensorrt") is None:
-        return f"torch-tensorrt is not installed: {INSTALL_HINT}"
-    return None
 
 
 @dataclass(frozen=True)
@@ -58,7 +47,7 @@ class TorchTensorRTCompile(Stage):
         return engine_environment()
 
     def unavailable_reason(self, device: str) -> str | None:
-        return gpu_build_unavailable("torch-tensorrt", "torch_tensorrt", INSTALL_HINT, device)
+        return gpu_build_unavailable("torch-tensorrt", "torch_tensorrt", TORCH_TENSORRT_HINT, device)
 
     def run(self, ctx: StageContext) -> StageOutput:
         reason = torch_tensorrt_unavailable_reason()

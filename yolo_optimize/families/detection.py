@@ -91,12 +91,12 @@ class Detector(Family):
         return matched, total
 
     def onnx_float_nodes(self, model: Any) -> list[str]:
-        from yolo_optimize.optimize.head import onnx_head_nodes
+        from yolo_optimize.families.head import onnx_head_nodes
 
         return onnx_head_nodes(model)
 
     def openvino_float_ops(self, model: Any) -> list[str]:
-        from yolo_optimize.optimize.head import openvino_head_ops
+        from yolo_optimize.families.head import openvino_head_ops
 
         return openvino_head_ops(model)
 

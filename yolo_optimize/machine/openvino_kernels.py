@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.cpu import has_native_bf16
-from yolo_optimize.evaluate.runners.openvino import ov_precision
-from yolo_optimize.export.openvino import EXECUTION_HINTS
+from yolo_optimize.runtime.runners.openvino import ov_precision
+from yolo_optimize.runtime.runners.openvino import EXECUTION_HINTS
 from yolo_optimize.machine.kernels import ConvShape, GemmShape, Kernel, Shape
 
 PRECISIONS = ("fp32", "bf16", "int8")

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.cpu import cpu_facts, cpu_flags
-from yolo_optimize.dag import tool_versions
+from yolo_optimize.versions import tool_versions
 from yolo_optimize.machine.kernels import SHAPES
 from yolo_optimize.processes import in_own_process
 from yolo_optimize.runtime_env import user_cache_dir

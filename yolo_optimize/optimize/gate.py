@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.dataset import Dataset, PreparedImages
+from yolo_optimize.runtime.dataset import Dataset, PreparedImages
 from yolo_optimize.families.base import Family
 
 BOOTSTRAP_RESAMPLES = 100  # each costs one COCOeval of the gate set for detectors (about 0.3 s for 128 images)
@@ -77,13 +77,13 @@ class MapMetric(GateMetric):
     needs_labels = True
 
     def score(self, predictions: list[np.ndarray]) -> GateScore:
-        from yolo_optimize.evaluate.accuracy import coco_results, mean_average_precision
+        from yolo_optimize.runtime.accuracy import coco_results, mean_average_precision
 
         results = coco_results(predictions, self.dataset, self.prepared)
         return GateScore(float(mean_average_precision(results, self.dataset).map50_95 or 0.0), predictions, results)
 
     def set_reference(self, reference: GateScore) -> None:
-        from yolo_optimize.evaluate.accuracy import PairedBootstrap
+        from yolo_optimize.runtime.accuracy import PairedBootstrap
 
         super().set_reference(reference)
         self.bootstrap = PairedBootstrap(reference.evidence, self.dataset, BOOTSTRAP_RESAMPLES)
@@ -129,7 +129,7 @@ class Gate:
     """Candidate models scored on the gate set, each run through its own runner, against the FP32 parent."""
 
     def __init__(self, config: GateConfig, family: Family, imgsz: int, threads: int) -> None:
-        from yolo_optimize.evaluate.dataset import load_dataset, prepare_images
+        from yolo_optimize.runtime.dataset import load_dataset, prepare_images
 
         self.config, self.family, self.threads = config, family, threads
         self.dataset = load_dataset(Path(config.data), max_images=config.images)
@@ -150,8 +150,8 @@ class Gate:
 
     def score(self, folder: Path, manifest: Manifest, device: str = "cpu") -> GateScore:
         """Run the artifact in ``folder`` (described by ``manifest``) over the gate set."""
-        from yolo_optimize.evaluate.measure import predict_all
-        from yolo_optimize.evaluate.runners import open_runner
+        from yolo_optimize.runtime.accuracy import predict_all
+        from yolo_optimize.runtime.runners import open_runner
 
         with open_runner(folder, manifest, device=device, threads=self.threads) as runner:
             return self.metric.score(predict_all(self.family, runner, self.pixels, 8))

@@ -18,18 +18,35 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.evaluate.layers import (
+from yolo_optimize.runtime.layers import (
     WEIGHT_INPUT,
     LayerProfile,
     LayerTime,
     weighted_gflops,
 )
-from yolo_optimize.evaluate.runners.base import LATENCY, THROUGHPUT, Execution, Runner, wanted_mode
-from yolo_optimize.export.openvino import compile_config
+from yolo_optimize.runtime.runners.base import LATENCY, THROUGHPUT, Execution, Runner, wanted_mode
 
 OV_PRECISIONS = {"f32": "fp32", "fp32": "fp32", "f16": "fp16", "fp16": "fp16", "bf16": "bf16", "i8": "int8",
                  "u8": "int8"}  # OpenVINO's element type names (and its exec types' suffixes), lowercased -> ours
 THROUGHPUT_REQUEST_BATCH = 1  # images per request: one stream's request per image, as benchmark_app's throughput mode
+# What each artifact means on CPU, whatever the CPU: fp32 computes in f32 (set explicitly, since OpenVINO
+# would use bf16 on CPUs that have it); fp16 is the FP16-compressed IR computed in f32 (half the file, FP32
+# arithmetic: pinned, so that it is never silently the same thing as bf16); bf16 computes in bf16 where
+# the CPU has it natively (f32 elsewhere, and the runner says so); int8's float parts, the Detect head
+# among them, follow the IR's own compile_config (bf16 when built on a CPU with native bf16, else f32:
+# optimize/int8_openvino.py). OpenVINO's CPU plugin does not read this hint from the IR (its rt_info
+# "runtime_options" carry only KV-cache and dynamic-quantization keys), so the metadata tells a deployer
+# to pass it to compile_model, as the runner does.
+EXECUTION_HINTS = {"fp32": "f32", "fp16": "f32", "int8": "f32", "bf16": "bf16"}
+
+
+def compile_config(metadata: dict[str, Any]) -> dict[str, Any]:
+    """What to pass to ``compile_model`` for the artifact to compute as it was built and checked: its metadata's
+    ``compile_config`` (INT8 IRs built on a CPU with native bf16 run their float parts in bf16), else its
+    precision's hint."""
+    return dict(metadata.get("compile_config") or
+                {"INFERENCE_PRECISION_HINT": EXECUTION_HINTS[str(metadata.get("precision", "fp32"))]})
+
 
 
 class OpenVinoRunner(Runner):

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from yolo_optimize.evaluate.layers import LayerProfile, LayerTime, weighted_gflops
+from yolo_optimize.runtime.layers import LayerProfile, LayerTime, weighted_gflops
 
 FORWARD = "forward"
 # Their arguments start (input, weight, bias, stride, padding, dilation).

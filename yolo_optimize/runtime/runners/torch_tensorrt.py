@@ -3,9 +3,8 @@ any PyTorch module, only on the TensorRT version and GPU that compiled them."""
 
 from __future__ import annotations
 
-from yolo_optimize.evaluate.runners.torch_module import TorchModuleRunner
-from yolo_optimize.export.torch_tensorrt import torch_tensorrt_unavailable_reason
-from yolo_optimize.tensorrt_api import engine_refused_here
+from yolo_optimize.runtime.runners.torch_module import TorchModuleRunner
+from yolo_optimize.tensorrt_api import engine_refused_here, torch_tensorrt_unavailable_reason
 
 
 class TorchTensorRTRunner(TorchModuleRunner):
@@ -21,7 +20,6 @@ class TorchTensorRTRunner(TorchModuleRunner):
         reason = self.unavailable_reason(self.device) or engine_refused_here(self.manifest.info)
         if reason:
             raise RuntimeError(reason)
-        import torch
         import torch_tensorrt
 
         self.module = torch_tensorrt.load(str(self.entry)).module()

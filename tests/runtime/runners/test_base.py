@@ -9,8 +9,8 @@ import pytest
 
 from tests.conftest import VAL_DATA
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.runners import open_runner
-from yolo_optimize.evaluate.runners.base import AUTO, LATENCY, THROUGHPUT, wanted_mode
+from yolo_optimize.runtime.runners import open_runner
+from yolo_optimize.runtime.runners.base import AUTO, LATENCY, THROUGHPUT, wanted_mode
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 

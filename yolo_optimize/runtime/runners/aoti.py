@@ -13,8 +13,8 @@ import zipfile
 from pathlib import Path
 
 from yolo_optimize.cpu import cpu_flags
-from yolo_optimize.evaluate.layers import LayerProfile
-from yolo_optimize.evaluate.runners.torch_module import TorchModuleRunner
+from yolo_optimize.runtime.layers import LayerProfile
+from yolo_optimize.runtime.runners.torch_module import TorchModuleRunner
 
 INT8_CONVOLUTION = "_qconv_pointwise"
 FLOAT_CONVOLUTION = "mkldnn__convolution_pointwise"

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.evaluate.dataset import Dataset, PreparedImages
+from yolo_optimize.runtime.dataset import Dataset, PreparedImages
 from yolo_optimize.families.base import Family
+from yolo_optimize.runtime.runners.base import Runner
 
 
 @dataclass
@@ -149,3 +150,11 @@ def _map_of(truth: dict[str, Any], results: list[dict[str, Any]]) -> float:
         evaluator.accumulate()
         evaluator.summarize()
     return float(evaluator.stats[0])
+
+
+def predict_all(family: Family, runner: Runner, images: np.ndarray, batch: int) -> list[np.ndarray]:
+    """Every prepared image's predictions as the family's task metric takes them, ``batch`` images at a time."""
+    found: list[np.ndarray] = []
+    for start in range(0, len(images), batch):
+        found += family.predictions(runner.infer(runner.input_of(images[start:start + batch])))
+    return found

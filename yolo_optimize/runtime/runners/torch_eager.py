@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from yolo_optimize.evaluate.discover import recorded_source
-from yolo_optimize.evaluate.runners.torch_module import TorchModuleRunner
+from yolo_optimize.checkpoint import recorded_source
+from yolo_optimize.runtime.runners.torch_module import TorchModuleRunner
 
 
 class TorchEagerRunner(TorchModuleRunner):

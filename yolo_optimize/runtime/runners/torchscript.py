@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from yolo_optimize.evaluate.runners.torch_module import TorchModuleRunner
+from yolo_optimize.runtime.runners.torch_module import TorchModuleRunner
 
 
 class TorchScriptRunner(TorchModuleRunner):

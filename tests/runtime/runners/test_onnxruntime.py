@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.runners.onnxruntime import (
+from yolo_optimize.runtime.runners.onnxruntime import (
     OnnxRuntimeRunner,
     _gflops,
     gpu_providers,

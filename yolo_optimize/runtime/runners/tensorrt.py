@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.evaluate.runners.base import Runner
-from yolo_optimize.evaluate.runners.cuda_phases import CudaPhases
-from yolo_optimize.export.tensorrt import profile_for
+from yolo_optimize.runtime.runners.base import Runner
+from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
 from yolo_optimize.tensorrt_api import (
     engine_refused_here,
     fresh_logger,
     logged_errors,
+    profile_for,
     require_tensorrt,
     tensorrt_unavailable_reason,
 )

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.evaluate.layers import LayerProfile
-from yolo_optimize.evaluate.runners.base import Runner
-from yolo_optimize.evaluate.runners.cuda_phases import CudaPhases
-from yolo_optimize.evaluate.runners.torch_profile import torch_layer_profile
+from yolo_optimize.runtime.layers import LayerProfile
+from yolo_optimize.runtime.runners.base import Runner
+from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
+from yolo_optimize.runtime.runners.torch_profile import torch_layer_profile
 
 
 class TorchModuleRunner(Runner):

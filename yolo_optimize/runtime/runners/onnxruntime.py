@@ -30,14 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.evaluate.layers import (
+from yolo_optimize.runtime.layers import (
     WEIGHT_INPUT,
     LayerProfile,
     LayerTime,
     weighted_gflops,
 )
-from yolo_optimize.evaluate.runners.base import LATENCY, THROUGHPUT, Execution, Runner, wanted_mode
-from yolo_optimize.evaluate.runners.cuda_phases import CudaPhases
+from yolo_optimize.runtime.runners.base import LATENCY, THROUGHPUT, Execution, Runner, wanted_mode
+from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
 
 X86 = ("x86_64", "AMD64", "i686")
 GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")  # preferred first

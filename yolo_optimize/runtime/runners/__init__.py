@@ -6,7 +6,7 @@ from importlib import import_module
 from pathlib import Path
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.runners.base import LATENCY, Runner
+from yolo_optimize.runtime.runners.base import LATENCY, Runner
 from yolo_optimize.formats import FORMATS
 
 

@@ -1,0 +1,70 @@
+"""The Python API: the README's example end to end on real artifacts, typed results, silent by default with a callback
+to hook, and the caller's process left as it was (importing the package changes nothing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import VAL_DATA, WEIGHTS
+
+IMPORT_ONLY = """
+import json, os, sys
+before = dict(os.environ)
+import yolo_optimize
+after_package = dict(os.environ) == before
+import yolo_optimize.api
+heavy = [name for name in ("torch", "onnxruntime", "openvino", "nncf", "cv2", "yolov5", "ultralytics") if name in sys.modules]
+print(json.dumps({"package": after_package, "api": dict(os.environ) == before, "heavy": heavy,
+                  "telemetry_stub": "openvino_telemetry" in sys.modules}))
+"""
+
+
+def test_importing_the_package_and_its_api_changes_nothing_and_imports_no_runtime() -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("YOLO", "MPLCONFIGDIR", "ORT_", "NNCF"))}
+    result = subprocess.run([sys.executable, "-c", IMPORT_ONLY], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = json.loads(result.stdout)
+    assert found == {"package": True, "api": True, "heavy": [], "telemetry_stub": False}
+
+
+def test_the_readme_example_builds_evaluates_and_recommends_with_typed_results(built: Path, tmp_path: Path) -> None:
+    """yo.build on a copy of the session build (every node cached: the same parameters), yo.evaluate, yo.recommend:
+    typed results, progress only through the callback, and os.environ the same before and after."""
+    import yolo_optimize as yo
+    from yolo_optimize.builder import BuildResult
+    from yolo_optimize.evaluate.results import Report
+
+    out = tmp_path / "artifacts"
+    shutil.copytree(built.parent, out)
+    before, events = dict(os.environ), []
+    build = yo.build(WEIGHTS, targets=["onnx", "openvino"], precisions=["fp32"], parity_data=VAL_DATA, out=out,
+                     progress=lambda text, done, total: events.append(text))
+    assert isinstance(build, BuildResult) and build.ok and build.out == out
+    statuses = {result.node: result.status for result in build.models[0].nodes}
+    assert statuses["onnx-fp32"] == statuses["openvino-fp32"] == "cached" and events
+    report = yo.evaluate(build.out, data=VAL_DATA, batch_sizes=[1], max_images=8, min_time=0, repeats=1,
+                         end_to_end=False)
+    assert isinstance(report, Report) and {row.name for row in report.rows} >= {"pytorch-fp32", "onnx-fp32"}
+    best = yo.recommend(report, max_map_drop=1.0, batch_size=1)
+    assert best.artifact in {row.name for row in report.rows} and best.speedup and best.speedup > 0
+    assert best.path and "import" in best.load_snippet and best.model == "yolov5n"
+    assert dict(os.environ) == before
+
+
+def test_the_api_refuses_bad_input_in_one_sentence_naming_it(tmp_path: Path) -> None:
+    import yolo_optimize as yo
+    from yolo_optimize.errors import UserError
+
+    with pytest.raises(UserError, match="build\\(\\): unknown key 'batch_size'"):
+        yo.build("yolov5n", batch_size=2)
+    with pytest.raises(UserError, match="build\\(\\): jobs: must be an integer >= 1, got 0"):
+        yo.build("yolov5n", jobs=0)
+    with pytest.raises(UserError, match="mode must be one of auto, latency, throughput"):
+        yo.evaluate(tmp_path, mode="fast")
