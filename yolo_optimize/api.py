@@ -70,7 +70,7 @@ def evaluate(root: str | Path, *, data: str | Path | None = None, out: str | Pat
     request = EvalRequest.checked(Path(root), data=Path(data) if data else None, out=Path(out) if out else None,
                                   batch_sizes=tuple(batch_sizes), device=device, threads=threads, min_time=min_time,
                                   repeats=repeats, max_images=max_images, accuracy=accuracy, imgsz=imgsz, mode=mode,
-                                  end_to_end=end_to_end, profile=profile, add=tuple(Path(p) for p in add),
+                                  end_to_end=end_to_end, profile=profile, add=tuple(str(p) for p in add),
                                   family=family, checkpoint=Path(checkpoint) if checkpoint else None,
                                   row_timeout=row_timeout)
     with runtime_env.configured():

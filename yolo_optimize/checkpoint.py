@@ -116,11 +116,37 @@ def _download(url: str, name: str, cache_dir: Path) -> Path:
 def _checkpoint_source(path: Path) -> ModelSource:
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
+    identity = file_sha256(path)
+    return ModelSource(model_id=path.stem, family=_recognized(path, identity).name, architecture=path.stem,
+                       checkpoint=path.resolve(), pretrained=True, identity=identity)
+
+
+def _recognized(path: Path, identity: str) -> Family:
+    """The family whose classes the checkpoint's pickle names, every global it imports allowed (else a UserError).
+
+    Checking imports the families' packages (torch, yolov5...: seconds), so the verdict is remembered per
+    checkpoint (its sha256) and per installed versions of those packages, and a cached rebuild does not pay again.
+    """
+    import json
+
+    from yolo_optimize.versions import tool_versions
+
+    record = user_cache_dir() / "checkpoints" / f"{identity[:32]}.json"
+    versions = tool_versions(tuple(sorted({tool for family in all_families() for tool in family.tools})))
+    try:
+        saved = json.loads(record.read_text())
+        if saved["identity"] == identity and saved["versions"] == versions:
+            return family_named(saved["family"])
+    except (OSError, ValueError, KeyError):
+        pass
     pickled = pickle_globals(path)
     _refuse_foreign(pickled, path)
     family = family_for_checkpoint(pickled, path)
-    return ModelSource(model_id=path.stem, family=family.name, architecture=path.stem, checkpoint=path.resolve(),
-                       pretrained=True, identity=file_sha256(path))
+    record.parent.mkdir(parents=True, exist_ok=True)
+    partial = record.with_name(f".{record.name}.{os.getpid()}.part")
+    partial.write_text(json.dumps({"identity": identity, "family": family.name, "versions": versions}))
+    os.replace(partial, record)
+    return family
 
 
 def _config_source(path: Path) -> ModelSource:

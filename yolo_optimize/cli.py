@@ -168,11 +168,12 @@ def _say(text: str) -> None:
                    "one-thread sessions; PyTorch as it is); or one of them for every batch size.")
 @click.option("--no-end-to-end", is_flag=True,
               help="Time inference only, not also the pipelined path from image files to kept predictions.")
-@click.option("--add", multiple=True, type=click.Path(path_type=Path),
+@click.option("--add", multiple=True, metavar="[FAMILY=]PATH",
               help="A model file this tool did not build (.onnx, an OpenVINO .xml or its folder, .torchscript, .pt2), "
                    "measured beside the artifacts of its model under DIRECTORY; repeatable. DIRECTORY may itself be "
                    "such a file.")
-@click.option("--family", help="The model family of --add files (yolov5, yolov7, ultralytics, torchvision).")
+@click.option("--family", help="The model family of --add files that name none (yolov5, yolov7, ultralytics, "
+                               "torchvision).")
 @click.option("--checkpoint", type=click.Path(path_type=Path),
               help="The PyTorch checkpoint of --add files that join no model under DIRECTORY: their baseline.")
 @click.option("--row-timeout", default=600.0, show_default=True, type=click.FloatRange(1),
@@ -184,7 +185,7 @@ def _say(text: str) -> None:
 @user_errors
 def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: Path, device: str, threads: int | None,
                      min_time: float, repeats: int, max_images: int | None, no_accuracy: bool, imgsz: int | None,
-                     mode: str, no_end_to_end: bool, add: tuple[Path, ...], family: str | None,
+                     mode: str, no_end_to_end: bool, add: tuple[str, ...], family: str | None,
                      checkpoint: Path | None, row_timeout: float, profile: bool) -> None:
     """Measure every artifact under DIRECTORY (and any --add model file) and write the speedup matrix."""
     from yolo_optimize.console import progress_bar

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from yolo_optimize.errors import UserError
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+UNVERIFIED_ON_GPU = "experimental: written against TensorRT 10/11 but never run on a GPU with TensorRT (docs/tensorrt.md)"
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class Format:
     snippet: str = ""
     throughput_snippet: str = ""
     buildable: bool = True  # False: the evaluation baseline, run from the checkpoint itself
+    experimental: str = ""  # why its results are not yet to be trusted (shown in --help, the README and the matrix)
 
     def entry_for(self, model_id: str) -> str:
         return self.entry.format(model=model_id)
@@ -72,11 +74,13 @@ FORMATS: dict[str, Format] = {
                "yolo_optimize.runtime.runners.tensorrt:TensorRTRunner", None,
                "import tensorrt as trt\nengine = trt.Runtime(trt.Logger()).deserialize_cuda_engine("
                "open(\"{path}\", \"rb\").read())\n"
-               "context = engine.create_execution_context()  # bind device buffers, context.execute_async_v3(stream)"),
+               "context = engine.create_execution_context()  # bind device buffers, context.execute_async_v3(stream)",
+               experimental=UNVERIFIED_ON_GPU),
         Format("torch-tensorrt", ("torch_tensorrt", "torchtrt"), "{model}_torchtrt.ep", ("fp32", "fp16"),
                "yolo_optimize.runtime.runners.torch_tensorrt:TorchTensorRTRunner", None,
                "import torch, torch_tensorrt\nmodel = torch_tensorrt.load(\"{path}\").module()\n"
-               "outputs = model(torch.from_numpy(images).cuda())  # images: {dtype} NCHW in [0, 1]"),
+               "outputs = model(torch.from_numpy(images).cuda())  # images: {dtype} NCHW in [0, 1]",
+               experimental=UNVERIFIED_ON_GPU),
     )
 }
 

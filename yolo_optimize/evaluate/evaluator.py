@@ -115,6 +115,15 @@ def evaluate(candidates: list[Candidate], settings: EvalSettings, progress: Prog
     return rows
 
 
+def _agreement(family: Family, predictions: list[np.ndarray], baseline: list[np.ndarray]) -> dict[str, Any]:
+    """A model file this tool did not build against the PyTorch baseline on the evaluation images: the share of its
+    predictions that agree with the baseline's (``Family.agreement_of``)."""
+    matched, total = family.agreement(predictions, baseline)
+    what = "top-1 classes" if family.task == "classify" else "detections scored 0.25 or more, same class, IoU 0.5"
+    return {"against": "pytorch-fp32", "images": len(baseline), "agreement": round(matched / total, 4) if total else 1.0,
+            "agreement_of": f"the evaluation's predictions: {what}"}
+
+
 def _group(rows: list[Row], candidates: list[Candidate], model: str) -> list[Pair]:
     """``model``'s measurable rows with their artifacts."""
     return [(r, c) for r, c in zip(rows, candidates) if r.model == model and not r.error and not r.skipped]
@@ -261,6 +270,8 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
                 row.accuracy = task_accuracy(_family(candidate), predictions, dataset, prepared[_imgsz(candidate)],
                                              names=candidate.manifest.metadata["names"],  # type: ignore[union-attr]
                                              pretrained=row.pretrained, baseline=baseline)
+                if row.external is not None and baseline is not None:
+                    row.external["parity"] = _agreement(_family(candidate), predictions, baseline)
     if settings.accuracy:
         for row, _ in group:
             if row.accuracy is None and not row.pretrained:

@@ -2,9 +2,10 @@
 
 A user's ``yolov5n.onnx`` from yolov5's export.py, an Ultralytics OpenVINO export, a teammate's IR:
 what our build records in a manifest is read from the file instead. Its format from its name (``.onnx``,
-an OpenVINO ``.xml`` or a folder holding one, ``.torchscript``/``.pt`` TorchScript, ``.pt2`` AOTInductor),
+an OpenVINO ``.xml`` or a folder holding one, ``.torchscript`` TorchScript, ``.pt2`` AOTInductor),
 its precision from its contents (quantizers: int8; half-precision weights: fp16; else fp32), its input
-size from its input shape (or ``--imgsz`` when the shape is dynamic), its model family from ``--family``,
+size from its input shape (or ``--imgsz`` when the shape is dynamic), its model family from ``--family``
+or its own prefix (``--add ultralytics=yolo11n_openvino_model``),
 its class names from the file's own metadata where it has them (yolov5 and Ultralytics exports write
 them). Its bytes are hashed (sha256 in results.json) and the row is labelled external. It joins the
 model of the same family and input size under DIR, so the same PyTorch baseline, images and rounds
@@ -39,15 +40,34 @@ class ExternalFile:
     names: list[str] | None
 
 
-def external_candidates(paths: tuple[Path, ...], family: str | None, imgsz: int | None,
+def inspect_entries(entries: tuple[str, ...], family: str | None, imgsz: int | None) -> list[tuple[ExternalFile, str]]:
+    """Every ``[FAMILY=]PATH`` entry read (a UserError for one this tool cannot run), with its family."""
+    found = []
+    for entry in entries:
+        path, its_family = family_of(entry, family)
+        found.append((inspect_file(path, imgsz), its_family))
+    return found
+
+
+def external_candidates(inspected: list[tuple[ExternalFile, str]],
                         models: dict[str, tuple[str, list[int]]]) -> list[Candidate]:
-    """One candidate per file, in the model group of ``models`` (name -> (family, imgsz)) it belongs to."""
-    if paths and family is None:
-        raise UserError("--add needs --family (yolov5, yolov7, ultralytics, torchvision): the file does not say "
-                        "which decode its output needs")
-    family_named(family) if family else None  # an unknown family is refused here, before anything runs
-    found = [inspect_file(path, imgsz) for path in paths]
-    return [_candidate(item, str(family), _group(item, str(family), models)) for item in found]
+    """One candidate per inspected file, in the model group of ``models`` (name -> (family, imgsz)) it belongs to."""
+    return [_candidate(item, family, _group(item, family, models)) for item, family in inspected]
+
+
+def family_of(entry: str, default: str | None) -> tuple[Path, str]:
+    """``ultralytics=path`` -> (path, ultralytics); a bare path takes ``default``; an unknown family is refused."""
+    name, _, rest = entry.partition("=")
+    path, family = (Path(rest), name) if rest and "/" not in name else (Path(entry), default)
+    if family is None:
+        raise UserError(f"--add {entry}: which model family? pass --family (yolov5, yolov7, ultralytics, torchvision) "
+                        f"or --add FAMILY={entry}: the file does not say which decode its output needs")
+    try:
+        family_named(family)
+    except ValueError:
+        raise UserError(f"--add {entry}: unknown model family {family!r} (yolov5, yolov7, ultralytics, torchvision)") \
+            from None
+    return path, family
 
 
 def inspect_file(path: Path, imgsz: int | None) -> ExternalFile:
@@ -154,7 +174,7 @@ def _candidate(item: ExternalFile, family: str, model: str) -> Candidate:
     name = f"{item.target}-{item.precision}-{EXTERNAL}-{item.path.stem}"
     manifest = Manifest(node=name, stage=EXTERNAL, model_id=model, target=item.target, precision=item.precision,
                         entry=relative, cache_key="", parents={}, params={}, tool_versions={}, metadata=metadata,
-                        files=files, info={EXTERNAL: {"path": str(item.path.resolve()), **asdict(item),
+                        files=files, info={EXTERNAL: {**asdict(item), "path": str(item.path.resolve()),
                                                       "sha256": files[relative]["sha256"]}})
     return Candidate(folder, manifest, name, model, target=item.target, precision=item.precision)
 

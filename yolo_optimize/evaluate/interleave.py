@@ -143,17 +143,19 @@ class LiveRow:
 def serve(job: MeasureJob, conn: Connection) -> None:
     """The measurement process: activate, then answer blocks until asked to finish."""
     configured_child()
+    ready = False
     try:
         with activated(job) as (runner, images, started):
             timed = _Timed(runner, images, job)
             conn.send(("ready", None))
+            ready = True
             while (request := conn.recv())[0] == "block":
                 conn.send(("block", timed.block(*request[1])))
             found = finished(job, runner, images, started, timed.results(), timed.inference_peak)
             timed.close()
         conn.send(("done", found))
     except Exception as err:  # noqa: BLE001 - the parent marks the row failed and goes on
-        conn.send(("error", failure(err)))
+        conn.send(("error", failure(err, loading=not ready)))
 
 
 class _Timed:

@@ -98,9 +98,10 @@ REFUSED_SHAPE = ("invalid dimensions", "invalid rank", "shape", "dimension", "ou
 OUT_OF_MEMORY = ("out of memory", "bad_alloc", "cannot allocate memory", "memoryerror", "failed to allocate")
 
 
-def failure(err: BaseException) -> str:
+def failure(err: BaseException, *, loading: bool = False) -> str:
     """What went wrong, as a row says it: ``unsupported`` only when the runtime refused the input's shape, ``out of
-    memory`` when memory ran out, else ``crashed`` (the runtime raised what it should not have)."""
+    memory`` when memory ran out, ``could not load`` when the runtime refused the artifact itself (``loading``: it
+    happened before the first run), else ``crashed`` (the runtime raised what it should not have)."""
     message = str(err).strip()
     text = f"{type(err).__name__}: {one_line(err, 160)}" if message else type(err).__name__
     lowered = text.lower()
@@ -108,7 +109,7 @@ def failure(err: BaseException) -> str:
         return f"out of memory: {text}"
     if any(sign in lowered for sign in REFUSED_SHAPE):
         return f"unsupported: {one_line(err, 160)}"
-    return f"crashed: {text}"
+    return f"could not load: {text}" if loading else f"crashed: {text}"
 
 
 def time_batch(infer: Infer, batch: np.ndarray, min_time_s: float, phases: CudaPhases | None = None) -> BatchResult:

@@ -28,9 +28,10 @@ from yolo_optimize.evaluate.results import (
     Row,
 )
 from yolo_optimize.evaluate.roofline import roofline_cells
-from yolo_optimize.runtime.runners.cuda_phases import PHASES
+from yolo_optimize.formats import FORMATS
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.processes import allocator_settings
+from yolo_optimize.runtime.runners.cuda_phases import PHASES
 
 UNSTABLE_SPREAD = 0.15  # repeats of one row disagreeing by more than this are flagged
 PACKAGES = ("yolo-optimize", "torch", "onnxruntime", "openvino", "onnx", "yolov5", "yolov7-package", "ultralytics",
@@ -71,7 +72,8 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
     one process of the row and one of the baseline), slow state included, to show how much a
     single process pair could be off.
     """
-    cells: dict[str, Any] = {"model": row.model, "artifact": row.name, "precision": row.precision, "task": row.task}
+    cells: dict[str, Any] = {"model": row.model, "artifact": row.name, "precision": row.precision, "task": row.task,
+                             "note": _note(row)}
     if row.skipped:
         return {**cells, "status": f"skipped: {row.skipped}"}
     if row.error or not row.measurements:
@@ -113,6 +115,14 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
         "unstable": _unstable(row, batch_sizes),
         "status": "ok",
     }
+
+
+def _note(row: Row) -> str:
+    """What to know before trusting the row: an experimental format, a model file this tool did not build."""
+    notes = [FORMATS[row.target].experimental] if row.target in FORMATS and FORMATS[row.target].experimental else []
+    if row.external:
+        notes.append(f"external: {row.external['path']} (sha256 {row.external['sha256'][:12]}...)")
+    return "; ".join(notes)
 
 
 def _batch_error(row: Row, batch: int) -> str:
@@ -179,7 +189,7 @@ def matrix_columns(report: Report) -> list[tuple[str, str]]:
     return [("model", "model"), ("artifact", "artifact"), ("executed_precision", "runs in"), *speed, *rates,
             ("latency_b1_p50_ms", "b1 p50 ms"), ("peak_rss_mb", "peak MB"), ("file_mb", "file MB"),
             ("weights_mb", "weights MB"),
-            ("gflops_per_image", "GFLOPs"), *explained, *accuracy, *kept, ("status", "status"), ("cpu_note", "CPU note")]
+            ("gflops_per_image", "GFLOPs"), *explained, *accuracy, *kept, ("status", "status"), ("cpu_note", "CPU note"), ("note", "note")]
 
 
 def cell(line: dict[str, Any], key: str) -> str:

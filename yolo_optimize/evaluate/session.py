@@ -13,7 +13,7 @@ from yolo_optimize.devices import resolve_device
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.discover import Candidate, discover
 from yolo_optimize.evaluate.evaluator import EvalSettings, Progress, evaluate
-from yolo_optimize.evaluate.external import checkpoint_baseline, external_candidates
+from yolo_optimize.evaluate.external import SUFFIXES, checkpoint_baseline, external_candidates, inspect_entries
 from yolo_optimize.evaluate.interleave import ANSWER_TIMEOUT_S
 from yolo_optimize.evaluate.report import build_report, write_report
 from yolo_optimize.evaluate.results import Report
@@ -26,14 +26,14 @@ class EvalRequest:
     root: Path | None  # a folder of built artifacts; None when only --add files are measured
     settings: EvalSettings
     out: Path | None  # where the report's files go (None: not written)
-    add: tuple[Path, ...] = ()  # model files this tool did not build (evaluate/external.py)
+    add: tuple[str, ...] = ()  # model files this tool did not build, [FAMILY=]PATH (evaluate/external.py)
     family: str | None = None
     checkpoint: Path | None = None  # the PyTorch baseline of --add files that join no model under root
 
     @classmethod
     def checked(cls, root: Path, *, data: Path | None, out: Path | None, batch_sizes: tuple[int, ...], device: str,
                 threads: int | None, min_time: float, repeats: int, max_images: int | None, accuracy: bool,
-                imgsz: int | None, mode: str, end_to_end: bool, profile: bool, add: tuple[Path, ...] = (),
+                imgsz: int | None, mode: str, end_to_end: bool, profile: bool, add: tuple[str, ...] = (),
                 family: str | None = None, checkpoint: Path | None = None,
                 row_timeout: float = ANSWER_TIMEOUT_S) -> EvalRequest:
         """The request, every value checked (a UserError names the bad one); a model file as ``root`` is measured
@@ -42,8 +42,8 @@ class EvalRequest:
             raise UserError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         if threads is not None and threads < 1 or repeats < 1 or min_time < 0:
             raise UserError("threads and repeats must be at least 1 and min_time not negative")
-        if root.is_file() or root.suffix in (".onnx", ".xml", ".torchscript", ".pt2"):
-            root, add = None, (root, *add)  # type: ignore[assignment]
+        if root.is_file() or root.suffix in SUFFIXES or _model_folder(root):
+            root, add = None, (str(root), *add)  # type: ignore[assignment]
         settings = EvalSettings(data=data, batch_sizes=parse_batch_sizes(",".join(map(str, batch_sizes))),
                                 threads=threads or usable_cpus(), device=resolve_device(device), min_time_s=min_time,
                                 repeats=repeats, max_images=max_images, accuracy=accuracy, imgsz=imgsz,
@@ -52,6 +52,11 @@ class EvalRequest:
         if profile and out is None:
             raise UserError("profile needs a folder to write the profiles to: pass out=")
         return cls(root, settings, out, add, family, checkpoint)
+
+
+def _model_folder(path: Path) -> bool:
+    """A folder holding a model file (an OpenVINO IR's) rather than built artifacts."""
+    return path.is_dir() and not any(path.rglob("manifest.json")) and len(list(path.glob("*.xml"))) == 1
 
 
 def run_evaluation(request: EvalRequest, progress: Callable[[str, int, int], None]) -> Report:
@@ -77,13 +82,11 @@ def run_evaluation(request: EvalRequest, progress: Callable[[str, int, int], Non
 def candidates(request: EvalRequest) -> list[Candidate]:
     """The built artifacts under root with their baselines, then the --add files, each in its model's group (a group
     of its own, with the --checkpoint baseline, when it joins none)."""
+    inspected = inspect_entries(request.add, request.family, request.settings.imgsz)  # a bad file is refused first
     found = discover(request.root) if request.root is not None else []
-    models = {c.model: (c.manifest.metadata["family"], c.manifest.metadata["imgsz"])
+    models = {c.model: (c.manifest.metadata["family"], list(c.manifest.metadata["imgsz"]))
               for c in found if c.manifest and c.target != "pytorch"}
-    if not found and not request.add:
-        raise UserError("nothing to evaluate: pass a folder of built artifacts or a model file")
-    added = external_candidates(request.add, request.family, request.settings.imgsz,
-                                {name: (family, list(sizes)) for name, (family, sizes) in models.items()})
+    added = external_candidates(inspected, models)
     own_groups = {c.model: c for c in added if c.model not in models}
     if own_groups and request.checkpoint:
         found += [checkpoint_baseline(request.checkpoint, model, int(c.manifest.metadata["imgsz"][0]))  # type: ignore[union-attr]

@@ -147,6 +147,10 @@ class Family(ABC):
         """Raw outputs -> per image what the task metric scores (detections, or the top classes)."""
 
     @abstractmethod
+    def agreement(self, got: list[np.ndarray], want: list[np.ndarray]) -> tuple[int, int]:
+        """Of two models' ``predictions`` on the same images, how many agree (``agreement_of``) and out of how many."""
+
+    @abstractmethod
     def onnx_float_nodes(self, model: Any) -> list[str]:
         """ONNX node names INT8 passes must keep in float."""
 

@@ -77,12 +77,18 @@ class Detector(Family):
 
     def _agreement(self, got: np.ndarray, want: np.ndarray) -> tuple[int, int]:
         """Detections that match (same class, IoU >= 0.5) and the larger of the two counts."""
+        kept = [self.decode(raw, PARITY_CONF, PARITY_IOU, multi_label=False, max_det=300) for raw in (got, want)]
+        return self.agreement(*kept)
+
+    def agreement(self, got: list[np.ndarray], want: list[np.ndarray]) -> tuple[int, int]:
+        """Of two models' per-image detections, those scored at least PARITY_CONF that match (same class, IoU >= 0.5),
+        and the larger of the two counts."""
         import torch
         from torchvision.ops import box_iou
 
         matched = total = 0
-        kept = [self.decode(raw, PARITY_CONF, PARITY_IOU, multi_label=False, max_det=300) for raw in (got, want)]
-        for a, b in zip(*(map(torch.from_numpy, k) for k in kept)):
+        for mine, theirs in zip(got, want):
+            a, b = (torch.from_numpy(d[d[:, 4] >= PARITY_CONF]) for d in (mine, theirs))
             total += max(len(a), len(b))
             if len(a) and len(b):
                 same_class = a[:, 5:6] == b[:, 5][None]

@@ -116,6 +116,9 @@ class TorchvisionClassifier(Family):
         """The top-5 classes of every image, best first."""
         return list(np.argsort(-raw, axis=1)[:, :TOP_K])
 
+    def agreement(self, got: list[np.ndarray], want: list[np.ndarray]) -> tuple[int, int]:
+        return sum(int(a[0]) == int(b[0]) for a, b in zip(got, want)), len(want)
+
     def postprocess(self, raw: np.ndarray) -> list[np.ndarray]:
         return self.predictions(raw)
 

@@ -1,0 +1,74 @@
+"""Model files this tool did not build, measured beside its artifacts: a yolov5n ONNX written by yolov5's own export.py
+and a YOLO11n OpenVINO IR written by Ultralytics' exporter, in one matrix with ours."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import VAL_DATA, WEIGHTS, brief, optimize
+
+EXPORTS = """
+import os, sys
+os.chdir(sys.argv[1])
+os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # yolov5 7.0.14's loader predates torch's weights_only default
+from yolo_optimize.runtime_env import configure
+configure()
+from yolov5 import export
+# an absolute path: yolov5's loader asks the Hugging Face hub first for a bare name like 'yolov5n.pt'
+export.run(weights=os.path.abspath("yolov5n.pt"), include=("onnx",), imgsz=(640, 640), opset=17)
+from ultralytics import YOLO
+YOLO("yolo11n.yaml").export(format="openvino", imgsz=640)
+"""
+
+
+@pytest.fixture(scope="module")
+def foreign(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("foreign")
+    shutil.copy(WEIGHTS, folder / "yolov5n.pt")
+    result = subprocess.run([sys.executable, "-c", EXPORTS, str(folder)], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {"onnx": folder / "yolov5n.onnx", "openvino": folder / "yolo11n_openvino_model"}
+
+
+@pytest.mark.slow
+def test_foreign_exports_join_the_matrix_measured_like_ours(small_artifacts: Path, foreign: dict[str, Path],
+                                                            tmp_path: Path) -> None:
+    """The yolov5 ONNX joins our yolov5n group (our baseline, images and rounds): measured, its mAP what ours gives,
+    its predictions agreeing with PyTorch's, labelled external with its sha256; the Ultralytics IR (another family,
+    named on its --add) gets a group of its own."""
+    out = tmp_path / "report"
+    result = optimize("eval", small_artifacts, "--data", VAL_DATA, "--max-images", "16", "--min-time", "0",
+                      "--repeats", "1", "--batch-sizes", "1", "--no-end-to-end", "--out", out,
+                      "--add", foreign["onnx"], "--family", "yolov5", "--add", f"ultralytics={foreign['openvino']}")
+    assert result.returncode == 0, brief(result)
+    results = json.loads((out / "results.json").read_text())
+    rows = {row["name"]: row for row in results["rows"]}
+    lines = {(line["model"], line["artifact"]): line for line in results["matrix"]}
+    ours, theirs = lines[("yolov5n", "onnx-fp32")], lines[("yolov5n", "onnx-fp32-external-yolov5n")]
+    assert theirs["status"] == "ok" and theirs["speedup_b1"] > 0.5 and theirs["executed_precision"] == "fp32"
+    assert abs(theirs["map50_95"] - ours["map50_95"]) < 0.01, (theirs["map50_95"], ours["map50_95"])
+    external = rows["onnx-fp32-external-yolov5n"]["external"]
+    assert external["sha256"] == hashlib.sha256(foreign["onnx"].read_bytes()).hexdigest()
+    assert external["parity"]["agreement"] > 0.9 and external["imgsz"] == 640
+    assert theirs["note"].startswith("external: ")
+    ir = lines[("yolo11n-external", "openvino-fp32-external-yolo11n")]
+    assert ir["status"] == "ok" and ir["throughput_b1_ips"] > 0 and ir["speedup_b1"] is None  # no baseline given
+    assert "yolo11n-external" in (out / "matrix.md").read_text()
+
+
+def test_a_file_of_no_known_family_or_format_is_refused_in_one_line(tmp_path: Path) -> None:
+    model = tmp_path / "model.tflite"
+    model.write_bytes(b"tflite")
+    for args, message in (((model, "--family", "yolov5"), "not a model file this tool runs"),
+                          ((tmp_path / "m.onnx", "--family", "yolov5"), "no such file"),
+                          ((tmp_path / "m.onnx",), "which model family? pass --family"),
+                          ((tmp_path, "--add", f"yolo9={model}"), "unknown model family 'yolo9'")):
+        result = optimize("eval", *args, "--out", tmp_path / "report")
+        assert result.returncode == 2 and message in result.stderr, result.stderr
