@@ -46,6 +46,7 @@ def test_second_build_rebuilds_nothing(built: Path, tmp_path: Path) -> None:
     assert table["torchscript-fp16"] == "skipped" and table["onnx-export"] in ("cached", "not needed")
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "yolov5n" / ".store").rglob(MANIFEST)} == stored
     assert "started" not in result.stdout
+    assert len(list((tmp_path / ".checkpoints").glob("*.json"))) == 1  # the family verdict, kept beside the build
 
 
 def test_an_unneeded_node_that_no_longer_verifies_is_shown_as_not_needed(built: Path, tmp_path: Path) -> None:

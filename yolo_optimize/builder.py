@@ -19,6 +19,8 @@ from yolo_optimize.families.base import Family
 from yolo_optimize.loading import UINT8_INPUT
 from yolo_optimize.pipeline import BuildRequest
 
+VERDICTS = ".checkpoints"  # under --out: the family verdicts of the checkpoints built there (checkpoint.remember_family)
+
 UINT8_TARGETS = ("torchscript", "aoti", "onnx", "openvino")  # the targets --input uint8 is built and checked for
 OnEvent = Callable[[str, NodeResult | None], None]  # (node, None) when it starts, (node, result) when it ends
 
@@ -62,7 +64,8 @@ def requests_for(options: BuildOptions) -> list[BuildRequest]:
     if not options.model:
         raise UserError("no model: name one (yolov5n, a .pt path...) on the command line or as 'model' in the config")
     check_input_form(options.input, options.targets)
-    source = resolve_source(options.model, random_weights=options.random_weights, weights_dir=options.weights_dir)
+    source = resolve_source(options.model, random_weights=options.random_weights, weights_dir=options.weights_dir,
+                            verdicts=options.out / VERDICTS)
     family = family_named(source.family)
     sizes = options.imgsz or (family.default_imgsz,)
     images = list_images(options.parity_data or family.sample_images())[:options.parity_images]
@@ -82,7 +85,7 @@ def run_build(options: BuildOptions, on_event: OnEvent | None = None,
               on_model: Callable[[BuildRequest, list[str]], Any] | None = None) -> BuildResult:
     """Build every request of ``options``; ``on_model(request, nodes)`` returns a context the model's nodes are built
     in (the CLI's live table, whose ``event`` then receives the nodes' events)."""
-    from yolo_optimize.checkpoint import load_model
+    from yolo_optimize.checkpoint import load_model, remember_family
     from yolo_optimize.dag import Build
     from yolo_optimize.pipeline import plan
 
@@ -96,6 +99,7 @@ def run_build(options: BuildOptions, on_event: OnEvent | None = None,
             load_model(request.source)  # a bad checkpoint stops here, before anything is written
         with on_model(request, [n.name for n in nodes]) if on_model else _Quiet(on_event) as display:
             results = dag.run(display.event)
+        remember_family(request.source, options.out / VERDICTS)
         built.append(ModelBuild(request.source.model_id, folder, request.imgsz, results))
     return BuildResult(options.out, built)
 

@@ -53,22 +53,24 @@ class ModelSource:
     identity: str
 
 
-def resolve_source(model: str, *, random_weights: bool = False, weights_dir: Path | None = None) -> ModelSource:
-    """Turn the CLI's MODEL argument into a source; a checkpoint's family is read from its pickle, unpickling nothing."""
+def resolve_source(model: str, *, random_weights: bool = False, weights_dir: Path | None = None,
+                   verdicts: Path | None = None) -> ModelSource:
+    """Turn the CLI's MODEL argument into a source; a checkpoint's family is read from its pickle, unpickling nothing
+    (or from ``verdicts``, where an earlier build into the same folder remembered it: see remember_family)."""
     path = Path(model)
     if model.endswith((".yaml", ".yml")):
         return _config_source(path)
     if model.endswith(".pt") or path.exists():
         if random_weights:
             raise UserError("--random-weights takes a model name (e.g. yolov5n, yolo11n), not a checkpoint path")
-        return _checkpoint_source(path)
+        return _checkpoint_source(path, verdicts)
     name = model.lower()
     family = family_for_model(name)
     if family is None:
         raise UserError(f"unknown model {model!r}: use {names_hint()}, or a path to a .pt")
     if random_weights:
         return _random_source(family, name)
-    return _checkpoint_source(find_weights(name, weights_dir, family))
+    return _checkpoint_source(find_weights(name, weights_dir, family), verdicts)
 
 
 def weights_search_path(weights_dir: Path | None) -> list[Path]:
@@ -113,40 +115,58 @@ def _download(url: str, name: str, cache_dir: Path) -> Path:
     return target
 
 
-def _checkpoint_source(path: Path) -> ModelSource:
+def _checkpoint_source(path: Path, verdicts: Path | None) -> ModelSource:
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
     identity = file_sha256(path)
-    return ModelSource(model_id=path.stem, family=_recognized(path, identity).name, architecture=path.stem,
+    return ModelSource(model_id=path.stem, family=_recognized(path, identity, verdicts).name, architecture=path.stem,
                        checkpoint=path.resolve(), pretrained=True, identity=identity)
 
 
-def _recognized(path: Path, identity: str) -> Family:
+def _recognized(path: Path, identity: str, verdicts: Path | None) -> Family:
     """The family whose classes the checkpoint's pickle names, every global it imports allowed (else a UserError).
 
-    Checking imports the families' packages (torch, yolov5...: seconds), so the verdict is remembered per
-    checkpoint (its sha256) and per installed versions of those packages, and a cached rebuild does not pay again.
+    Checking imports the families' packages (torch, yolov5...: seconds), so a build remembers the verdict in its
+    output folder, per checkpoint (its sha256) and per installed versions of those packages, and a cached rebuild
+    does not pay again. It is kept there, not in a shared cache: the folder is the user's own, and nothing is
+    written to $HOME.
     """
     import json
 
-    from yolo_optimize.versions import tool_versions
-
-    record = user_cache_dir() / "checkpoints" / f"{identity[:32]}.json"
-    versions = tool_versions(tuple(sorted({tool for family in all_families() for tool in family.tools})))
+    record = _verdict_record(verdicts, identity) if verdicts else None
     try:
-        saved = json.loads(record.read_text())
-        if saved["identity"] == identity and saved["versions"] == versions:
+        saved = json.loads(record.read_text()) if record else {}
+        if saved["identity"] == identity and saved["versions"] == _family_tool_versions():
             return family_named(saved["family"])
     except (OSError, ValueError, KeyError):
         pass
     pickled = pickle_globals(path)
     _refuse_foreign(pickled, path)
-    family = family_for_checkpoint(pickled, path)
+    return family_for_checkpoint(pickled, path)
+
+
+def remember_family(source: ModelSource, verdicts: Path) -> None:
+    """After a build: keep the checkpoint's family verdict under ``verdicts`` for the next build into that folder."""
+    import json
+
+    if source.checkpoint is None or not source.pretrained:
+        return
+    record = _verdict_record(verdicts, source.identity)
     record.parent.mkdir(parents=True, exist_ok=True)
     partial = record.with_name(f".{record.name}.{os.getpid()}.part")
-    partial.write_text(json.dumps({"identity": identity, "family": family.name, "versions": versions}))
+    partial.write_text(json.dumps({"identity": source.identity, "family": source.family,
+                                   "versions": _family_tool_versions()}))
     os.replace(partial, record)
-    return family
+
+
+def _verdict_record(verdicts: Path, identity: str) -> Path:
+    return verdicts / f"{identity[:32]}.json"
+
+
+def _family_tool_versions() -> dict[str, str]:
+    from yolo_optimize.versions import tool_versions
+
+    return tool_versions(tuple(sorted({tool for family in all_families() for tool in family.tools})))
 
 
 def _config_source(path: Path) -> ModelSource:

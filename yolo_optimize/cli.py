@@ -18,6 +18,7 @@ from yolo_optimize.artifact import check_writable
 from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.devices import DEVICES as DEVICE_CHOICES
 from yolo_optimize.errors import UserError
+from yolo_optimize.machine.peaks import ROUNDS
 
 if TYPE_CHECKING:
     from yolo_optimize.machine.peaks import MachineLimits
@@ -221,15 +222,17 @@ def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: 
 @click.option("--threads", type=click.IntRange(1),
               help="Threads the kernels get (measure at the thread count eval uses) [default: the usable CPUs].")
 @click.option("--refresh", is_flag=True, help="Measure again even when this machine's limits are cached.")
+@click.option("--rounds", default=ROUNDS, show_default=True, type=click.IntRange(1),
+              help="Rounds when measuring (fewer: quicker, but a host's slow stretch may then read as its peak).")
 @click.option("--json", "as_json", is_flag=True, help="Print the limits as JSON.")
 @user_errors
-def info(threads: int | None, refresh: bool, as_json: bool) -> None:
+def info(threads: int | None, refresh: bool, rounds: int, as_json: bool) -> None:
     """This machine: CPU, ISA, runtimes and their measured peak GEMM/convolution rates and memory bandwidth (cached)."""
     from yolo_optimize.machine.display import limits_tables
     from yolo_optimize.machine.peaks import machine_limits
 
     with console.status("measuring this machine's limits (about a minute, once per machine and tool versions)"):
-        limits = machine_limits(threads or usable_cpus(), refresh=refresh)
+        limits = machine_limits(threads or usable_cpus(), refresh=refresh, rounds=rounds)
     if as_json:
         click.echo(json.dumps(asdict(limits), indent=2))
         return

@@ -53,7 +53,7 @@ def test_a_runtime_that_cannot_load_its_file_marks_its_row_and_ends_its_process(
     pixels = tmp_path / "images.npy"
     np.save(pixels, np.zeros((1, 640, 640, 3), np.uint8))
     row = LiveRow(job(broken, pixels, (1,)))
-    assert row.error.startswith("crashed: "), row.error
+    assert row.error.startswith("could not load: "), row.error
     assert row.block(1) is None  # a failed row ignores its turns
     assert row.finish() is None
 

@@ -124,9 +124,10 @@ def test_thread_counts_double_up_to_the_cores() -> None:
     assert thread_counts(1) == [1] and thread_counts(2) == [1, 2] and thread_counts(6) == [1, 2, 4, 6]
 
 
-def test_profile_command_writes_one_artifacts_profile(small_artifacts: Path, tmp_path: Path) -> None:
+def test_profile_command_writes_one_artifacts_profile(small_artifacts: Path, tmp_path: Path,
+                                                     machine_cache: dict[str, str]) -> None:
     result = optimize("profile", small_artifacts / "yolov5n" / "onnx-fp32", "--data", VAL_DATA, "--images", "4",
-                      "--largest-batch", "2", "--out", tmp_path / "prof")
+                      "--largest-batch", "2", "--out", tmp_path / "prof", env=machine_cache)
     assert result.returncode == 0, brief(result)
     assert {p.name for p in (tmp_path / "prof").iterdir()} == {"profile.json", "profile.md", "trace.json"}
     assert "| hotspot |" in result.stdout

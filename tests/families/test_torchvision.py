@@ -104,4 +104,5 @@ def test_resnet18_builds_at_two_sizes_with_int8_gated_on_top1_agreement_and_is_e
         for target, precision in (("pytorch", "fp32"), ("onnx", "fp32"), ("openvino", "fp32"), ("onnx", "int8"),
                                   ("openvino", "int8"))}
     assert all(line["top1_agreement"] >= 0.875 and line["map50_95"] is None for line in matrix)
+    assert all(line["end_to_end_b2_ips"] and 0.1 < line["end_to_end_b2_share"] < 1.5 for line in matrix), matrix
     assert "top-1 agr." in (report / "matrix.md").read_text() and "mAP50-95" not in (report / "matrix.md").read_text()

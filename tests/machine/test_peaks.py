@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import brief, optimize
+from tests.conftest import LIMIT_ROUNDS, brief, optimize
 from yolo_optimize.cpu import has_native_bf16, has_vnni
-from yolo_optimize.machine.peaks import ROUNDS
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +30,7 @@ def test_every_runtime_has_positive_peaks_in_the_precisions_it_executes(limits: 
     for entry in limits["peaks"]:
         if entry["gops"]:
             assert entry["executed"] == entry["precision"], entry  # read back: an int8 kernel really ran in int8
-            assert len(entry["rounds_gops"]) == ROUNDS and entry["gops"] == max(entry["rounds_gops"])
+            assert len(entry["rounds_gops"]) == LIMIT_ROUNDS and entry["gops"] == max(entry["rounds_gops"])
         else:
             assert entry["skipped"], entry
 

@@ -79,14 +79,15 @@ class MachineLimits:
         return cls(**{**data, "peaks": [Peak(**p) for p in data["peaks"]]})
 
 
-def machine_limits(threads: int, *, refresh: bool = False) -> MachineLimits:
-    """This machine's limits at ``threads``: from the cache when measured before with the same tools, else measured."""
+def machine_limits(threads: int, *, refresh: bool = False, rounds: int = ROUNDS) -> MachineLimits:
+    """This machine's limits at ``threads``: from the cache when measured before with the same tools, else measured
+    in ``rounds`` rounds (fewer: quicker, but more likely to read a slow stretch of the host as its peak)."""
     path = _cache_path(threads)
     if path.is_file() and not refresh:
         cached = json.loads(path.read_text())
         if cached.get("schema") == SCHEMA:
             return MachineLimits.from_json(cached)
-    limits = measure_limits(threads)
+    limits = measure_limits(threads, rounds)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.part")
     partial.write_text(json.dumps(asdict(limits), indent=2))
@@ -94,16 +95,16 @@ def machine_limits(threads: int, *, refresh: bool = False) -> MachineLimits:
     return limits
 
 
-def measure_limits(threads: int) -> MachineLimits:
+def measure_limits(threads: int, rounds: int = ROUNDS) -> MachineLimits:
     """Every runtime's kernels in their own processes, rounds interleaved; then the memory bandwidth."""
-    rounds: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    measured: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     bandwidth = []
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         for runtime in RUNTIMES:
             for result in in_own_process(_measure_runtime, runtime, threads):
-                rounds.setdefault((runtime, result["operation"], result["precision"]), []).append(result)
+                measured.setdefault((runtime, result["operation"], result["precision"]), []).append(result)
         bandwidth.append(in_own_process(_triad_gb_s, threads))
-    peaks = [_peak(key, results) for key, results in rounds.items()]
+    peaks = [_peak(key, results) for key, results in measured.items()]
     return MachineLimits(SCHEMA, datetime.now(timezone.utc).isoformat(timespec="seconds"), threads, cpu_facts(),
                          _tools(), peaks, max(bandwidth), [round(b, 2) for b in bandwidth], TRIAD_METHOD)
 
