@@ -21,6 +21,7 @@ Saves everything under bench/results/ with the environment.
 
 from __future__ import annotations
 
+import re
 import statistics
 import tempfile
 from dataclasses import dataclass, replace
@@ -140,6 +141,12 @@ def _path_worker(variant: Variant, files: tuple[Path, ...], seconds: float, thre
             path.close()
 
 
+def is_stem(layer: str) -> bool:
+    """The stem's layers in ONNX Runtime's profile: ``node_conv2d`` itself, fused (``node_conv2d_token_20``) or
+    rearranged (``node_conv2d_space_to_depth_u8``), never ``node_conv2d_<n>...``, the model's other convolutions."""
+    return re.match(rf"{STEM}(?!_\d)", layer) is not None
+
+
 def stem_profile(variant: Variant, pixels: Path, threads: int) -> dict[str, float]:
     """The stem's share of an ONNX Runtime per-layer profile (ms and share of the layer sum), at batch 1."""
     return in_own_process(_stem_worker, variant, pixels, threads)
@@ -151,7 +158,7 @@ def _stem_worker(variant: Variant, pixels: Path, threads: int) -> dict[str, floa
     with open_runner(variant.folder, variant.manifest, threads=threads) as runner, tempfile.TemporaryDirectory() as work:
         profile = runner.profile_layers(runner.input_of(np.load(pixels)[:1]), 20, Path(work) / "trace.json")
     total = sum(layer.ms for layer in profile.layers)
-    stem = sum(layer.ms for layer in profile.layers if layer.name.startswith(STEM) or "space_to_depth" in layer.name)
+    stem = sum(layer.ms for layer in profile.layers if is_stem(layer.name))
     return {"stem_ms": round(stem, 3), "stem_share": round(stem / total, 4), "layers_ms": round(total, 3)}
 
 
