@@ -23,7 +23,7 @@ from typing import Any
 
 from yolo_optimize import runtime_env
 from yolo_optimize.builder import BuildResult, run_build
-from yolo_optimize.config import BuildOptions, read_config
+from yolo_optimize.config import build_options
 from yolo_optimize.dag import NodeResult
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.recommend import RANKINGS, Budget, Candidate, Recommendation
@@ -35,13 +35,9 @@ Progress = Callable[[str, int, int], None]  # (what is happening, steps done, st
 def build(model: str | Path | None = None, *, config: str | Path | Mapping[str, Any] | None = None,
           progress: Progress | None = None, **options: Any) -> BuildResult:
     """Build ``model`` (or the config's) to every target x precision asked for; the result lists every node."""
-    values = BuildOptions()
-    if config is not None:
-        values = values.updated(read_config(Path(config)) if isinstance(config, (str, Path)) else config,
-                                f"config {config}" if isinstance(config, (str, Path)) else "config")
     if model is not None:
         options["model"] = str(model)
-    values = values.updated(options, "build()")
+    values = build_options(Path(config) if isinstance(config, str) else config, options, "build()")
     with runtime_env.configured():
         return run_build(values, on_event=_node_progress(progress) if progress else None)
 
@@ -79,15 +75,34 @@ def evaluate(root: str | Path, *, data: str | Path | None = None, out: str | Pat
 
 @dataclass(frozen=True)
 class Pick:
-    """What to ship for one model and batch size: the choice (None when nothing meets the budget) and why."""
+    """What to ship for one model and batch size: the recommendation (its choice None when nothing meets the
+    budget), with the figures a caller reads most."""
 
-    model: str
-    batch_size: int
-    choice: Candidate | None
-    runner_up: Candidate | None
-    tie: bool
-    verdict: str
     recommendation: Recommendation
+
+    @property
+    def batch_size(self) -> int:
+        return self.recommendation.batch
+
+    @property
+    def model(self) -> str:
+        return self.recommendation.model
+
+    @property
+    def choice(self) -> Candidate | None:
+        return self.recommendation.choice
+
+    @property
+    def runner_up(self) -> Candidate | None:
+        return self.recommendation.runner_up
+
+    @property
+    def tie(self) -> bool:
+        return self.recommendation.tie
+
+    @property
+    def verdict(self) -> str:
+        return self.recommendation.verdict
 
     @property
     def artifact(self) -> str | None:
@@ -125,4 +140,4 @@ def recommend(report: Report | str | Path, *, batch_size: int = 1, max_map_drop:
     chosen = picks.get(model or next(iter(picks)))
     if chosen is None:
         raise UserError(f"the report has no model {model!r} (it has {', '.join(picks)})")
-    return Pick(chosen.model, batch_size, chosen.choice, chosen.runner_up, chosen.tie, chosen.verdict, chosen)
+    return Pick(chosen)

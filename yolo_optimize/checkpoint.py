@@ -28,6 +28,7 @@ from yolo_optimize.families import (
     names_hint,
 )
 from yolo_optimize.families.base import RANDOM_SEED, Family
+from yolo_optimize.files import write_atomically
 from yolo_optimize.runtime_env import user_cache_dir
 
 if TYPE_CHECKING:
@@ -103,15 +104,9 @@ def find_weights(name: str, weights_dir: Path | None, family: Family) -> Path:
 
 
 def _download(url: str, name: str, cache_dir: Path) -> Path:
-    cache_dir.mkdir(parents=True, exist_ok=True)
     target = cache_dir / f"{name}.pt"
-    partial = cache_dir / f".{name}.pt.{os.getpid()}.part"
-    try:
-        with urllib.request.urlopen(url, timeout=20) as response:
-            partial.write_bytes(response.read())
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
+    with urllib.request.urlopen(url, timeout=20) as response:
+        write_atomically(target, response.read())
     return target
 
 
@@ -151,12 +146,9 @@ def remember_family(source: ModelSource, verdicts: Path) -> None:
 
     if source.checkpoint is None or not source.pretrained:
         return
-    record = _verdict_record(verdicts, source.identity)
-    record.parent.mkdir(parents=True, exist_ok=True)
-    partial = record.with_name(f".{record.name}.{os.getpid()}.part")
-    partial.write_text(json.dumps({"identity": source.identity, "family": source.family,
-                                   "versions": _family_tool_versions()}))
-    os.replace(partial, record)
+    write_atomically(_verdict_record(verdicts, source.identity),
+                     json.dumps({"identity": source.identity, "family": source.family,
+                                 "versions": _family_tool_versions()}))
 
 
 def _verdict_record(verdicts: Path, identity: str) -> Path:

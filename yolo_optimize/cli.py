@@ -94,13 +94,11 @@ def build(model: str | None, config_file: Path | None, input_form: str | None, *
     """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, a torchvision classifier such as resnet18, a YOLOv7 model
     YAML, or a .pt path) to every target x precision, cached, in parallel."""
     from yolo_optimize.builder import run_build
-    from yolo_optimize.config import BuildOptions, read_config
+    from yolo_optimize.config import build_options
 
-    options = BuildOptions()
-    if config_file is not None:
-        options = options.updated(read_config(config_file), f"config file {config_file}")
     given = {**given, "model": model, "input": input_form}
-    options = options.updated({key: value for key, value in given.items() if value is not None}, "command line")
+    options = build_options(config_file, {key: value for key, value in given.items() if value is not None},
+                            "command line")
     try:
         result = run_build(options, on_model=_model_display)
     except KeyboardInterrupt:

@@ -65,6 +65,17 @@ class BuildOptions:
         return replace(self, **checked)
 
 
+def build_options(config: Path | Mapping[str, Any] | None, given: Mapping[str, Any], given_from: str) -> BuildOptions:
+    """The defaults, overridden by ``config`` (a TOML file or a mapping), overridden by ``given``: the CLI's and the
+    API's one way to the options, each value checked and a bad one named with where it came from."""
+    options = BuildOptions()
+    if isinstance(config, Path):
+        options = options.updated(read_config(config), f"config file {config}")
+    elif config is not None:
+        options = options.updated(config, "config")
+    return options.updated(given, given_from)
+
+
 def read_config(path: Path) -> dict[str, Any]:
     """A TOML config file's keys and values (checked by ``BuildOptions.updated``); a UserError when unreadable."""
     if sys.version_info >= (3, 11):

@@ -2,7 +2,7 @@
 
 yolov5, ultralytics, ONNX Runtime and OpenVINO/NNCF reach the network, install
 packages or write into ``$HOME`` unless told not to. The ``optimize`` command and every
-process this package starts (build and measurement workers: ``processes.start_method``'s
+process this package starts (build and measurement workers: ``processes.configured_child`` as the
 initializer) apply them first thing; the Python API applies them only while a call runs
 (``configured``), so importing or calling it leaves the caller's process as it was.
 """

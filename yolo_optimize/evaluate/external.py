@@ -90,11 +90,16 @@ def _entry(path: Path) -> Path:
     if not path.exists():
         raise UserError(f"--add {path}: no such file or folder")
     if path.is_dir():
-        found = sorted(path.glob("*.xml"))
+        found = ir_files(path)
         if len(found) != 1:
             raise UserError(f"--add {path}: a folder must hold exactly one OpenVINO .xml ({len(found)} found)")
         return found[0]
     return path
+
+
+def ir_files(folder: Path) -> list[Path]:
+    """The OpenVINO IRs (their .xml) directly in ``folder``: an exported model's folder holds exactly one."""
+    return sorted(folder.glob("*.xml"))
 
 
 def _onnx_facts(path: Path) -> tuple[str, list[int], str, list[str] | None]:

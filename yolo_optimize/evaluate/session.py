@@ -7,13 +7,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from yolo_optimize.artifact import check_writable
+from yolo_optimize.artifact import MANIFEST, check_writable
 from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.devices import resolve_device
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.discover import Candidate, discover
+from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover
 from yolo_optimize.evaluate.evaluator import EvalSettings, Progress, evaluate
-from yolo_optimize.evaluate.external import SUFFIXES, checkpoint_baseline, external_candidates, inspect_entries
+from yolo_optimize.evaluate.external import (SUFFIXES, checkpoint_baseline, external_candidates, inspect_entries,
+                                             ir_files)
 from yolo_optimize.evaluate.interleave import ANSWER_TIMEOUT_S
 from yolo_optimize.evaluate.report import build_report, write_report
 from yolo_optimize.evaluate.results import Report
@@ -56,7 +57,7 @@ class EvalRequest:
 
 def _model_folder(path: Path) -> bool:
     """A folder holding a model file (an OpenVINO IR's) rather than built artifacts."""
-    return path.is_dir() and not any(path.rglob("manifest.json")) and len(list(path.glob("*.xml"))) == 1
+    return path.is_dir() and not any(path.rglob(MANIFEST)) and len(ir_files(path)) == 1
 
 
 def run_evaluation(request: EvalRequest, progress: Callable[[str, int, int], None]) -> Report:
@@ -85,7 +86,7 @@ def candidates(request: EvalRequest) -> list[Candidate]:
     inspected = inspect_entries(request.add, request.family, request.settings.imgsz)  # a bad file is refused first
     found = discover(request.root) if request.root is not None else []
     models = {c.model: (c.manifest.metadata["family"], list(c.manifest.metadata["imgsz"]))
-              for c in found if c.manifest and c.target != "pytorch"}
+              for c in found if c.manifest and c.target != BASELINE_TARGET}
     added = external_candidates(inspected, models)
     own_groups = {c.model: c for c in added if c.model not in models}
     if own_groups and request.checkpoint:

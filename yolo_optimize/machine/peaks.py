@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.cpu import cpu_facts, cpu_flags
+from yolo_optimize.files import write_atomically
 from yolo_optimize.versions import tool_versions
 from yolo_optimize.machine.kernels import SHAPES
 from yolo_optimize.processes import in_own_process
@@ -88,10 +88,7 @@ def machine_limits(threads: int, *, refresh: bool = False, rounds: int = ROUNDS)
         if cached.get("schema") == SCHEMA:
             return MachineLimits.from_json(cached)
     limits = measure_limits(threads, rounds)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.part")
-    partial.write_text(json.dumps(asdict(limits), indent=2))
-    os.replace(partial, path)
+    write_atomically(path, json.dumps(asdict(limits), indent=2))
     return limits
 
 
