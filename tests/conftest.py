@@ -95,25 +95,34 @@ def machine_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return env
 
 
+EVALUATED = ("onnx-fp32", "onnx-fp16", "openvino-fp32")  # each runtime, and stored FP16 beside its FP32 sibling
+
+
 @pytest.fixture(scope="session")
 def evaluated(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The session build evaluated on a subset (24 images) at batch 1 and 2, twice per artifact; the report folder."""
+    """EVALUATED and the baseline evaluated on a subset (24 images) at batch 1 and 2, twice per artifact; the report
+    folder."""
     out = tmp_path_factory.mktemp("report")
-    result = optimize(*eval_args(built.parent, out, "--max-images", "24", "--min-time", "0.2", "--repeats", "2",
-                                 "--batch-sizes", "1,2"))
+    result = optimize(*eval_args(_copied(built, EVALUATED, tmp_path_factory.mktemp("evaluated")), out, "--max-images",
+                                 "24", "--min-time", "0.2", "--repeats", "2", "--batch-sizes", "1,2"))
     assert result.returncode == 0, brief(result)
     return out
+
+
+def _copied(built: Path, artifacts: tuple[str, ...], folder: Path) -> Path:
+    """A root holding a copy of these artifacts of the session build and its build records (the baseline's)."""
+    import shutil
+
+    root = folder / "artifacts"
+    for part in (*artifacts, ".cache/load"):
+        shutil.copytree(built / part, root / "yolov5n" / part)
+    return root
 
 
 @pytest.fixture(scope="session")
 def small_artifacts(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of onnx-fp32 and openvino-fp32 (plus the build records) that tests may break."""
-    import shutil
-
-    root = tmp_path_factory.mktemp("small") / "artifacts"
-    for part in ("onnx-fp32", "openvino-fp32", ".cache/load"):
-        shutil.copytree(built / part, root / "yolov5n" / part)
-    return root
+    return _copied(built, ("onnx-fp32", "openvino-fp32"), tmp_path_factory.mktemp("small"))
 
 
 QUICK_EVAL = ("--no-accuracy", "--no-end-to-end", "--min-time", "0", "--repeats", "1", "--batch-sizes", "1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -12,8 +13,10 @@ import pytest
 
 from yolo_optimize.artifact import (
     Manifest,
+    machine_id,
     process_state,
     publish,
+    publish_if_absent,
     read_valid,
     show,
     staging_dir,
@@ -44,8 +47,6 @@ def test_a_cached_check_trusts_an_unwritten_file_by_its_stamp_and_hashes_every_o
     """A file written since its manifest (any write moves its modification time) or copied (another inode) is hashed
     again, so tampering is caught without --verify; only a write that also puts the old time back passes the cheap
     check, and a full check (--verify) catches that too. Hard-linked views share the stamp."""
-    import os
-
     folder = tmp_path / "node"
     _manifest_folder(folder, "weights" * 1000)
     model = folder / "model.bin"
@@ -128,12 +129,31 @@ def test_leftovers_of_a_zombie_are_swept(tmp_path: Path) -> None:
     deadline = time.monotonic() + 10
     while process_state(child.pid) != "Z" and time.monotonic() < deadline:
         time.sleep(0.05)
-    leftover = tmp_path / f".tmp-node-{child.pid}-0badc0de"
+    leftover = tmp_path / f".tmp-node-{machine_id()}-{child.pid}-0badc0de"
     leftover.mkdir()
     try:
         assert sweep_leftovers(tmp_path) == [leftover] and not leftover.exists()
     finally:
         child.wait()
+
+
+def test_another_machines_leftovers_are_its_own_to_judge(tmp_path: Path) -> None:
+    """On a store several machines share, a pid here says nothing of a folder staged on another machine."""
+    no_such_pid = 2**22 + 7  # above the largest pid_max Linux allows
+    elsewhere = tmp_path / f".tmp-node-{'f' * len(machine_id())}-{no_such_pid}-0badc0de"
+    here = tmp_path / f".old-node-{machine_id()}-{no_such_pid}-0badc0de"
+    elsewhere.mkdir()
+    here.mkdir()
+    assert sweep_leftovers(tmp_path) == [here] and elsewhere.is_dir()
+
+
+def test_a_second_publisher_of_a_key_finds_it_published_and_leaves_it(tmp_path: Path) -> None:
+    final = tmp_path / ".store" / "node" / "key"
+    first, second = staging_dir(final), staging_dir(final)
+    _manifest_folder(first, "first")
+    _manifest_folder(second, "second")
+    assert publish_if_absent(first, final) and not publish_if_absent(second, final)
+    assert Manifest.read(final).cache_key == "first" and second.is_dir()
 
 
 def test_show_makes_a_hard_linked_view_and_skips_an_up_to_date_one(tmp_path: Path) -> None:

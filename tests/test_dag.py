@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import VAL_DATA, WEIGHTS, build_args, optimize, statuses
 from yolo_optimize.artifact import MANIFEST, Manifest, read_valid, store_folder
 from yolo_optimize.checkpoint import resolve_source
-from yolo_optimize.dag import cache_keys
+from yolo_optimize.dag import cache_keys, node_facts
 from yolo_optimize.export.tensorrt import TensorRTBuild
 from yolo_optimize.images import list_images
 from yolo_optimize.optimize.gate import GateConfig
@@ -27,7 +27,8 @@ REQUEST = BuildRequest(source=resolve_source(str(WEIGHTS)), targets=("torchscrip
 
 
 def keys(request: BuildRequest) -> dict[str, str]:
-    return cache_keys(plan(request), request.source)
+    nodes = plan(request)
+    return cache_keys(nodes, request.source, node_facts(nodes, request.source.family))
 
 
 def changed(other: BuildRequest) -> set[str]:
@@ -164,3 +165,17 @@ def test_the_graph_refuses_unwired_roles_parents_declared_late_and_artifacts_wit
     unchecked = Node("unchecked", Unchecked(None), {SOURCE: "onnx-export"}, "unchecked")
     with pytest.raises(ValueError, match="unchecked is a deployable artifact with no parity reference"):
         validate([*nodes[:nodes.index(simplify)], unchecked])
+
+
+def test_a_worker_whose_tools_differ_from_the_planned_ones_refuses_to_build(tmp_path: Path) -> None:
+    """A key planned with one onnx version must not label a file another version built (another cluster node)."""
+    from yolo_optimize.dag import NodeJob, check_facts
+
+    nodes = plan(REQUEST)
+    facts = node_facts(nodes, REQUEST.source.family)
+    node = next(n for n in nodes if n.name == "onnx-fp32")
+    planned = {**facts[node.name], "tools": {**facts[node.name]["tools"], "onnx": "0.0.1"}}
+    job = NodeJob(node, "k" * 64, {}, REQUEST.source, tmp_path, "cpu", 1, False, planned)
+    with pytest.raises(RuntimeError, match=r"differs from the one the key was planned for: onnx 0\.0\.1 -> "):
+        check_facts(job)
+    check_facts(NodeJob(node, "k" * 64, {}, REQUEST.source, tmp_path, "cpu", 1, False, facts[node.name]))

@@ -1,4 +1,5 @@
-"""The package's layers import only downward: families -> export/optimize (the build side) -> runtime <- evaluate.
+"""The package's layers import only downward: families -> export/optimize (the build side) -> runtime <- evaluate;
+cluster (Ray plumbing) below both sides.
 
 Read from the source (every ``import`` of every module, lazy ones inside functions too), so a new import across a
 boundary fails here, not in a review."""
@@ -11,12 +12,14 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "yolo_optimize"
-BUILD_SIDE = ("export", "optimize", "pipeline", "dag", "builder", "parity", "config", "stage")
+BUILD_SIDE = ("export", "optimize", "pipeline", "dag", "builder", "parity", "config", "stage", "executor",
+              "ray_executor")
 # a layer (a subpackage or a module) -> the parts of the package it must never import
 FORBIDDEN = {
     "families": ("export", "optimize", "runtime", "evaluate", "machine", *BUILD_SIDE, "api", "cli"),
     "runtime": ("evaluate", "machine", *BUILD_SIDE, "api", "cli"),
     "machine": ("evaluate", *BUILD_SIDE, "api", "cli"),
+    "cluster": ("evaluate", "runtime", "machine", *BUILD_SIDE, "api", "cli"),
     "evaluate": ("export", "optimize", "pipeline", "dag", "builder", "parity", "stage", "api", "cli"),
     **{side: ("evaluate", "api", "cli") for side in BUILD_SIDE},
 }

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import os
+import platform
 import shutil
 import tempfile
 import uuid
@@ -19,6 +22,7 @@ MANIFEST = "manifest.json"
 STORE = ".store"  # every node's folders, by cache key; the artifact folders are views of them
 KEY_CHARS = 16
 STAGING, TRASH = ".tmp-", ".old-"
+MACHINE_CHARS = 12
 
 
 @dataclass
@@ -100,9 +104,25 @@ def store_folder(model_dir: Path, node: str, cache_key: str) -> Path:
     return model_dir / STORE / node / cache_key[:KEY_CHARS]
 
 
+def machine_id() -> str:
+    """Which machine (and process namespace) a pid belongs to, for folders in a store several machines share (NFS):
+    the kernel's boot id, which changes at every boot and differs between hosts, with this process's pid
+    namespace, which differs between containers on one host. Only this machine's pids can be judged here."""
+    boot = Path("/proc/sys/kernel/random/boot_id")
+    namespace = Path("/proc/self/ns/pid")
+    facts = boot.read_text().strip() if boot.exists() else platform.node()
+    facts += os.readlink(namespace) if namespace.exists() else ""
+    return hashlib.sha256(facts.encode()).hexdigest()[:MACHINE_CHARS]
+
+
+def _private_name(prefix: str, final: Path) -> Path:
+    """``<prefix><name>-<machine>-<pid>-<random>`` beside ``final``: whose it is, for ``sweep_leftovers``."""
+    return final.parent / f"{prefix}{final.name}-{machine_id()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
 def staging_dir(final: Path) -> Path:
     """A fresh private folder beside ``final``; only a finished build is renamed into place."""
-    path = final.parent / f"{STAGING}{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    path = _private_name(STAGING, final)
     path.mkdir(parents=True)
     return path
 
@@ -110,12 +130,25 @@ def staging_dir(final: Path) -> Path:
 def publish(staging: Path, final: Path) -> None:
     """Replace ``final`` by ``staging`` so that readers see the old or the new artifact, never a mix."""
     if final.exists():
-        trash = final.parent / f"{TRASH}{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        trash = _private_name(TRASH, final)
         os.replace(final, trash)
         os.replace(staging, final)
         shutil.rmtree(trash, ignore_errors=True)
     else:
         os.replace(staging, final)
+
+
+def publish_if_absent(staging: Path, final: Path) -> bool:
+    """Rename ``staging`` to ``final`` unless another builder published ``final`` first (False): on a store shared by
+    machines there is no lock they all see, and rename(2) refuses to replace a folder that has files."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(staging, final)
+    except OSError as err:
+        if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        return False
+    return True
 
 
 def show(stored: Path, view: Path, cache_key: str) -> bool:
@@ -152,37 +185,38 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 
 def sweep_leftovers(model_dir: Path) -> list[Path]:
-    """Remove staging and replaced folders whose process is gone (a killed or interrupted build)."""
+    """Remove this machine's staging and replaced folders whose process is gone (a killed or interrupted build);
+    another machine's are its own to judge (``machine_id``), however old."""
     removed = []
     for path in [*model_dir.rglob(f"{STAGING}*"), *model_dir.rglob(f"{TRASH}*")]:
-        if path.is_dir() and not _owner_alive(path.name):
+        if path.is_dir() and _owner_gone(path.name):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
 
 
-def _owner_alive(name: str) -> bool:
-    """Staging and trash names end in ``-<pid>-<random>``: is that process still running?
+def _owner_gone(name: str) -> bool:
+    """Staging and trash names end in ``-<machine>-<pid>-<random>``: made on this machine by a process that has ended?
 
     A killed worker whose parent died stays a zombie until some init reaps it, and in
     containers nobody may: ``kill(pid, 0)`` succeeds on zombies, so /proc's state decides.
     """
-    try:
-        pid = int(name.rsplit("-", 2)[-2])
-    except (ValueError, IndexError):
+    machine, pid_text = name.rsplit("-", 3)[-3:-1] if name.count("-") >= 3 else ("", "")
+    if machine != machine_id() or not pid_text.isdigit():
         return False
+    pid = int(pid_text)
     if Path("/proc/self/stat").exists():
         try:
-            return process_state(pid) not in ("Z", "X")
+            return process_state(pid) in ("Z", "X")
         except (OSError, IndexError):
-            return False
+            return True
     try:  # no /proc (macOS): signal 0 only says whether the pid exists
         os.kill(pid, 0)
     except ProcessLookupError:
-        return False
-    except PermissionError:
         return True
-    return True
+    except PermissionError:
+        return False
+    return False
 
 
 def process_state(pid: int) -> str:

@@ -7,14 +7,16 @@ wrong is found before anything is written (a ``UserError``); a node that fails d
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from yolo_optimize.artifact import check_writable
-from yolo_optimize.config import BuildOptions
-from yolo_optimize.dag import FAILED, NodeResult
+from yolo_optimize.config import LOCAL, BuildOptions
+from yolo_optimize.dag import FAILED, Build, NodeResult
 from yolo_optimize.errors import UserError
+from yolo_optimize.executor import Executor, LocalExecutor
 from yolo_optimize.families.base import Family
 from yolo_optimize.loading import UINT8_INPUT
 from yolo_optimize.pipeline import BuildRequest
@@ -54,26 +56,28 @@ class BuildResult:
         return not self.failed
 
 
-def requests_for(options: BuildOptions) -> list[BuildRequest]:
-    """One request per input size, every input checked (bad input is a UserError before anything is written)."""
+def requests_for(options: BuildOptions, executor: Executor) -> list[BuildRequest]:
+    """One request per input size, every input checked (bad input is a UserError before anything is written); what
+    depends on the building machine (the device 'auto' means, the CPU's INT8 arithmetic) read where it builds."""
     from yolo_optimize.checkpoint import resolve_source
-    from yolo_optimize.devices import resolve_device
     from yolo_optimize.families import family_named
     from yolo_optimize.images import list_images
 
     if not options.model:
         raise UserError("no model: name one (yolov5n, a .pt path...) on the command line or as 'model' in the config")
     check_input_form(options.input, options.targets)
+    check_paths(options)
     source = resolve_source(options.model, random_weights=options.random_weights, weights_dir=options.weights_dir,
                             verdicts=options.out / VERDICTS)
     family = family_named(source.family)
     sizes = options.imgsz or (family.default_imgsz,)
     images = list_images(options.parity_data or family.sample_images())[:options.parity_images]
-    int8 = int8_inputs(family, options) if "int8" in options.precisions else {}
+    host = executor.probe(building_host, options.device, "int8" in options.precisions)
+    int8 = int8_inputs(family, options, host) if "int8" in options.precisions else {}
     requests = [BuildRequest(
         source=replace(source, model_id=model_id(source.model_id, size if len(sizes) > 1 else None, options.input)),
         targets=options.targets, precisions=options.precisions, imgsz=size, batch_sizes=options.batch_sizes,
-        opset=options.opset, device=resolve_device(options.device),
+        opset=options.opset, device=host.device,
         parity_images=tuple(str(p.resolve()) for p in images), input_form=options.input, **int8,
     ) for size in sizes]
     for request in requests:
@@ -84,31 +88,43 @@ def requests_for(options: BuildOptions) -> list[BuildRequest]:
 def run_build(options: BuildOptions, on_event: OnEvent | None = None,
               on_model: Callable[[BuildRequest, list[str]], Any] | None = None) -> BuildResult:
     """Build every request of ``options``; ``on_model(request, nodes)`` returns a context the model's nodes are built
-    in (the CLI's live table, whose ``event`` then receives the nodes' events)."""
-    from yolo_optimize.checkpoint import load_model, remember_family
-    from yolo_optimize.dag import Build
+    in (the CLI's live table, whose ``event`` then receives the nodes' events). On a cluster every model (input size)
+    builds at once and ``on_event`` receives ``<model>/<node>`` instead."""
+    from yolo_optimize.checkpoint import load_model
     from yolo_optimize.pipeline import plan
 
-    built = []
-    for request in requests_for(options):
-        nodes = plan(request)
-        folder = options.out / request.source.model_id
-        dag = Build(nodes, request.source, folder, device=request.device, jobs=options.jobs, force=options.force,
-                    verify=options.verify)
+    executor = executor_for(options)
+    dags = []
+    for request in requests_for(options, executor):
+        dag = Build(plan(request), request.source, options.out / request.source.model_id, device=request.device,
+                    executor=executor, force=options.force, verify=options.verify)
         if "load" in dag.pending():
             load_model(request.source)  # a bad checkpoint stops here, before anything is written
-        with on_model(request, [n.name for n in nodes]) if on_model else _Quiet(on_event) as display:
-            results = dag.run(display.event)
-        remember_family(request.source, options.out / VERDICTS)
-        built.append(ModelBuild(request.source.model_id, folder, request.imgsz, results))
+        dags.append((request, dag))
+    if executor.models_at_once and len(dags) > 1:
+        with ThreadPoolExecutor(len(dags)) as threads:
+            built = list(threads.map(lambda item: _built(*item, options, _Quiet(on_event, item[0])), dags))
+    else:
+        built = [_built(request, dag, options, on_model(request, dag.order) if on_model else _Quiet(on_event))
+                 for request, dag in dags]
     return BuildResult(options.out, built)
 
 
-class _Quiet:
-    """The nodes' events to a callback (or nowhere): the API's display."""
+def _built(request: BuildRequest, dag: Build, options: BuildOptions, display: Any) -> ModelBuild:
+    from yolo_optimize.checkpoint import remember_family
 
-    def __init__(self, on_event: OnEvent | None) -> None:
+    with display:
+        results = dag.run(display.event)
+    remember_family(request.source, options.out / VERDICTS)
+    return ModelBuild(request.source.model_id, dag.model_dir, request.imgsz, results)
+
+
+class _Quiet:
+    """The nodes' events to a callback (or nowhere): the API's display; with ``request``, node names carry the model."""
+
+    def __init__(self, on_event: OnEvent | None, request: BuildRequest | None = None) -> None:
         self.on_event = on_event
+        self.prefix = f"{request.source.model_id}/" if request else ""
 
     def __enter__(self) -> _Quiet:
         return self
@@ -118,13 +134,64 @@ class _Quiet:
 
     def event(self, node: str, result: NodeResult | None) -> None:
         if self.on_event:
-            self.on_event(node, result)
+            self.on_event(self.prefix + node, result)
+
+
+def executor_for(options: BuildOptions) -> Executor:
+    """This machine's worker processes, or a Ray cluster's nodes (``--executor ray``: every building node must see
+    --out and the inputs at the driver's paths)."""
+    if options.executor == LOCAL:
+        if options.on or options.ray_address:
+            raise UserError("--on and --ray-address go with --executor ray")
+        return LocalExecutor(options.jobs)
+    from yolo_optimize.ray_executor import RayExecutor
+
+    executor = RayExecutor(options.ray_address or "auto", options.on)
+    weights = Path(options.model) if Path(options.model).suffix == ".pt" else None
+    executor.check_shared(options.out, {"--out": None, "the checkpoint": weights, "--calib-data": options.calib_data,
+                                        "--gate-data": options.gate_data, "--parity-data": options.parity_data,
+                                        "--weights-dir": options.weights_dir})
+    return executor
+
+
+@dataclass(frozen=True)
+class BuildingHost:
+    """What a build takes from the machine that builds: the device 'auto' stands for, the CPU's INT8 arithmetic."""
+
+    device: str
+    int8_weight_bits: int | None = None  # 8 with VNNI, 7 without (int8 builds only)
+    int8_float_precision: str | None = None  # bf16 where native, else fp32 (int8 builds only)
+
+
+def building_host(device: str, int8: bool) -> BuildingHost:
+    """Read on the building machine (``Executor.probe``)."""
+    from yolo_optimize.cpu import has_native_bf16, has_vnni
+    from yolo_optimize.devices import resolve_device
+
+    if not int8:
+        return BuildingHost(resolve_device(device))
+    return BuildingHost(resolve_device(device), 8 if has_vnni() else 7, "bf16" if has_native_bf16() else "fp32")
 
 
 def model_id(model: str, size: int | None, input_form: str) -> str:
     """The model's folder: ``<model>[-<size>][-uint8]``, so builds of several sizes or input forms sit side by side
     (and are evaluated side by side) instead of replacing each other's views."""
     return model + (f"-{size}" if size else "") + ("-uint8" if input_form == UINT8_INPUT else "")
+
+
+def check_paths(options: BuildOptions) -> None:
+    """The folders given, checked before the checkpoint is read (its family's imports take seconds): --out writable,
+    the image folders present, INT8's calibration images given."""
+    from yolo_optimize.images import list_images
+
+    check_writable(options.out)
+    for folder in (options.parity_data, options.gate_data):
+        if folder is not None:
+            list_images(folder)
+    if "int8" in options.precisions:
+        if options.calib_data is None:
+            raise UserError("INT8 needs real calibration images: pass --calib-data DIR (e.g. ../shared/assets/coco128)")
+        list_images(options.calib_data)
 
 
 def check_input_form(input_form: str, targets: tuple[str, ...]) -> None:
@@ -135,22 +202,19 @@ def check_input_form(input_form: str, targets: tuple[str, ...]) -> None:
                         f"those with --input float")
 
 
-def int8_inputs(family: Family, options: BuildOptions) -> dict[str, Any]:
+def int8_inputs(family: Family, options: BuildOptions, host: BuildingHost) -> dict[str, Any]:
     """Calibration images and a gate set (labelled, where the family's gate metric needs labels), checked first, and
     what the building CPU decides of the INT8 arithmetic (weight bits, OpenVINO's float parts)."""
-    from yolo_optimize.cpu import has_native_bf16, has_vnni
     from yolo_optimize.images import list_images
     from yolo_optimize.optimize.gate import GateConfig, gate_metric_class
     from yolo_optimize.runtime.dataset import load_dataset
 
-    if options.calib_data is None:
-        raise UserError("INT8 needs real calibration images: pass --calib-data DIR (e.g. ../shared/assets/coco128)")
-    calibration = list_images(options.calib_data)[:options.calib_images]
+    calibration = list_images(options.calib_data)[:options.calib_images]  # type: ignore[arg-type] - checked first
     gate_root = (options.gate_data or options.calib_data).resolve()
     gate = load_dataset(gate_root, max_images=options.gate_images)
     if gate.ground_truth is None and gate_metric_class(family).needs_labels:
         raise UserError(f"the INT8 accuracy gate needs labels and {gate_root} has none: pass --gate-data with a "
                         f"labelled set (YOLO labels/ beside images/)")
     return {"calib_images": tuple(str(p.resolve()) for p in calibration),
-            "int8_weight_bits": 8 if has_vnni() else 7, "int8_float_precision": "bf16" if has_native_bf16() else "fp32",
+            "int8_weight_bits": host.int8_weight_bits, "int8_float_precision": host.int8_float_precision,
             "gate": GateConfig(str(gate_root), options.gate_images, options.max_map_drop)}

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from yolo_optimize import __version__
 from yolo_optimize.artifact import check_writable
+from yolo_optimize.config import EXECUTORS, LOCAL, RAY
 from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.devices import DEVICES as DEVICE_CHOICES
 from yolo_optimize.errors import UserError
@@ -89,6 +90,11 @@ def main() -> None:
               help="What every exported artifact takes: float32 NCHW in [0, 1], or the prepared uint8 NHWC image with "
                    "the layout change and scaling inside the graph (INT8 ONNX then reads it on its first grid); "
                    "uint8 builds go to <out>/<model>-uint8 [default: float].")
+@click.option("--executor", type=click.Choice(EXECUTORS),
+              help="Where nodes build: this machine's processes, or a Ray cluster's nodes (pip install -e \".[ray]\"; "
+                   "--out and the inputs at the same path on every node) [default: local].")
+@click.option("--ray-address", help="The Ray cluster to connect to [default: auto, the one this machine is part of].")
+@click.option("--on", help="With --executor ray: build only on nodes with these labels (label=value, comma list).")
 @user_errors
 def build(model: str | None, config_file: Path | None, input_form: str | None, **given: Any) -> None:
     """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, a torchvision classifier such as resnet18, a YOLOv7 model
@@ -99,23 +105,39 @@ def build(model: str | None, config_file: Path | None, input_form: str | None, *
     given = {**given, "model": model, "input": input_form}
     options = build_options(config_file, {key: value for key, value in given.items() if value is not None},
                             "command line")
+    hosts = options.executor == RAY
     try:
-        result = run_build(options, on_model=_model_display)
+        result = run_build(options, on_event=_node_line, on_model=functools.partial(_model_display, hosts=hosts))
     except KeyboardInterrupt:
         click.echo("interrupted: nodes in flight were stopped and their staging folders removed; "
                    "built nodes are kept and the next build resumes", err=True)
         sys.exit(130)
+    if hosts and len(result.models) > 1:  # the models were built at once, each line as it came: their tables now
+        from yolo_optimize.console import results_table
+
+        for built in result.models:
+            console.print(results_table(built.nodes, title=f"{built.model} at {built.imgsz}", hosts=True))
     if result.failed:
         failed = result.failed if len(result.models) > 1 else [name.split("/", 1)[1] for name in result.failed]
         click.echo(f"error: {len(failed)} node(s) failed: {', '.join(failed)}", err=True)
         sys.exit(1)
 
 
+def _node_line(node: str, result: Any) -> None:
+    """One line per node event of models built at once (a cluster build of several input sizes)."""
+    if result is None:
+        console.print(f"{node}: started", highlight=False)
+    else:
+        where = f" on {result.host}" + (f" (attempt {result.attempt})" if result.attempt > 1 else "") \
+            if result.host else ""
+        console.print(f"{node}: {result.status}{where}", highlight=False)
+
+
 class _model_display:  # noqa: N801 - used as a function: the live table of one model's build, then its summary
-    def __init__(self, request: Any, nodes: list[str]) -> None:
+    def __init__(self, request: Any, nodes: list[str], hosts: bool = False) -> None:
         from yolo_optimize.console import BuildDisplay
 
-        self.request, self.display = request, BuildDisplay(console, nodes)
+        self.request, self.display, self.hosts = request, BuildDisplay(console, nodes), hosts
         self.results: list[Any] = []
 
     def __enter__(self) -> Any:
@@ -135,7 +157,8 @@ class _model_display:  # noqa: N801 - used as a function: the live table of one 
         if exc[0] is None:
             order = {name: index for index, name in enumerate(self.display.rows)}
             console.print(results_table(sorted(self.results, key=lambda r: order[r.node]),
-                                        title=f"{self.request.source.model_id} at {self.request.imgsz}"))
+                                        title=f"{self.request.source.model_id} at {self.request.imgsz}",
+                                        hosts=self.hosts))
 
 
 def _say(text: str) -> None:
@@ -181,11 +204,18 @@ def _say(text: str) -> None:
 @click.option("--profile", is_flag=True,
               help="Explain the numbers: model facts against this machine's measured peaks (optimize info), the "
                    "roofline, and per artifact per-layer time, a trace, the end-to-end breakdown, threads, energy.")
+@click.option("--executor", type=click.Choice(EXECUTORS), default=LOCAL, show_default=True,
+              help="ray: the whole evaluation once per --on selector, each on a Ray node with that label, alone there "
+                   "(pip install -e \".[ray]\"; DIRECTORY, --data and --out at the same path on every node).")
+@click.option("--ray-address", default="auto", show_default=True, help="The Ray cluster to connect to.")
+@click.option("--on", help="With --executor ray: one measuring node per label=value selector, comma list "
+                           "(kind=avx2,kind=avx512); reports go to OUT/kind-avx2/...")
 @user_errors
 def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: Path, device: str, threads: int | None,
                      min_time: float, repeats: int, max_images: int | None, no_accuracy: bool, imgsz: int | None,
                      mode: str, no_end_to_end: bool, add: tuple[str, ...], family: str | None,
-                     checkpoint: Path | None, row_timeout: float, profile: bool) -> None:
+                     checkpoint: Path | None, row_timeout: float, profile: bool, executor: str, ray_address: str,
+                     on: str | None) -> None:
     """Measure every artifact under DIRECTORY (and any --add model file) and write the speedup matrix."""
     from yolo_optimize.console import progress_bar
     from yolo_optimize.evaluate.recommend import Budget, brief, recommend
@@ -193,11 +223,16 @@ def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: 
     from yolo_optimize.evaluate.session import EvalRequest, run_evaluation
     from yolo_optimize.formats import parse_batch_sizes
 
-    request = EvalRequest.checked(directory, data=data, out=out, batch_sizes=parse_batch_sizes(batch_sizes),
-                                  device=device, threads=threads, min_time=min_time, repeats=repeats,
-                                  max_images=max_images, accuracy=not no_accuracy, imgsz=imgsz, mode=mode,
-                                  end_to_end=not no_end_to_end, profile=profile, add=add, family=family,
-                                  checkpoint=checkpoint, row_timeout=row_timeout)
+    arguments = dict(root=directory, data=data, batch_sizes=parse_batch_sizes(batch_sizes), device=device,
+                     threads=threads, min_time=min_time, repeats=repeats, max_images=max_images,
+                     accuracy=not no_accuracy, imgsz=imgsz, mode=mode, end_to_end=not no_end_to_end, profile=profile,
+                     add=add, family=family, checkpoint=checkpoint, row_timeout=row_timeout)
+    if executor == RAY:
+        _evaluate_on_hosts(arguments, out, ray_address, on)
+        return
+    if on:
+        raise UserError("--on goes with --executor ray")
+    request = EvalRequest.checked(**arguments, out=out)
     try:
         with progress_bar(console) as bar:
             task = bar.add_task("evaluating", total=None)
@@ -369,6 +404,38 @@ def _measured_limits(threads: int) -> MachineLimits:
 
     with console.status("this machine's limits (measured once per machine and tool versions, then cached)"):
         return machine_limits(threads)
+
+
+def _evaluate_on_hosts(arguments: dict[str, Any], out: Path, address: str, on: str | None) -> None:
+    """``eval --executor ray``: each selector's host measured on its own node, one progress line per host, then each
+    host's matrix and what to ship where."""
+    from yolo_optimize.evaluate.hosts import evaluate_on_hosts, ship_where_lines
+    from yolo_optimize.cluster.nodes import parse_selectors
+    from yolo_optimize.console import progress_bar
+    from yolo_optimize.evaluate.report import rich_table
+    from yolo_optimize.evaluate.session import EvalRequest
+
+    if not on:
+        raise UserError("--executor ray measures on the nodes --on names (label=value, comma list)")
+    selectors = parse_selectors(on)
+    EvalRequest.checked(**{**arguments, "device": "auto"}, out=out)  # bad input refused here; device on each node
+    with progress_bar(console) as bar:
+        tasks = {selector: bar.add_task(selector, total=None) for selector in selectors}
+
+        def progress(selector: str, text: str, done: int, total: int) -> None:
+            _progress(bar, tasks[selector], f"{selector}: {text}", done, total)
+
+        runs = evaluate_on_hosts(arguments, out, address, selectors, progress)
+    for run in runs:
+        console.print(f"{run.selector} on {run.node.describe()}: {run.folder}")
+        console.print(rich_table(run.report))
+    console.print("What to ship where (within 1.0 point of accuracy):")
+    for line in ship_where_lines(runs):
+        console.print(f"  {line}", highlight=False)
+    console.print(f"wrote {out / 'hosts.csv'}, hosts.md, report.html and one report folder per host")
+    if not all(any(line["status"] == "ok" for line in run.report.matrix) for run in runs):
+        click.echo("error: a host could measure nothing", err=True)
+        sys.exit(1)
 
 
 def _progress(bar: Any, task: Any, text: str, done: int, total: int) -> None:

@@ -14,12 +14,15 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from yolo_optimize.cluster.nodes import parse_selectors
 from yolo_optimize.devices import DEVICES
 from yolo_optimize.errors import UserError
 from yolo_optimize.formats import parse_batch_sizes, parse_image_sizes, parse_precisions, parse_targets
 from yolo_optimize.loading import FLOAT_INPUT, INPUT_FORMS
 
 DEFAULT_TARGETS = ("torchscript", "aoti", "onnx", "openvino")
+LOCAL, RAY = "local", "ray"
+EXECUTORS = (LOCAL, RAY)
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,9 @@ class BuildOptions:
     gate_images: int | None = None
     max_map_drop: float = 1.0
     input: str = FLOAT_INPUT
+    executor: str = LOCAL
+    ray_address: str | None = None  # None: "auto", the cluster this machine is part of
+    on: tuple[str, ...] = ()  # label=value selectors of the building nodes (Ray)
 
     def updated(self, values: Mapping[str, Any], origin: str) -> BuildOptions:
         """These options with ``values`` (keys as in Python or on the command line) checked and applied."""
@@ -150,7 +156,8 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "out": _path, "jobs": _integer(1), "force": _flag, "verify": _flag, "random_weights": _flag, "weights_dir": _path,
     "device": _choice(DEVICES), "opset": _integer(18), "parity_data": _path, "parity_images": _integer(1),
     "calib_data": _path, "calib_images": _integer(1), "gate_data": _path, "gate_images": _optional(_integer(1)),
-    "max_map_drop": _number, "input": _choice(INPUT_FORMS),
+    "max_map_drop": _number, "input": _choice(INPUT_FORMS), "executor": _choice(EXECUTORS),
+    "ray_address": _optional(_text), "on": lambda value: parse_selectors(value if isinstance(value, list) else _text(value)),
 }
 DESCRIPTIONS = {"targets": "a list of targets", "precisions": "a list of precisions", "imgsz": "a list of sizes",
                 "batch_sizes": "a list of batch sizes"}

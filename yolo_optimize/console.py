@@ -78,13 +78,15 @@ def progress_bar(console: Console) -> Progress:
                     console=console, transient=True)
 
 
-def results_table(results: list[NodeResult], title: str = "") -> Table:
+def results_table(results: list[NodeResult], title: str = "", hosts: bool = False) -> Table:
+    """The build's final table; with ``hosts`` (a cluster build), which machine built each node and in which try."""
     table = Table(title=f"build results{': ' + title if title else ''}", title_justify="left")
-    for column, justify in (("node", "left"), ("status", "left"), ("seconds", "right"), ("size", "right"),
-                            ("reason", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    columns = ["node", "status", "seconds", "size", *(["host"] if hosts else []), "reason"]
+    for column in columns:
+        table.add_column(column, justify="right" if column in ("seconds", "size") else "left")
     for r in results:
-        table.add_row(r.node, f"[{STYLES[r.status]}]{r.status}", _seconds(r), _size(r.size_bytes), r.reason)
+        host = [f"{r.host}{f' (attempt {r.attempt})' if r.attempt > 1 else ''}"] if hosts else []
+        table.add_row(r.node, f"[{STYLES[r.status]}]{r.status}", _seconds(r), _size(r.size_bytes), *host, r.reason)
     return table
 
 

@@ -4,7 +4,9 @@ A node's cache key hashes its parents' keys, its stage name, its parameters and 
 versions of the tools it uses. A node is *cached* when its folder holds a manifest
 with that key whose files verify. Only nodes that are not cached and are needed by a
 requested artifact run; each runs in a worker process, under a per-node file lock,
-into a staging folder that is renamed into place only on success.
+into a staging folder that is renamed into place only on success. Where the workers run is the
+executor's business (``executor.py``: this machine's processes, or a Ray cluster's nodes); which
+node runs or is skipped stays decided here, by one loop.
 """
 
 from __future__ import annotations
@@ -13,15 +15,16 @@ import contextlib
 import hashlib
 import json
 import os
+import platform
 import shutil
 import signal
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
@@ -29,6 +32,7 @@ from yolo_optimize.artifact import (
     KEY_CHARS,
     Manifest,
     publish,
+    publish_if_absent,
     read_valid,
     show,
     staging_dir,
@@ -36,15 +40,14 @@ from yolo_optimize.artifact import (
     sweep_leftovers,
 )
 from yolo_optimize.checkpoint import ModelSource
-from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.errors import StageSkipped
-from yolo_optimize.processes import configured_child
+from yolo_optimize.executor import Executor, LocalExecutor
 from yolo_optimize.stage import REFERENCE, Stage, StageContext
 from yolo_optimize.versions import tool_versions
 
 BUILT, CACHED, FAILED, SKIPPED, NOT_NEEDED = "built", "cached", "failed", "skipped", "not needed"
 LOCKS = ".locks"
-INTERRUPT_GRACE_S, INTERRUPT_WAIT_S = 2, 30
+PARENT_WAIT_S = 30  # how long a child waits for its parent's manifest to show (a shared store's listings lag)
 
 
 @dataclass(frozen=True)
@@ -87,27 +90,40 @@ class NodeResult:
     seconds: float = 0.0
     size_bytes: int = 0
     reason: str = ""
+    host: str = ""  # the machine that built it (empty when nothing ran)
+    attempt: int = 1  # 2 and more: its worker died and the executor ran it again
 
 
-def cache_keys(nodes: list[Node], source: ModelSource) -> dict[str, str]:
-    """Key of every node, in topological order; the model's identity, family and the family's tools are the root."""
+MODEL_TOOLS = "model"  # the facts entry of the family's tools, which every key's root holds
+
+
+def node_facts(nodes: list[Node], family: str) -> dict[str, dict[str, Any]]:
+    """What the keys take from the machine that builds: each node's tool versions and, for machine-bound outputs,
+    its environment (a TensorRT engine's GPU); the family's tools under MODEL_TOOLS. Read where the nodes will be
+    built (a cluster's executor probes a building node) and read again by each node before it publishes."""
     from yolo_optimize.families import family_named
 
-    model = {"identity": source.identity, "family": source.family,
-             "tools": tool_versions(family_named(source.family).tools)}
+    facts: dict[str, dict[str, Any]] = {MODEL_TOOLS: {"tools": tool_versions(family_named(family).tools)}}
+    for node in nodes:
+        facts[node.name] = {"tools": tool_versions(node.stage.tools), "environment": node.stage.environment()}
+    return facts
+
+
+def cache_keys(nodes: list[Node], source: ModelSource, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Key of every node, in topological order; the model's identity, family and the family's tools are the root."""
+    model = {"identity": source.identity, "family": source.family, "tools": facts[MODEL_TOOLS]["tools"]}
     keys: dict[str, str] = {}
     for node in nodes:
         payload = {
             "stage": node.stage.name,
             "revision": node.stage.revision,
             "params": node.stage.params,
-            "tools": tool_versions(node.stage.tools),
+            "tools": facts[node.name]["tools"],
             "inputs": {role: keys[parent] for role, parent in node.inputs.items()},
             "model": model if not node.parents else None,
         }
-        environment = node.stage.environment()
-        if environment:  # only machine-bound outputs carry it, so portable artifacts keep their keys
-            payload["environment"] = environment
+        if facts[node.name]["environment"]:  # only machine-bound outputs carry it, so portable ones keep their keys
+            payload["environment"] = facts[node.name]["environment"]
         keys[node.name] = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     return keys
 
@@ -124,6 +140,7 @@ class NodeJob:
     device: str
     threads: int
     force: bool
+    facts: dict[str, Any]  # the node's tools and environment its key was planned with (``node_facts``)
 
 
 class Build:
@@ -136,13 +153,15 @@ class Build:
     """
 
     def __init__(self, nodes: list[Node], source: ModelSource, model_dir: Path, *, device: str,
-                 jobs: int = 1, force: bool = False, verify: bool = False) -> None:
+                 executor: Executor | None = None, force: bool = False, verify: bool = False) -> None:
         validate(nodes)
         self.nodes = {node.name: node for node in nodes}
         self.order = [node.name for node in nodes]
         self.source, self.model_dir, self.device = source, model_dir, device
-        self.jobs, self.force, self.verify = max(1, jobs), force, verify
-        self.keys = cache_keys(nodes, source)
+        self.executor = executor or LocalExecutor(jobs=1)
+        self.force, self.verify = force, verify
+        self.facts = self.executor.probe(node_facts, nodes, source.family)
+        self.keys = cache_keys(nodes, source, self.facts)
         self._cached: dict[str, Manifest | None] = {}
 
     def cached(self, name: str) -> Manifest | None:
@@ -197,7 +216,7 @@ class Build:
         for name in self.order:
             if name not in pending:
                 finished(self._not_run(name))
-        with self._pool(len(pending)) as pool:
+        with self.executor.workers(len(pending)) as pool:
             running: dict[Future[NodeResult], str] = {}
             try:
                 while pending or running:
@@ -216,7 +235,7 @@ class Build:
                     for future in done:
                         finished(_result_of(running.pop(future), future))
             except KeyboardInterrupt:
-                _interrupt_workers(pool, running)
+                pool.interrupt(running)
                 raise
         return [results[name] for name in self.order]
 
@@ -245,40 +264,7 @@ class Build:
     def _job(self, name: str) -> NodeJob:
         node = self.nodes[name]
         return NodeJob(node, self.keys[name], {role: (p, self.keys[p]) for role, p in node.inputs.items()}, self.source,
-                       self.model_dir, self.device, max(1, usable_cpus() // self.jobs), self.force)
-
-    @contextlib.contextmanager
-    def _pool(self, needed: int) -> Iterator[ProcessPoolExecutor]:
-        if not needed:
-            yield None  # type: ignore[misc]
-            return
-        pool = ProcessPoolExecutor(max_workers=min(self.jobs, needed), mp_context=get_context("spawn"),
-                                   initializer=_start_worker)
-        try:
-            yield pool
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _start_worker() -> None:
-    """A build worker's first step: the package's process settings; Ctrl-C taken only while building a node (see
-    ``build_node``): idle, a worker waits to be shut down."""
-    configured_child()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _interrupt_workers(pool: ProcessPoolExecutor, running: dict[Future[NodeResult], str]) -> None:
-    """Ctrl-C: stop the nodes in flight (each removes its staging folder) and wait for them to say so.
-
-    A terminal's Ctrl-C reaches the workers too; a SIGINT sent to this process alone does
-    not, so workers still busy after a moment are sent one.
-    """
-    _, busy = wait(running, timeout=INTERRUPT_GRACE_S)
-    if busy:
-        for process in list(getattr(pool, "_processes", {}).values()):  # the executor keeps no public handle
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGINT)
-        wait(busy, timeout=INTERRUPT_WAIT_S)
+                       self.model_dir, self.device, self.executor.threads, self.force, self.facts[name])
 
 
 def _result_of(name: str, future: Future[NodeResult]) -> NodeResult:
@@ -289,18 +275,23 @@ def _result_of(name: str, future: Future[NodeResult]) -> NodeResult:
 
 
 def build_node(job: NodeJob) -> NodeResult:
-    """Worker entry: build one node under its key's lock, or find it built by a concurrent run."""
+    """Worker entry: build one node under its key's lock (this machine's builds), or find it built by a concurrent
+    run (on any machine sharing the store); the result names this host."""
     final = store_folder(job.model_dir, job.node.name, job.key)
     locks = job.model_dir / LOCKS
     locks.mkdir(parents=True, exist_ok=True)
+    sweep_leftovers(final.parent)  # a previous attempt of this node killed on this machine
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with FileLock(str(locks / f"{job.node.name}-{job.key[:KEY_CHARS]}.lock")), _gpu_slot(job):
             if not job.force and read_valid(final, job.key) is not None:
-                return NodeResult(job.node.name, CACHED, reason="built by a concurrent run")
-            return _build_locked(job, final)
+                result = NodeResult(job.node.name, CACHED, reason="built by a concurrent run")
+            else:
+                result = _build_locked(job, final)
     finally:
         signal.signal(signal.SIGINT, previous)
+    result.host = platform.node()
+    return result
 
 
 def _gpu_slot(job: NodeJob) -> contextlib.AbstractContextManager[object]:
@@ -322,7 +313,12 @@ def _build_locked(job: NodeJob, final: Path) -> NodeResult:
             manifest = _run_stage(job, staging)
         manifest.build_seconds = round(time.perf_counter() - started, 3)
         manifest.write(staging)
-        publish(staging, final)
+        if job.force:
+            publish(staging, final)
+        elif not publish_if_absent(staging, final):
+            if read_valid(final, job.key) is not None:
+                return NodeResult(job.node.name, CACHED, reason="built by a concurrent run")
+            publish(staging, final)  # what was there does not verify: replaced
     except StageSkipped as skip:
         return NodeResult(job.node.name, SKIPPED, reason=str(skip))
     except KeyboardInterrupt:
@@ -340,20 +336,36 @@ def _build_locked(job: NodeJob, final: Path) -> NodeResult:
 
 
 def _verified_inputs(job: NodeJob) -> dict[str, Path]:
-    """Each input's store entry by role, checked against the key this node was planned with."""
+    """Each input's store entry by role, checked against the key this node was planned with; a parent another
+    machine just published may take a while to show in a shared store's listings (PARENT_WAIT_S)."""
     folders = {}
     for role, (parent, key) in job.inputs.items():
         folder = store_folder(job.model_dir, parent, key)
-        if read_valid(folder, key) is None:
-            raise RuntimeError(f"parent {parent} ({key[:KEY_CHARS]}) is missing or does not verify; build again")
+        deadline = time.monotonic() + PARENT_WAIT_S
+        while read_valid(folder, key) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"parent {parent} ({key[:KEY_CHARS]}) is missing or does not verify; build again")
+            time.sleep(1)
         folders[role] = folder
     return folders
+
+
+def check_facts(job: NodeJob) -> None:
+    """The tools and environment here are the ones the node's key was planned with: a key that lied about them
+    would let another machine trust a file built with other versions."""
+    found = node_facts([job.node], job.source.family)[job.node.name]
+    changed = [f"{name} {job.facts[part].get(name)} -> {value}" for part in ("tools", "environment")
+               for name, value in found[part].items() if job.facts[part].get(name) != value]
+    if changed:
+        raise RuntimeError(f"this machine ({platform.node()}) differs from the one the key was planned for: "
+                           f"{', '.join(changed)}; install the same versions on every building node")
 
 
 def _run_stage(job: NodeJob, staging: Path) -> Manifest:
     from yolo_optimize.parity import check_parity
 
     stage = job.node.stage
+    check_facts(job)
     ctx = StageContext(job.source, staging, _verified_inputs(job), job.device, job.threads, job.model_dir / ".cache")
     _limit_threads(job.threads)
     output = stage.run(ctx)

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import QUICK_EVAL, VAL_DATA, brief, eval_args, optimize
 from yolo_optimize.artifact import Manifest
 
-FP32_EXPORTS = ("torchscript-fp32", "onnx-fp32", "openvino-fp32")
+FP32_EXPORTS = ("onnx-fp32", "openvino-fp32")
 
 
 def matrix(report: Path) -> dict[str, dict]:
@@ -144,49 +144,30 @@ def test_matrix_files_agree_with_results_json(evaluated: Path) -> None:
         assert any(f"{line['map50_95']}" in row for row in csv_lines if row.startswith(f"yolov5n,{name},"))
 
 
-def test_corrupted_artifact_is_reported_and_the_rest_still_run(small_artifacts: Path, tmp_path: Path) -> None:
-    root = tmp_path / "artifacts"
-    shutil.copytree(small_artifacts, root)
-    with open(root / "yolov5n" / "openvino-fp32" / "yolov5n_openvino_model" / "yolov5n.bin", "r+b") as handle:
-        handle.write(b"corrupt")
-    result = optimize(*eval_args(root, tmp_path / "report", *QUICK_EVAL))
-    assert result.returncode == 0, brief(result)
-    rows = matrix(tmp_path / "report")
-    assert rows["openvino-fp32"]["status"] == "failed: sha256 mismatch for yolov5n_openvino_model/yolov5n.bin"
-    assert rows["onnx-fp32"]["status"] == "ok" and rows["pytorch-fp32"]["status"] == "ok"
-
-
-def test_a_gpu_only_artifact_is_skipped_with_its_reason_on_a_cpu_evaluation(small_artifacts: Path,
-                                                                            tmp_path: Path) -> None:
-    """A TensorRT engine and a torch-tensorrt program among CPU artifacts: never run (nor compared with the CPU
-    baseline), the others measured."""
+def test_every_failure_is_its_rows_own_and_the_rest_still_run(small_artifacts: Path, tmp_path: Path) -> None:
+    """In one evaluation: a corrupted IR (refused by its manifest), an ONNX file that crashes its runtime under a
+    consistent manifest (only the runtime can find the fault), and a TensorRT engine and a torch-tensorrt program
+    among CPU artifacts (never run, nor compared with the CPU baseline); the baseline is still measured."""
     root = shutil.copytree(small_artifacts, tmp_path / "artifacts")
     for target, entry in (("tensorrt", "yolov5n.engine"), ("torch-tensorrt", "yolov5n_torchtrt.ep")):
         folder = shutil.copytree(root / "yolov5n" / "onnx-fp32", root / "yolov5n" / f"{target}-fp32")
         (folder / "yolov5n.onnx").rename(folder / entry)  # its content never matters: it must not be loaded
         replace(Manifest.read(folder), node=f"{target}-fp32", stage=target, target=target, entry=entry).write(folder)
+    with open(root / "yolov5n" / "openvino-fp32" / "yolov5n_openvino_model" / "yolov5n.bin", "r+b") as handle:
+        handle.write(b"corrupt")
+    folder = root / "yolov5n" / "onnx-fp32"
+    (folder / "yolov5n.onnx").write_bytes(b"\x08\x07not a protobuf graph")
+    Manifest.read(folder).write(folder)
     result = optimize(*eval_args(root, tmp_path / "report", *QUICK_EVAL))
     assert result.returncode == 0, brief(result)
     rows = matrix(tmp_path / "report")
+    assert rows["openvino-fp32"]["status"] == "failed: sha256 mismatch for yolov5n_openvino_model/yolov5n.bin"
+    assert rows["onnx-fp32"]["status"].startswith("failed: could not load: InvalidProtobuf")
     assert rows["tensorrt-fp32"]["status"] == ("skipped: TensorRT engines run on a CUDA GPU; this evaluation runs on "
                                                "cpu (--device cuda on a GPU host)")
     assert rows["torch-tensorrt-fp32"]["status"] == ("skipped: torch-tensorrt programs run on a CUDA GPU; this "
                                                      "evaluation runs on cpu (--device cuda)")
-    assert rows["onnx-fp32"]["status"] == rows["pytorch-fp32"]["status"] == "ok"
-
-
-def test_artifact_that_crashes_its_runtime(small_artifacts: Path, tmp_path: Path) -> None:
-    root = tmp_path / "artifacts"
-    shutil.copytree(small_artifacts, root)
-    folder = root / "yolov5n" / "onnx-fp32"
-    (folder / "yolov5n.onnx").write_bytes(b"\x08\x07not a protobuf graph")
-    manifest = Manifest.read(folder)
-    manifest.write(folder)  # a consistent manifest: only the runtime can find the fault
-    result = optimize(*eval_args(root, tmp_path / "report", *QUICK_EVAL))
-    assert result.returncode == 0, brief(result)
-    rows = matrix(tmp_path / "report")
-    assert rows["onnx-fp32"]["status"].startswith("failed: could not load: InvalidProtobuf")
-    assert rows["openvino-fp32"]["status"] == "ok"
+    assert rows["pytorch-fp32"]["status"] == "ok"
 
 
 def test_imgsz_mismatch_is_reported_per_artifact(small_artifacts: Path, tmp_path: Path) -> None:

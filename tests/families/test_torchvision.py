@@ -73,36 +73,35 @@ def test_top1_agreement_and_top1_on_an_image_folder(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_resnet18_builds_at_two_sizes_with_int8_gated_on_top1_agreement_and_is_evaluated(tmp_path: Path) -> None:
     """The gate set has no labels: agreement with the FP32 parent needs none (random weights make top-1 meaningless).
-    Small input sizes keep it quick: the same code serves 224 and 256 (the README's study builds those)."""
+    Small input sizes and ONNX alone keep it quick: the same code serves 224 and 256 (the README's study builds
+    those), and OpenVINO's INT8 goes through the same gate (tested on yolov5n with built_int8)."""
     unlabelled = tmp_path / "unlabelled"
     unlabelled.mkdir()
-    for path in list_images(CALIB_DATA)[-16:]:
+    for path in list_images(CALIB_DATA)[-8:]:
         (unlabelled / path.name).symlink_to(path)
     out = tmp_path / "artifacts"
-    result = optimize("build", "resnet18", "--random-weights", "--imgsz", "96,128", "--targets", "onnx,openvino",
+    result = optimize("build", "resnet18", "--random-weights", "--imgsz", "96,128", "--targets", "onnx",
                       "--precisions", "fp32,int8", "--batch-sizes", "1,2", "--out", out, "--parity-data", VAL_DATA,
-                      "--calib-data", CALIB_DATA, "--calib-images", "8", "--gate-data", unlabelled)
+                      "--calib-data", CALIB_DATA, "--calib-images", "4", "--gate-data", unlabelled)
     assert result.returncode == 0, brief(result)
     for size in (96, 128):
         manifest = json.loads((out / f"resnet18-random-{size}" / "onnx-fp32" / "manifest.json").read_text())
         assert manifest["metadata"]["imgsz"] == [size, size] and manifest["metadata"]["task"] == "classify"
         assert manifest["parity"]["agreement_of"] == "top-1 classes" and manifest["parity"]["passed"]
         assert manifest["parity"]["max_abs_diff_boxes_px"] is None
-        for target in ("onnx", "openvino"):
-            int8 = json.loads((out / f"resnet18-random-{size}" / f"{target}-int8" / "manifest.json").read_text())
-            gate = int8["info"]["gate"]
-            assert gate["metric"] == "top-1 agreement with FP32" and gate["fp32_score"] == 1.0, gate
-            assert gate["passed"] and gate["gate_images"] == 16 and gate["verdict"] != "vacuous", gate
-            assert gate["drop_points"] == round((1 - gate["score"]) * 100, 3) <= 1.0, gate
+        int8 = json.loads((out / f"resnet18-random-{size}" / "onnx-int8" / "manifest.json").read_text())
+        gate = int8["info"]["gate"]
+        assert gate["metric"] == "top-1 agreement with FP32" and gate["fp32_score"] == 1.0, gate
+        assert gate["passed"] and gate["gate_images"] == 8 and gate["verdict"] != "vacuous", gate
+        assert gate["drop_points"] == round((1 - gate["score"]) * 100, 3) <= 1.0, gate
     report = tmp_path / "report"
     result = optimize("eval", out, "--data", VAL_DATA, "--max-images", "8", "--batch-sizes", "2", "--min-time", "0.1",
                       "--repeats", "1", "--out", report)
     assert result.returncode == 0, brief(result)
     matrix = json.loads((report / "results.json").read_text())["matrix"]
     assert {(line["model"], line["artifact"]) for line in matrix} == {
-        (f"resnet18-random-{size}", f"{target}-{precision}") for size in (96, 128)
-        for target, precision in (("pytorch", "fp32"), ("onnx", "fp32"), ("openvino", "fp32"), ("onnx", "int8"),
-                                  ("openvino", "int8"))}
+        (f"resnet18-random-{size}", artifact) for size in (96, 128) for artifact in ("pytorch-fp32", "onnx-fp32",
+                                                                                    "onnx-int8")}
     assert all(line["top1_agreement"] >= 0.875 and line["map50_95"] is None for line in matrix)
     assert all(line["end_to_end_b2_ips"] and 0.1 < line["end_to_end_b2_share"] < 1.5 for line in matrix), matrix
     assert "top-1 agr." in (report / "matrix.md").read_text() and "mAP50-95" not in (report / "matrix.md").read_text()

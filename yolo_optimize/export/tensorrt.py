@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +22,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from yolo_optimize.artifact import machine_id
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.formats import FORMATS
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
@@ -70,7 +73,9 @@ def build_engine(
         if serialized is None:
             raise RuntimeError(f"TensorRT engine build failed for {onnx_path}: {logged_errors()}")
         timing_cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = timing_cache.with_suffix(".partial")  # a killed build never leaves a torn cache
+        # a killed build never leaves a torn cache; on a store several machines share, whose FileLock none of the
+        # others sees, each writes its own temporary file and the last complete one wins
+        partial = timing_cache.with_name(f"{timing_cache.name}.{machine_id()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         partial.write_bytes(bytes(config.get_timing_cache().serialize()))
         partial.replace(timing_cache)
     engine_path.parent.mkdir(parents=True, exist_ok=True)

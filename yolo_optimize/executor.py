@@ -1,0 +1,117 @@
+"""Where the build's nodes run: the worker pool behind ``dag.Build``, which keeps the one scheduling loop.
+
+An executor runs a picklable function on one job and hands back a ``concurrent.futures.Future``, so
+the loop waits on this machine's processes and a cluster's tasks alike. ``LocalExecutor`` is this
+machine's pool of spawned processes; ``ray_executor.py`` runs the same function as Ray
+tasks on a cluster's nodes. An executor also says how many threads a node gets and reads the
+facts the cache keys need (``probe``) where the nodes will run, not where the command was typed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, wait
+from multiprocessing import get_context
+from typing import Any, TypeVar
+
+from yolo_optimize.cpu import usable_cpus
+from yolo_optimize.processes import configured_child
+
+T = TypeVar("T")
+INTERRUPT_GRACE_S, INTERRUPT_WAIT_S = 2, 30
+
+
+class Workers(ABC):
+    """A running pool: submit jobs, stop them on Ctrl-C."""
+
+    @abstractmethod
+    def submit(self, function: Callable[[Any], T], job: Any) -> Future[T]:
+        """``function(job)`` on a worker."""
+
+    @abstractmethod
+    def interrupt(self, running: dict[Future[Any], str]) -> None:
+        """Ctrl-C: stop the jobs in flight (each removes its staging folder) and wait for them to say so."""
+
+
+class Executor(ABC):
+    """Runs a build's nodes somewhere; ``workers(n)`` opens a pool for ``n`` pending nodes."""
+
+    models_at_once = False  # True: every model's DAG is run at once (a cluster has room for them)
+
+    @property
+    @abstractmethod
+    def threads(self) -> int:
+        """Threads each node's work gets."""
+
+    @abstractmethod
+    def probe(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` where the nodes will be built: the facts the cache keys hold come from there."""
+
+    @abstractmethod
+    def workers(self, needed: int) -> contextlib.AbstractContextManager[Workers]:
+        """A pool for ``needed`` nodes (none opened when nothing is needed)."""
+
+
+class LocalExecutor(Executor):
+    """This machine: ``jobs`` spawned processes, the cores shared between them."""
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = max(1, jobs)
+
+    @property
+    def threads(self) -> int:
+        return max(1, usable_cpus() // self.jobs)
+
+    def probe(self, function: Callable[..., T], *args: Any) -> T:
+        return function(*args)
+
+    @contextlib.contextmanager
+    def workers(self, needed: int) -> Iterator[Workers]:
+        if not needed:
+            yield _NoWorkers()
+            return
+        pool = ProcessPoolExecutor(max_workers=min(self.jobs, needed), mp_context=get_context("spawn"),
+                                   initializer=_start_worker)
+        try:
+            yield _LocalWorkers(pool)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _LocalWorkers(Workers):
+    def __init__(self, pool: ProcessPoolExecutor) -> None:
+        self.pool = pool
+
+    def submit(self, function: Callable[[Any], T], job: Any) -> Future[T]:
+        return self.pool.submit(function, job)
+
+    def interrupt(self, running: dict[Future[Any], str]) -> None:
+        """A terminal's Ctrl-C reaches the workers too; a SIGINT sent to this process alone does not, so workers
+        still busy after a moment are sent one."""
+        _, busy = wait(running, timeout=INTERRUPT_GRACE_S)
+        if busy:
+            for process in list(getattr(self.pool, "_processes", {}).values()):  # the executor keeps no public handle
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGINT)
+            wait(busy, timeout=INTERRUPT_WAIT_S)
+
+
+class _NoWorkers(Workers):
+    """Nothing to build: nothing is started."""
+
+    def submit(self, function: Callable[[Any], T], job: Any) -> Future[T]:
+        raise RuntimeError("no workers were opened for this build")
+
+    def interrupt(self, running: dict[Future[Any], str]) -> None:
+        return None
+
+
+def _start_worker() -> None:
+    """A build worker's first step: the package's process settings; Ctrl-C taken only while building a node (see
+    ``dag.build_node``): idle, a worker waits to be shut down."""
+    configured_child()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
