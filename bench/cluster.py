@@ -2,7 +2,7 @@
 
     python bench/cluster.py [--artifacts artifacts-cluster] [--repeats 2] [--rounds 2]
 
-Starts a local Ray cluster in this process (a head with no CPUs; nodes on 127.0.0.1, usage stats off) and
+Starts a local Ray cluster in this process (a head with no CPUs, nodes on this machine, usage stats off) and
 drives the CLI against it as a user would:
 
 1. Integrity: the same artifacts (yolov5n onnx/openvino fp32, built first into --artifacts) evaluated locally
@@ -48,7 +48,7 @@ def cluster(cpus_per_node: list[int], labels: list[str]) -> Any:
     """A local cluster: a head with no CPUs and one node per entry, each with a bench slot."""
     from ray.cluster_utils import Cluster
 
-    small = {"node_ip_address": "127.0.0.1", "object_store_memory": 128 * 2**20}  # only results travel through Ray
+    small = {"object_store_memory": 128 * 2**20}  # only results travel through Ray
     found = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False, **small})
     for cpus, kind in zip(cpus_per_node, labels):
         found.add_node(num_cpus=cpus, labels={"kind": kind}, resources={"bench_slot": 1}, **small)

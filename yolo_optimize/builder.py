@@ -57,16 +57,12 @@ class BuildResult:
 
 
 def requests_for(options: BuildOptions, executor: Executor) -> list[BuildRequest]:
-    """One request per input size, every input checked (bad input is a UserError before anything is written); what
-    depends on the building machine (the device 'auto' means, the CPU's INT8 arithmetic) read where it builds."""
+    """One request per input size, every input checked (bad input is a UserError before anything is written, after
+    ``check_options``); what depends on the building machine (the device 'auto' means, the CPU's INT8 arithmetic) read where it builds."""
     from yolo_optimize.checkpoint import resolve_source
     from yolo_optimize.families import family_named
     from yolo_optimize.images import list_images
 
-    if not options.model:
-        raise UserError("no model: name one (yolov5n, a .pt path...) on the command line or as 'model' in the config")
-    check_input_form(options.input, options.targets)
-    check_paths(options)
     source = resolve_source(options.model, random_weights=options.random_weights, weights_dir=options.weights_dir,
                             verdicts=options.out / VERDICTS)
     family = family_named(source.family)
@@ -93,6 +89,7 @@ def run_build(options: BuildOptions, on_event: OnEvent | None = None,
     from yolo_optimize.checkpoint import load_model
     from yolo_optimize.pipeline import plan
 
+    check_options(options)
     executor = executor_for(options)
     dags = []
     for request in requests_for(options, executor):
@@ -148,7 +145,7 @@ def executor_for(options: BuildOptions) -> Executor:
 
     executor = RayExecutor(options.ray_address or "auto", options.on)
     weights = Path(options.model) if Path(options.model).suffix == ".pt" else None
-    executor.check_shared(options.out, {"--out": None, "the checkpoint": weights, "--calib-data": options.calib_data,
+    executor.check_shared(options.out, {"the checkpoint": weights, "--calib-data": options.calib_data,
                                         "--gate-data": options.gate_data, "--parity-data": options.parity_data,
                                         "--weights-dir": options.weights_dir})
     return executor
@@ -179,11 +176,15 @@ def model_id(model: str, size: int | None, input_form: str) -> str:
     return model + (f"-{size}" if size else "") + ("-uint8" if input_form == UINT8_INPUT else "")
 
 
-def check_paths(options: BuildOptions) -> None:
-    """The folders given, checked before the checkpoint is read (its family's imports take seconds): --out writable,
-    the image folders present, INT8's calibration images given."""
+def check_options(options: BuildOptions) -> None:
+    """What can be checked before a cluster is reached or the checkpoint is read (its family's imports take seconds):
+    a model named, an input form its targets take, --out writable, the image folders present, INT8's calibration
+    images given."""
     from yolo_optimize.images import list_images
 
+    if not options.model:
+        raise UserError("no model: name one (yolov5n, a .pt path...) on the command line or as 'model' in the config")
+    check_input_form(options.input, options.targets)
     check_writable(options.out)
     for folder in (options.parity_data, options.gate_data):
         if folder is not None:

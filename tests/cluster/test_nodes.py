@@ -70,3 +70,22 @@ def test_a_node_that_does_not_share_the_drivers_folders_is_told_which(tmp_path: 
     assert problems[1].startswith(f"--data {tmp_path / 'data'} is folder ") and problems[1].endswith(
         f", {expected} on the driver") and expected not in problems[1].split(",")[0]
     assert len(problems) == 2
+
+
+NO_RAY = """
+import sys
+import yolo_optimize.api, yolo_optimize.builder, yolo_optimize.cli, yolo_optimize.dag, yolo_optimize.evaluate.session
+from yolo_optimize.builder import executor_for
+from yolo_optimize.config import BuildOptions
+executor_for(BuildOptions(model="yolov5n"))
+print("ray" in sys.modules)
+"""
+
+
+def test_the_single_machine_path_never_imports_ray() -> None:
+    import subprocess
+    import sys
+
+    found = subprocess.run([sys.executable, "-c", NO_RAY], capture_output=True, text=True, check=True,
+                           cwd=Path(__file__).parents[2])
+    assert found.stdout.strip() == "False", found.stderr

@@ -25,7 +25,7 @@ ray = pytest.importorskip("ray", reason="ray is not installed (pip install -e \"
 CLUSTER = """
 import json, sys
 from ray.cluster_utils import Cluster
-SMALL = {"node_ip_address": "127.0.0.1", "object_store_memory": 128 * 2**20}  # objects here are results: small
+SMALL = {"object_store_memory": 128 * 2**20}  # objects here are results: small
 cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False, **SMALL})
 for kind in ("a", "b"):
     cluster.add_node(num_cpus=1, labels={"kind": kind}, resources={"bench_slot": 1}, **SMALL)
@@ -76,7 +76,7 @@ def _loopback_namespace() -> list[str]:
     """``unshare`` into a new user and network namespace whose only device is the loopback, when allowed."""
     probe = subprocess.run(["unshare", "--user", "--map-root-user", "--net", "true"], capture_output=True)
     if probe.returncode != 0:
-        print(f"no network namespace here ({probe.stderr.decode().strip()}): the cluster runs on 127.0.0.1 only")
+        print(f"no network namespace here ({probe.stderr.decode().strip()}): the cluster runs on this machine's own address")
         return []
     return ["unshare", "--user", "--map-root-user", "--net", "sh", "-c", "ip link set lo up && exec \"$@\"", "sh"]
 
