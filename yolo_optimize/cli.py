@@ -409,7 +409,9 @@ def _measured_limits(threads: int) -> MachineLimits:
 def _evaluate_on_hosts(arguments: dict[str, Any], out: Path, address: str, on: str | None) -> None:
     """``eval --executor ray``: each selector's host measured on its own node, one progress line per host, then each
     host's matrix and what to ship where."""
-    from yolo_optimize.evaluate.hosts import evaluate_on_hosts, ship_where_lines
+    from rich.table import Table
+
+    from yolo_optimize.evaluate.hosts import SHIP_COLUMNS, evaluate_on_hosts, ship_where
     from yolo_optimize.cluster.nodes import parse_selectors
     from yolo_optimize.console import progress_bar
     from yolo_optimize.evaluate.report import rich_table
@@ -429,9 +431,12 @@ def _evaluate_on_hosts(arguments: dict[str, Any], out: Path, address: str, on: s
     for run in runs:
         console.print(f"{run.selector} on {run.node.describe()}: {run.folder}")
         console.print(rich_table(run.report))
-    console.print("What to ship where (within 1.0 point of accuracy):")
-    for line in ship_where_lines(runs):
-        console.print(f"  {line}", highlight=False)
+    table = Table(title="What to ship where (within 1.0 point of accuracy)", title_justify="left")
+    for column in SHIP_COLUMNS:
+        table.add_column(column)
+    for row in ship_where(runs):
+        table.add_row(*["" if row.get(c) is None else str(row[c]) for c in SHIP_COLUMNS])
+    console.print(table)
     console.print(f"wrote {out / 'hosts.csv'}, hosts.md, report.html and one report folder per host")
     if not all(any(line["status"] == "ok" for line in run.report.matrix) for run in runs):
         click.echo("error: a host could measure nothing", err=True)

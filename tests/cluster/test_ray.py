@@ -182,7 +182,10 @@ def test_each_host_is_measured_alone_on_its_node_into_its_own_report_and_one_mer
                        "kind=b / kind=a img/s (not interleaved)") and len(rows) == 1 + 2
     page = (both / "report.html").read_text()
     assert "kind-a/report.html" in page and "kind-b/report.html" in page and "id='ship-where'" in page
-    assert "What to ship where" in stdout and "kind=a (" in stdout and "kind=b (" in stdout
+    ship = [line for line in (both / "hosts.md").read_text().splitlines() if line.startswith("| kind=")]
+    assert [line.split(" | ")[0] for line in ship] == ["| kind=a", "| kind=b"], ship
+    assert all(line.split(" | ")[4] in ("onnx-fp32", "pytorch-fp32") for line in ship), ship
+    assert "What to ship where" in stdout and sum(line.startswith("│ kind=") for line in stdout.splitlines()) == 2
 
 
 def test_an_unreachable_cluster_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 from yolo_optimize.cluster.nodes import BENCH_SLOT, ClusterNode, choose_hosts, folder_name
 from yolo_optimize.cluster.ray_cluster import (check_shared, connect, driver_node, gathered, live_nodes, on_node,
                                                shared_paths)
-from yolo_optimize.evaluate.recommend import Budget, Recommendation, brief, recommend
+from yolo_optimize.evaluate.recommend import Budget, Recommendation, recommend
 from yolo_optimize.evaluate.results import Report
 
 HostProgress = Callable[[str, str, int, int], None]  # (selector, text, done, total)
@@ -93,10 +93,28 @@ def evaluate_here(arguments: dict[str, Any], out: Path, selector: str, node: Clu
     return HostRun(selector, node, out, report, started, finished)
 
 
-def ship_where(runs: list[HostRun]) -> list[tuple[HostRun, Recommendation]]:
-    """The best artifact per host and batch size (``recommend``'s defaults: within 1 point, by inference)."""
-    return [(run, pick) for run in runs for batch in run.report.settings["batch_sizes"]
-            for pick in recommend(run.report, Budget(batch))]
+SHIP_COLUMNS = ("host", "node", "model", "batch", "ship", "img/s", "speedup", "accuracy", "note")
+
+
+def ship_where(runs: list[HostRun]) -> list[dict[str, Any]]:
+    """What to ship where: per host, model and batch size, ``recommend``'s pick (its defaults: within 1 point of
+    accuracy, ranked on inference) with its figures, or why there is none."""
+    table = []
+    for run in runs:
+        for batch in run.report.settings["batch_sizes"]:
+            for pick in recommend(run.report, Budget(batch)):
+                table.append(_ship_row(run, pick))
+    return table
+
+
+def _ship_row(run: HostRun, pick: Recommendation) -> dict[str, Any]:
+    choice, other = pick.choice, pick.runner_up
+    row = {"host": run.selector, "node": run.node.hostname, "model": pick.model, "batch": pick.batch}
+    if choice is None:
+        return {**row, "ship": "none", "note": pick.verdict}
+    note = f"tied within noise with {other.artifact}" if pick.tie and other else ""
+    return {**row, "ship": choice.artifact, "img/s": choice.throughput_ips, "speedup": choice.speedup,
+            "accuracy": choice.accuracy, "note": note}
 
 
 def host_rows(runs: list[HostRun]) -> list[dict[str, Any]]:
@@ -133,37 +151,39 @@ def write_hosts(runs: list[HostRun], out: Path) -> list[Path]:
     return files
 
 
-def ship_where_lines(runs: list[HostRun]) -> list[str]:
-    """'what to ship where': one line per host and batch size."""
-    return [f"{run.selector} ({run.node.hostname}): {brief(pick)}" for run, pick in ship_where(runs)]
-
-
 def hosts_markdown(runs: list[HostRun], rows: list[dict[str, Any]], columns: list[str]) -> str:
-    lines = ["# What to ship where", "", *[f"- {line}" for line in ship_where_lines(runs)], "",
+    lines = ["# What to ship where", "", *_markdown_table(ship_where(runs), list(SHIP_COLUMNS)), "",
              "# Every artifact on every host", "",
              "Speedups are over each host's own PyTorch baseline; ratios between hosts were not interleaved.", "",
-             "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_cell(row.get(c)) for c in columns) + " |" for row in rows]
+             *_markdown_table(rows, columns)]
     lines += ["", "Each host's report: " + ", ".join(f"{run.selector}: {run.folder.name}/report.html" for run in runs)]
     return "\n".join(lines) + "\n"
 
 
-def hosts_page(runs: list[HostRun], rows: list[dict[str, Any]], columns: list[str]) -> str:
-    """One self-contained page: what to ship where, the hosts side by side, links to each host's own report."""
-    ship = "".join(f"<li>{html.escape(line)}</li>" for line in ship_where_lines(runs))
+def _markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
+            *["| " + " | ".join(_cell(row.get(c)) for c in columns) + " |" for row in rows]]
+
+
+def _html_table(rows: list[dict[str, Any]], columns: list[str], table_id: str) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(row.get(c)))}</td>" for c in columns) + "</tr>"
                    for row in rows)
+    return f"<table id='{table_id}'><tr>{head}</tr>{body}</table>"
+
+
+def hosts_page(runs: list[HostRun], rows: list[dict[str, Any]], columns: list[str]) -> str:
+    """One self-contained page: what to ship where, the hosts side by side, links to each host's own report."""
     hosts = "".join(f"<li><a href='{html.escape(run.folder.name)}/report.html'>{html.escape(run.selector)}</a>: "
                     f"{html.escape(run.node.describe())}, {html.escape(str(run.report.environment.get('cpu')))}</li>"
                     for run in runs)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>yolo-optimize: hosts</title>"
             f"<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}"
             f"td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}</style></head><body>"
-            f"<h1>What to ship where</h1><ul id='ship-where'>{ship}</ul><h2>Hosts</h2><ul id='hosts'>{hosts}</ul>"
+            f"<h1>What to ship where</h1>{_html_table(ship_where(runs), list(SHIP_COLUMNS), 'ship-where')}"
+            f"<h2>Hosts</h2><ul id='hosts'>{hosts}</ul>"
             f"<h2>Every artifact on every host</h2><p>Speedups are over each host's own PyTorch baseline; ratios "
-            f"between hosts were not interleaved.</p><table id='hosts-matrix'><tr>{head}</tr>{body}</table>"
-            f"</body></html>\n")
+            f"between hosts were not interleaved.</p>{_html_table(rows, columns, 'hosts-matrix')}</body></html>\n")
 
 
 def _cell(value: Any) -> str:
