@@ -14,7 +14,12 @@ process each per round, images/s in the host's fast state over all rounds (resul
   the end-to-end path);
 - the strided stem as space-to-depth in INT8 ONNX against the same graph with the stem put back (the rearranged
   int8 weights moved back, exact), at batch 1, with each variant's per-layer profile of the stem;
-- the end-to-end path at batch 1 with OpenCV and PyTorch single-threaded (what eval does) against their defaults.
+- the end-to-end path at batch 1 with OpenCV and PyTorch single-threaded (what eval does) against their defaults;
+- the anchor head's output convolutions as integer GEMMs in INT8 ONNX (optimize/integer_head.py) against the same
+  graph with them put back as float convolutions (weights dequantized from the same integers, the head's own
+  reshape and permute), at batch 1 and 8.
+
+``--only TEXT`` measures the levers whose name contains TEXT.
 
 Saves everything under bench/results/ with the environment.
 """
@@ -69,6 +74,9 @@ def lever_pairs(root: Path, work: Path) -> dict[str, tuple[Variant, Variant]]:
                   for name in ("onnx-int8", "openvino-int8", "aoti-int8")})
     pairs["stem as space-to-depth, onnx-int8 b1"] = (variant(stem_put_back(floats / "onnx-int8", work), 1),
                                                      variant(floats / "onnx-int8", 1))
+    float_head = head_put_back(floats / "onnx-int8", work)
+    pairs.update({f"head convolutions as integer GEMMs, onnx-int8 b{batch}": (
+        variant(float_head, batch), variant(floats / "onnx-int8", batch)) for batch in (1, 8)})
     fastest = variant(floats / "openvino-int8", 1, end_to_end=True)
     pairs["end-to-end with single-threaded helpers, openvino-int8 b1"] = (
         replace(fastest, single_threaded_helpers=False), fastest)
@@ -100,6 +108,51 @@ def stem_put_back(folder: Path, work: Path) -> Path:
         elif attribute.name in ("pads", "kernel_shape"):
             attribute.ints[:] = [value * block for value in attribute.ints]
     del model.graph.value_info[:]
+    onnx.save(model, str(path))
+    return copy
+
+
+def head_put_back(folder: Path, work: Path) -> Path:
+    """A copy of an INT8 ONNX artifact whose integer-GEMM head convolutions are float 1x1 convolutions again, on the
+    float input, with weights dequantized from the same integers and the head's own reshape and permute."""
+    import shutil
+
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from yolo_optimize.runtime.runners.onnxruntime import INTEGER_CONVOLUTION_SUFFIX
+
+    copy = shutil.copytree(folder, work / "onnx-int8-head-put-back")
+    path = copy / str(Manifest.read(copy).entry)
+    model = onnx.load(str(path))
+    produced = {out: node for node in model.graph.node for out in node.output}
+    readers = {name: node for node in model.graph.node for name in node.input}
+    arrays = {t.name: t for t in model.graph.initializer}
+    for matmul in [n for n in model.graph.node if n.name.endswith(INTEGER_CONVOLUTION_SUFFIX)]:
+        channels_last = produced[matmul.input[0]]
+        quantize = produced[channels_last.input[0]]
+        rows = readers[matmul.output[0]]
+        anchors_first = readers[rows.output[0]]
+        _, height, width, anchors, outputs = numpy_helper.to_array(arrays[rows.input[1]])
+        integers, scale = (numpy_helper.to_array(arrays[name]) for name in (matmul.input[1], matmul.input[3]))
+        weight = (integers.T.astype(np.float32) * scale[:, None])[:, :, None, None]
+        name = matmul.name.removesuffix(INTEGER_CONVOLUTION_SUFFIX)
+        model.graph.initializer.extend([numpy_helper.from_array(weight, name + "_float_weight"),
+                                        numpy_helper.from_array(np.array([-1, anchors, outputs, height, width],
+                                                                         np.int64), name + "_anchor_shape")])
+        bias = list(matmul.input[6:])
+        position = list(model.graph.node).index(matmul)
+        for node in (quantize, channels_last, matmul, rows, anchors_first):
+            model.graph.node.remove(node)
+        for offset, node in enumerate([
+                helper.make_node("Conv", [quantize.input[0], name + "_float_weight", *bias], [name + "_out"], name=name),
+                helper.make_node("Reshape", [name + "_out", name + "_anchor_shape"], [name + "_view"]),
+                helper.make_node("Transpose", [name + "_view"], [anchors_first.output[0]], perm=[0, 1, 3, 4, 2])]):
+            model.graph.node.insert(position - 2 + offset, node)
+    read = {name for node in model.graph.node for name in node.input}
+    kept = [tensor for tensor in model.graph.initializer if tensor.name in read]  # the integer weights go
+    del model.graph.initializer[:], model.graph.value_info[:]
+    model.graph.initializer.extend(kept)
     onnx.save(model, str(path))
     return copy
 
@@ -166,6 +219,7 @@ def main() -> None:
     parser = timing_parser(__doc__, 3.0)
     parser.add_argument("--artifacts", type=Path, default=Path("artifacts-fastest"))
     parser.add_argument("--data", type=Path, default=Path("../shared/assets/coco_val128"))
+    parser.add_argument("--only", default="", help="measure only the levers whose name contains this")
     args = parser.parse_args()
     family = family_named("yolov5")
     files = tuple(list_images(args.data)[:16])
@@ -173,7 +227,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="levers-") as work:
         pixels = Path(work) / "pixels.npy"
         np.save(pixels, np.stack([family.preprocess(path, 640).pixels for path in files]))
-        pairs = lever_pairs(args.artifacts, Path(work))
+        pairs = {name: pair for name, pair in lever_pairs(args.artifacts, Path(work)).items() if args.only in name}
         samples = {lever: ([], []) for lever in pairs}
         for round_ in range(args.repeats):
             for lever, variants in pairs.items():
@@ -187,10 +241,10 @@ def main() -> None:
                               "rounds_ips": {"without": per_round[0], "with": per_round[1]}}
             print(f"{lever}: {rates[0]:.1f} -> {rates[1]:.1f} img/s ({rates[1] / rates[0] - 1:+.1%}); rounds "
                   f"{per_round[0]} / {per_round[1]}")
-        stem = pairs["stem as space-to-depth, onnx-int8 b1"]
-        results["stem profile"] = {"without": stem_profile(stem[0], pixels, args.threads),
-                                   "with": stem_profile(stem[1], pixels, args.threads)}
-        print(f"stem profile (ONNX Runtime's, b1): {results['stem profile']}")
+        if stem := pairs.get("stem as space-to-depth, onnx-int8 b1"):
+            results["stem profile"] = {"without": stem_profile(stem[0], pixels, args.threads),
+                                       "with": stem_profile(stem[1], pixels, args.threads)}
+            print(f"stem profile (ONNX Runtime's, b1): {results['stem profile']}")
     save(args.save, "levers", {"settings": {k: str(v) for k, v in vars(args).items()}, "levers": results}, args.threads)
 
 

@@ -1,4 +1,4 @@
-"""INT8: calibrated on real images, Detect head kept in float, gated on labelled images, honest about precision."""
+"""INT8: calibrated on real images, the Detect head's decode in float, gated on labelled images, honest about precision."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from tests.conftest import CALIB_DATA, INT8_ARGS, VAL_DATA, brief, build_args, o
 from yolo_optimize.artifact import Manifest, read_valid
 from yolo_optimize.cpu import has_native_bf16, has_vnni
 from yolo_optimize.optimize.nncf_int8 import ACCURACY_CONTROL_ROUTE, ROUTE
+from yolo_optimize.runtime.runners.onnxruntime import INTEGER_CONVOLUTION_SUFFIX
 
 # ONNX Runtime computes a convolution in int8 only where it can fuse DQ -> Conv -> Q; onnx-int8 completes NNCF's
-# graph for it (the stem as space-to-depth), so every convolution but the three Detect outputs runs on int8 kernels,
-# read back from the runtime; likewise the convolutions AOTInductor generated. OpenVINO computes an INT8 IR's float
-# parts in bf16 where the CPU has it natively.
+# graph for it (the stem as space-to-depth) and runs the three Detect outputs as integer GEMMs, so every convolution
+# runs on int8 kernels, read back from the runtime; AOTInductor's keep the Detect outputs in float. OpenVINO computes
+# an INT8 IR's float parts in bf16 where the CPU has it natively.
 FLOAT_PARTS = "bf16" if has_native_bf16() else "fp32"
-EXECUTED = {"onnx": "int8+fp32 (57 of 60 convolutions in int8)", "openvino": f"int8+{FLOAT_PARTS}",
+EXECUTED = {"onnx": "int8+fp32", "openvino": f"int8+{FLOAT_PARTS}",
             "aoti": "int8+fp32 (57 of 60 convolutions in int8)"}
 
 
@@ -64,7 +65,9 @@ def test_onnx_int8_stem_runs_as_space_to_depth_on_int8_kernels(built_int8: Path)
     assert produced_by[produced_by[stem.input[0]].input[0]].op_type == "SpaceToDepth"
 
 
-def test_onnx_int8_keeps_the_detect_head_in_float(built_int8: Path) -> None:
+def test_onnx_int8_keeps_the_decode_in_float_and_its_output_convolutions_unrounded(built_int8: Path) -> None:
+    """The decode reads float: the head's three convolutions are integer GEMMs writing float (never a u8 output), on
+    weights of the file's bit width."""
     manifest = Manifest.read(built_int8 / "onnx-int8")
     model = onnx.load(str(built_int8 / "onnx-int8" / "yolov5n.onnx"))
     kept = set(manifest.info["kept_in_float"])
@@ -75,9 +78,16 @@ def test_onnx_int8_keeps_the_detect_head_in_float(built_int8: Path) -> None:
     assert final.op_type == "Concat" and final.name in kept
     sigmoid_inputs = [produced_by.get(n.input[0]) for n in model.graph.node if n.op_type == "Sigmoid" and n.name in kept]
     assert all(p is None or p.op_type != "DequantizeLinear" for p in sigmoid_inputs), "sigmoid fed by INT8 activations"
-    output_convs = [n for n in model.graph.node if n.op_type == "Conv" and n.name in kept]
-    assert len(output_convs) >= 3, "the Detect output convolutions must stay in float"
-    assert all(getattr(produced_by.get(n.input[1]), "op_type", None) != "DequantizeLinear" for n in output_convs)
+    assert manifest.info["integer_head"] is True
+    assert not [n for n in model.graph.node if n.op_type == "Conv" and n.name in kept], "no float head convolution"
+    heads = [n for n in model.graph.node if n.op_type == "MatMulIntegerToFloat"]
+    assert sorted(n.name.removesuffix(INTEGER_CONVOLUTION_SUFFIX) for n in heads) == [
+        "node_conv2d_57", "node_conv2d_58", "node_conv2d_59"]
+    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    levels = 2 ** (manifest.metadata["weight_bits"] - 1) - 1
+    for node in heads:
+        assert weights[node.input[1]].dtype == np.int8 and np.abs(weights[node.input[1]]).max() == levels, node.name
+        assert [n.op_type for n in model.graph.node if node.output[0] in n.input] == ["Reshape"], "float out"
     assert sum(n.op_type == "QuantizeLinear" for n in model.graph.node) > 20
     assert {p.key: p.value for p in model.metadata_props}["precision"] == "int8"
 

@@ -1,7 +1,9 @@
 """Explaining one artifact's numbers: per-layer time and hotspots, a trace, the end-to-end breakdown, thread
 scaling and energy (``optimize profile``, and every artifact under ``optimize eval --profile``).
 
-Every part runs in its own process, like every measurement. Per-layer times come from the
+Every part runs in a fresh process, like every measurement; the parts taken at the row's own thread count
+(per-layer time, the forward time around it, the breakdown) share one, so the model is loaded once for them, and
+the forward time doubles as the thread-scaling point at that count. Per-layer times come from the
 runtime's own profiler (runners' ``profile_layers``) and are set against the forward time
 measured without a profiler just before and just after it, in the same host state (``LayerAttempt``);
 the breakdown times the path a deployment runs, image file to
@@ -167,9 +169,9 @@ def profile_artifact(request: ProfileRequest) -> ArtifactProfile:
     request.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="yolo-optimize-profile-") as work:
         pixels = _prepared(request, Path(work))
-        timing = in_own_process(_layer_worker, request, pixels)
-        breakdown = in_own_process(_breakdown_worker, request)
-        threads = [_thread_point(request, pixels, t) for t in thread_counts(usable_cpus())]
+        timing, breakdown = in_own_process(_row_threads_worker, request, pixels)
+        threads = [_forward_point(request, timing) if t == request.threads else _thread_point(request, pixels, t)
+                   for t in thread_counts(usable_cpus())]
         domains, no_energy = package_domains()
         energy = in_own_process(_energy_worker, request, pixels) if domains else Energy(None, [], no_energy)
     executed, layers = timing.executed, timing.layers
@@ -244,23 +246,31 @@ def _prepared(request: ProfileRequest, work: Path) -> Path:
     return pixels
 
 
-def _layer_worker(request: ProfileRequest, pixels_path: Path) -> LayerTiming:
+def _row_threads_worker(request: ProfileRequest, pixels_path: Path) -> tuple[LayerTiming, list[Breakdown]]:
+    """What is taken at the row's own thread count, in one process: the per-layer profile, then the breakdown (the
+    profilers run on their own session or compiled model, so the runner the breakdown times is the one a deployment
+    loads)."""
+    from yolo_optimize.runtime.runners import open_runner
+
+    with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
+        timing = _layer_timing(request, runner, np.load(pixels_path))
+        return timing, [_breakdown(request, runner, size) for size in dict.fromkeys((1, request.largest_batch))]
+
+
+def _layer_timing(request: ProfileRequest, runner: Runner, pixels: np.ndarray) -> LayerTiming:
     """Per-layer time with the runtime's own profiler, bracketed by forward time without one; profiled again
     (at most LAYER_ATTEMPTS times) while the host's speed changed between the brackets. Every attempt is kept;
     the one whose brackets agree best is reported (the first steady one), with its trace."""
-    from yolo_optimize.runtime.runners import open_runner
-
     bracket_s = max(request.min_time_s / 2, BLOCK_S)  # a bracket shorter than a block is noise, not a state
     taken: list[tuple[LayerAttempt, LayerProfile, float]] = []
-    with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
-        batch = batch_input(runner, np.load(pixels_path), request.batch_size)
-        executed = runner.executed_precision
-        try:
-            while len(taken) < LAYER_ATTEMPTS and not (taken and taken[-1][0].steady):
-                taken.append(_bracketed_profile(runner, batch, bracket_s, _attempt_trace(request.out, len(taken))))
-        except NotImplementedError as err:
-            forward_ms = _median(_forward_samples(runner, batch, request.min_time_s))
-            return LayerTiming(forward_ms, executed, [], "", [], -1, {"layers": str(err), "trace": str(err)})
+    batch = batch_input(runner, pixels, request.batch_size)
+    executed = runner.executed_precision
+    try:
+        while len(taken) < LAYER_ATTEMPTS and not (taken and taken[-1][0].steady):
+            taken.append(_bracketed_profile(runner, batch, bracket_s, _attempt_trace(request.out, len(taken))))
+    except NotImplementedError as err:
+        forward_ms = _median(_forward_samples(runner, batch, request.min_time_s))
+        return LayerTiming(forward_ms, executed, [], "", [], -1, {"layers": str(err), "trace": str(err)})
     reported = min(range(len(taken)), key=lambda index: taken[index][0].disagreement)
     _keep_trace(request.out, reported, len(taken))
     _, profile, forward_ms = taken[reported]
@@ -301,17 +311,9 @@ def _median(samples_ms: list[float]) -> float:
     return round(float(np.median(samples_ms)), 4) if samples_ms else float("nan")
 
 
-def _breakdown_worker(request: ProfileRequest) -> list[Breakdown]:
-    """The breakdown at batch 1 and at the largest batch, in one process: the post-processing's imports
-    (torch, yolov5's NMS: seconds) are paid once, in the warm-up batch, never in a timed one."""
-    from yolo_optimize.runtime.runners import open_runner
-
-    with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
-        return [_breakdown(request, runner, size) for size in dict.fromkeys((1, request.largest_batch))]
-
-
 def _breakdown(request: ProfileRequest, runner: Runner, size: int) -> Breakdown:
-    """The deployed path over ``BREAKDOWN_BATCHES`` batches of ``size`` image files, each stage timed apart."""
+    """The deployed path over ``BREAKDOWN_BATCHES`` batches of ``size`` image files, each stage timed apart; the
+    post-processing's imports (torch, yolov5's NMS: seconds) are paid in the warm-up batch, never in a timed one."""
     family = family_named(request.manifest.metadata["family"])
     imgsz = int(request.manifest.metadata["imgsz"][0])
     files = [request.images[i % len(request.images)] for i in range(size * (BREAKDOWN_BATCHES + 1))]
@@ -342,6 +344,13 @@ def _lap(spent: dict[str, float], stage: str, clock: float) -> float:
     now = time.perf_counter()
     spent[stage] += now - clock
     return now
+
+
+def _forward_point(request: ProfileRequest, timing: LayerTiming) -> ThreadPoint:
+    """The row's own thread count: the forward time measured around its layer profile (same batch, same threads)."""
+    if timing.forward_ms != timing.forward_ms:  # NaN: the runner took no run of this batch size
+        return ThreadPoint(request.threads, None, None, "no timed run at this batch size")
+    return ThreadPoint(request.threads, timing.forward_ms, round(request.batch_size / timing.forward_ms * 1e3, 3))
 
 
 def _thread_point(request: ProfileRequest, pixels: Path, threads: int) -> ThreadPoint:

@@ -3,8 +3,10 @@
 Quantizing the decode squashes the sigmoid confidences and the box arithmetic, and
 quantizing the output convolutions rounds the raw box and class logits before the
 decode (measured with ONNX Runtime on the coco128 gate: 1.5 points of mAP50-95 with
-them in float, 2.6 without), so INT8 passes keep the whole head in float. It is found
-structurally, for any model size: the ops from which no further convolution can be reached.
+them in float, 2.6 without), so INT8 passes keep the whole head out of their quantizers
+(an INT8 ONNX file then runs the output convolutions as integer GEMMs that write float:
+optimize/integer_head.py). It is found structurally, for any model size: the ops from
+which no further convolution can be reached.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""INT8 ONNX: NNCF's ONNX backend writes a QDQ graph, completed so ONNX Runtime runs it in int8, the Detect head in float.
+"""INT8 ONNX: NNCF's ONNX backend writes a QDQ graph, completed so ONNX Runtime runs it in int8, the Detect
+head's decode in float (its output convolutions on integer GEMMs with float outputs: optimize/integer_head.py).
 
 NNCF quantizes the inputs of operations; ONNX Runtime computes a convolution in int8 only when its
 output is quantized too, so the graph is completed for it (optimize/onnxruntime_fusion.py): without
@@ -39,13 +40,15 @@ class OnnxInt8Config(Int8Config):
     weight_bits: int  # 8 where the building CPU has VNNI, 7 where it has not (see the module docstring)
     precision: str = "int8"
     stem_space_to_depth: bool = True  # the strided stem rewritten for integer kernels (optimize/space_to_depth.py)
+    integer_head: bool = True  # the anchor head's output convolutions as integer GEMMs, float out (integer_head.py)
 
 
 class OnnxInt8(NncfInt8):
     name = "onnx-int8"
-    revision = 6  # 3: NNCF's ONNX backend instead of ONNX Runtime's quantize_static; 4: the gate's metric per task;
+    revision = 7  # 3: NNCF's ONNX backend instead of ONNX Runtime's quantize_static; 4: the gate's metric per task;
     #               5: completed for ONNX Runtime's int8 kernels (optimize/onnxruntime_fusion.py); 6: the stem as
-    #               space-to-depth, a uint8 input read on its own grid
+    #               space-to-depth, a uint8 input read on its own grid; 7: the anchor head's convolutions on integer
+    #               GEMMs (optimize/integer_head.py)
     tools = ("onnx", "onnxruntime", "nncf")
     target = "onnx"
     config: OnnxInt8Config
@@ -60,14 +63,19 @@ class OnnxInt8(NncfInt8):
         return AdvancedQuantizationParameters(overflow_fix=fix)
 
     def rewritten(self, model: Any) -> tuple[Any, dict[str, Any]]:
+        facts: dict[str, Any] = {"integer_head": self.config.integer_head}
         if not self.config.stem_space_to_depth:
-            return model, {}
+            return model, facts
         from yolo_optimize.optimize.space_to_depth import rewrite_strided_stems
 
-        return model, {"space_to_depth": rewrite_strided_stems(model)}
+        return model, {"space_to_depth": rewrite_strided_stems(model), **facts}
 
     def for_runtime(self, quantized: Any, feeds: list[Any], threads: int) -> Any:
         fuse_for_onnxruntime(quantized, feeds, threads)
+        if self.config.integer_head:
+            from yolo_optimize.optimize.integer_head import integer_head
+
+            integer_head(quantized, feeds, threads, self.config.weight_bits)
         return quantized
 
     def cpu_metadata(self) -> dict[str, Any]:

@@ -45,7 +45,7 @@ class FusionOptions:
 
 
 @dataclass
-class _Graph:
+class QdqGraph:
     """The model's nodes indexed both ways, and the nodes this pass inserts before or after existing ones."""
 
     model: Any
@@ -116,17 +116,17 @@ def fuse_for_onnxruntime(model: Any, feeds: list[dict[str, np.ndarray]], threads
     activations_to_u8(model)
     fold_uint8_input(model)
     dequantize_after_layout(model)
-    graph = _Graph(model)
+    graph = QdqGraph(model)
     sites = _sites(graph)
     if not sites:  # no SiLU convolution (ReLU networks such as ResNet): ONNX Runtime fuses those graphs as written
         return 0
-    ranges = _observed_ranges(model, [site.conv.output[0] for site in sites], feeds, threads)
+    ranges = observed_ranges(model, [site.conv.output[0] for site in sites], feeds, threads)
     for site in sites:
         _quantize_bias(graph, site)
         low, high = ranges[site.conv.output[0]]
         if options.silu_floor is not None:
             low = max(low, -options.silu_floor)
-        _quantize_output(graph, site.conv, _u8_grid(graph, site.conv.name + "_output", low, high))
+        _quantize_output(graph, site.conv, u8_grid(graph, site.conv.name + "_output", low, high))
         for node in site.on_input_grid:
             if node.name not in graph.after:  # not yet done for another convolution reading it
                 _quantize_output(graph, node, (site.input_dq.input[1], site.input_dq.input[2]))
@@ -142,7 +142,7 @@ def activations_to_u8(model: Any) -> None:
     """Shift every s8 activation Q/DQ pair to u8 (zero point + 128: the same values), weights untouched."""
     from onnx import TensorProto
 
-    graph = _Graph(model)
+    graph = QdqGraph(model)
     shifted: set[str] = set()
     for quantize in [node for node in model.graph.node if node.op_type == "QuantizeLinear"]:
         if quantize.input[0] in graph.initializers or len(quantize.input) < 3:
@@ -169,7 +169,7 @@ def fold_uint8_input(model: Any) -> bool:
     quantizer's DequantizeLinears read them at scale 1/255, zero point 0: the image's own grid, exact."""
     from onnx import TensorProto
 
-    graph = _Graph(model)
+    graph = QdqGraph(model)
     image = model.graph.input[0]
     transpose = graph.only_consumer(image.name, "Transpose")
     if image.type.tensor_type.elem_type != TensorProto.UINT8 or transpose is None:
@@ -199,7 +199,7 @@ def dequantize_after_layout(model: Any) -> int:
     """``DequantizeLinear -> layout ops -> Conv`` becomes ``layout ops -> DequantizeLinear -> Conv``: NNCF quantizes
     ahead of the stem's SpaceToDepth, and ONNX Runtime fuses a convolution only when it reads a DequantizeLinear
     directly. Returns how many DequantizeLinears moved."""
-    graph = _Graph(model)
+    graph = QdqGraph(model)
     moved = 0
     for dequantize in [node for node in model.graph.node if node.op_type == "DequantizeLinear"]:
         layout, reader = _layout_chain(graph, dequantize.output[0])
@@ -212,7 +212,7 @@ def dequantize_after_layout(model: Any) -> int:
     return moved
 
 
-def _layout_chain(graph: _Graph, tensor: str) -> tuple[list[Any], Any]:
+def _layout_chain(graph: QdqGraph, tensor: str) -> tuple[list[Any], Any]:
     """The layout ops reading ``tensor`` one after the other (each the only reader of the last), and the node after."""
     chain: list[Any] = []
     users = graph.consumers.get(tensor, [])
@@ -222,7 +222,7 @@ def _layout_chain(graph: _Graph, tensor: str) -> tuple[list[Any], Any]:
     return chain, users[0] if len(users) == 1 else None
 
 
-def _move_above(graph: _Graph, dequantize: Any, layout: list[Any]) -> None:
+def _move_above(graph: QdqGraph, dequantize: Any, layout: list[Any]) -> None:
     """``DequantizeLinear -> layout ops`` becomes ``layout ops -> DequantizeLinear`` (they move values whatever their
     type), the DequantizeLinear then writing the tensor the last layout op wrote."""
     from onnx import helper
@@ -240,7 +240,7 @@ def _move_above(graph: _Graph, dequantize: Any, layout: list[Any]) -> None:
     dequantize.output[0] = last
 
 
-def _sites(graph: _Graph) -> list[_Site]:
+def _sites(graph: QdqGraph) -> list[_Site]:
     """Convolutions with NNCF-quantized input and weights whose output only feeds a SiLU."""
     sites = []
     for conv in graph.model.graph.node:
@@ -253,7 +253,7 @@ def _sites(graph: _Graph) -> list[_Site]:
     return sites
 
 
-def _silu(graph: _Graph, tensor: str) -> tuple[Any, Any] | None:
+def _silu(graph: QdqGraph, tensor: str) -> tuple[Any, Any] | None:
     """(Sigmoid, Mul) when ``tensor`` feeds exactly ``tensor * sigmoid(tensor)``."""
     users = graph.consumers.get(tensor, [])
     sigmoid = next((node for node in users if node.op_type == "Sigmoid"), None)
@@ -263,7 +263,7 @@ def _silu(graph: _Graph, tensor: str) -> tuple[Any, Any] | None:
     return sigmoid, mul
 
 
-def _input_grid(graph: _Graph, tensor: str) -> tuple[Any, tuple[Any, ...]]:
+def _input_grid(graph: QdqGraph, tensor: str) -> tuple[Any, tuple[Any, ...]]:
     """The DequantizeLinear whose grid ``tensor`` is on, and the nodes on the way that keep values on it.
 
     Those are MaxPools (their outputs are some of their inputs) and a Concat whose inputs are all on one
@@ -278,7 +278,7 @@ def _input_grid(graph: _Graph, tensor: str) -> tuple[Any, tuple[Any, ...]]:
     return dqs[0], keeping
 
 
-def _grid_source(graph: _Graph, tensor: str) -> tuple[Any, list[Any]]:
+def _grid_source(graph: QdqGraph, tensor: str) -> tuple[Any, list[Any]]:
     """The DequantizeLinear at the start of a chain of MaxPools ending in ``tensor``, and those MaxPools."""
     pools = []
     node = graph.producer.get(tensor)
@@ -288,12 +288,12 @@ def _grid_source(graph: _Graph, tensor: str) -> tuple[Any, list[Any]]:
     return (node if node is not None and node.op_type == "DequantizeLinear" else None), pools
 
 
-def _only_quantized(graph: _Graph, tensor: str) -> bool:
+def _only_quantized(graph: QdqGraph, tensor: str) -> bool:
     users = graph.consumers.get(tensor, [])
     return bool(users) and all(node.op_type == "QuantizeLinear" for node in users)
 
 
-def _observed_ranges(model: Any, tensors: list[str], feeds: list[dict[str, np.ndarray]],
+def observed_ranges(model: Any, tensors: list[str], feeds: list[dict[str, np.ndarray]],
                      threads: int) -> dict[str, tuple[float, float]]:
     """Mean over the calibration images of each image's min and max of every tensor, widened to hold 0."""
     import onnx
@@ -311,14 +311,14 @@ def _observed_ranges(model: Any, tensors: list[str], feeds: list[dict[str, np.nd
     return {name: (min(0.0, float(lo)), max(0.0, float(hi))) for name, lo, hi in zip(tensors, low, high)}
 
 
-def _u8_grid(graph: _Graph, name: str, low: float, high: float) -> tuple[str, str]:
+def u8_grid(graph: QdqGraph, name: str, low: float, high: float) -> tuple[str, str]:
     scale = max((high - low) / U8_LEVELS, np.finfo(np.float32).tiny)
     zero_point = np.clip(np.round(-low / scale), 0, U8_LEVELS)
     return (graph.add_initializer(name + "_scale", np.array(scale, np.float32)),
             graph.add_initializer(name + "_zero_point", np.array(zero_point, np.uint8)))
 
 
-def _quantize_output(graph: _Graph, node: Any, grid: tuple[str, str]) -> None:
+def _quantize_output(graph: QdqGraph, node: Any, grid: tuple[str, str]) -> None:
     """Insert Q -> DQ on the grid after ``node``; its consumers read the same tensor name as before."""
     from onnx import helper
 
@@ -329,7 +329,7 @@ def _quantize_output(graph: _Graph, node: Any, grid: tuple[str, str]) -> None:
         helper.make_node("DequantizeLinear", [tensor + "_u8", *grid], [tensor], name=tensor + "_dequantize")])
 
 
-def _quantize_bias(graph: _Graph, site: _Site) -> None:
+def _quantize_bias(graph: QdqGraph, site: _Site) -> None:
     from onnx import helper
 
     conv = site.conv

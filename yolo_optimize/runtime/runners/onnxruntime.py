@@ -45,6 +45,7 @@ PROVIDER_LABELS = {"TensorrtExecutionProvider": "TensorRT EP", "CUDAExecutionPro
 NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(uint8)": np.uint8}
 THROUGHPUT_REQUEST_BATCH = 1  # images per concurrent request
 
+INTEGER_CONVOLUTION_SUFFIX = "_as_integer_matmul"  # a 1x1 convolution as MatMulIntegerToFloat (optimize/integer_head.py)
 INTEGER_OPS = ("QLinearConv", "ConvInteger", "MatMulInteger", "QLinearMatMul", "MatMulIntegerToFloat",
                "DynamicQuantizeLinear", "QLinearAdd", "QLinearMul", "QLinearConcat", "QLinearSigmoid")
 
@@ -300,5 +301,7 @@ def _convolution_kernels(optimized: str) -> tuple[int, int]:
         return 0, 0
     import onnx
 
-    kinds = [node.op_type for node in onnx.load(optimized, load_external_data=False).graph.node if "Conv" in node.op_type]
-    return sum(kind in ("QLinearConv", "ConvInteger") for kind in kinds), len(kinds)
+    integer = ("QLinearConv", "ConvInteger")
+    nodes = [node for node in onnx.load(optimized, load_external_data=False).graph.node
+             if "Conv" in node.op_type or node.name.endswith(INTEGER_CONVOLUTION_SUFFIX)]
+    return sum(node.op_type in integer or node.name.endswith(INTEGER_CONVOLUTION_SUFFIX) for node in nodes), len(nodes)
