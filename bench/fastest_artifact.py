@@ -8,7 +8,7 @@ with ``--input uint8`` (aoti, onnx, openvino x fp32, bf16, int8: the preprocessi
 calibrated on all of coco128 and gated on its labels at the default 1.0 point; evaluates both on coco_val128 at
 batch 1 and 8 (latency at 1, the runtimes' throughput configuration at 8, the end-to-end path at both) with
 ``--profile``; prints every goal with its measured value, and writes goals.json beside the report.
-``--skip-build --skip-eval`` recomputes the goals from the saved report.
+``--skip-build --skip-eval`` recomputes the goals from the saved report. Prints the README's matrix from it too.
 """
 
 from __future__ import annotations
@@ -36,6 +36,24 @@ def build(args: Any) -> None:
     weights = str(args.assets / "weights" / "yolov5n.pt")
     optimize("build", weights, "--targets", FLOAT_TARGETS, "--precisions", "fp32,fp16,bf16,int8", *common)
     optimize("build", weights, "--targets", UINT8_TARGETS, "--precisions", "fp32,bf16,int8", "--input", "uint8", *common)
+
+
+README_ROWS = [("yolov5n", name, name) for name in (
+    "pytorch-fp32", "torchscript-fp32", "aoti-fp32", "aoti-bf16", "aoti-int8", "onnx-fp32", "onnx-int8", "openvino-fp32",
+    "openvino-bf16", "openvino-int8")] + [("yolov5n-uint8", "openvino-int8", "openvino-int8, `--input uint8`")]
+
+
+def readme_table(matrix: list[dict[str, Any]]) -> str:
+    """The README's matrix: README_ROWS from the report (``runs in`` without its convolution count)."""
+    lines = {(line["model"], line["artifact"]): line for line in matrix}
+    table = ["| artifact | runs in | mAP50-95 | b1 img/s | b1 speedup | b1 end to end | b8 img/s (mode) | b8 speedup |",
+             "|---|---|---|---|---|---|---|---|"]
+    for model, artifact, label in README_ROWS:
+        line = lines[(model, artifact)]
+        table.append(f"| {label} | {line['executed_precision'].split(' (')[0]} | {line['map50_95']:.4f} | "
+                     f"{line['throughput_b1_ips']:.1f} | {line['speedup_b1']:.2f}x | {line['end_to_end_b1_ips']:.1f} | "
+                     f"{line['throughput_b8_ips']:.1f} ({line['mode_b8'].split()[0]}) | {line['speedup_b8']:.2f}x |")
+    return "\n".join(table)
 
 
 def drop_points(line: dict[str, Any], base: dict[str, Any]) -> float:
@@ -84,7 +102,9 @@ def main() -> None:
     if not args.skip_eval:
         optimize("eval", str(args.out), "--data", str(args.assets / "coco_val128"), "--out", str(args.report),
                  "--repeats", args.repeats, "--min-time", "2", "--batch-sizes", "1,8", "--profile")
-    found = goals(json.loads((args.report / "results.json").read_text())["matrix"])
+    matrix = json.loads((args.report / "results.json").read_text())["matrix"]
+    print(readme_table(matrix))
+    found = goals(matrix)
     for goal, met, value in found:
         print(f"[{'met' if met else 'MISSED'}] {goal}: {value}")
     (args.report / "goals.json").write_text(json.dumps([{"goal": g, "met": m, "value": v} for g, m, v in found],
