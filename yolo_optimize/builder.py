@@ -58,7 +58,8 @@ class BuildResult:
 
 def requests_for(options: BuildOptions, executor: Executor) -> list[BuildRequest]:
     """One request per input size, every input checked (bad input is a UserError before anything is written, after
-    ``check_options``); what depends on the building machine (the device 'auto' means, the CPU's INT8 arithmetic) read where it builds."""
+    ``check_options``); what depends on the building machine (the device 'auto' means, the CPU's INT8 arithmetic)
+    read where it builds."""
     from yolo_optimize.checkpoint import resolve_source
     from yolo_optimize.families import family_named
     from yolo_optimize.images import list_images

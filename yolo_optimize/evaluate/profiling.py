@@ -14,6 +14,7 @@ inference, post-processing (the family's ``postprocess``: NMS at 0.25 for detect
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -348,7 +349,7 @@ def _lap(spent: dict[str, float], stage: str, clock: float) -> float:
 
 def _forward_point(request: ProfileRequest, timing: LayerTiming) -> ThreadPoint:
     """The row's own thread count: the forward time measured around its layer profile (same batch, same threads)."""
-    if timing.forward_ms != timing.forward_ms:  # NaN: the runner took no run of this batch size
+    if math.isnan(timing.forward_ms):  # the runner took no run of this batch size
         return ThreadPoint(request.threads, None, None, "no timed run at this batch size")
     return ThreadPoint(request.threads, timing.forward_ms, round(request.batch_size / timing.forward_ms * 1e3, 3))
 

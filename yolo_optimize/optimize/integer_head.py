@@ -39,12 +39,12 @@ def integer_head(model: Any, feeds: list[dict[str, np.ndarray]], threads: int, w
     """Rewrite ``model``'s anchor-head output convolutions in place (see the module docstring); their names."""
     graph = QdqGraph(model)
     heads = [(conv, found) for conv in model.graph.node if (found := _anchor_head(graph, conv)) is not None]
-    ungridded = [conv.input[0] for conv, _ in heads if _input_grid(graph, conv.input[0]) is None]
+    names = [conv.name for conv, _ in heads]
+    grids = {conv.name: _input_grid(graph, conv.input[0]) for conv, _ in heads}
+    ungridded = [conv.input[0] for conv, _ in heads if grids[conv.name] is None]
     ranges = observed_ranges(model, ungridded, feeds, threads) if ungridded else {}
-    names = []
     for conv, (reshape, permute) in heads:
-        names.append(conv.name)
-        grid = _input_grid(graph, conv.input[0]) or u8_grid(graph, conv.name + "_input", *ranges[conv.input[0]])
+        grid = grids[conv.name] or u8_grid(graph, conv.name + "_input", *ranges[conv.input[0]])
         _as_integer_matmul(graph, conv, _quantized_input(graph, conv, grid), weight_bits)
         _rows_moved(graph, conv, graph.array(reshape.input[1]), permute.output[0])
         graph.removed.update({reshape.name, permute.name})
