@@ -146,7 +146,7 @@ def test_every_artifact_records_the_precision_it_executed_in(built_int8: Path) -
 def test_a_missed_limit_tries_the_accuracy_aware_route_and_fails_naming_both(built_int8: Path, tmp_path: Path) -> None:
     """Calibrated on one black image, every activation range is far too narrow: the default route loses points on
     any CPU, and reverting NNCF's 8 most harmful quantizer groups cannot win them back, so both routes are tried, both
-    named with their drops, and the node fails without touching the artifact published before. Four gate images
+    named with their drops, and the node fails without touching the artifact published before. Two gate images
     (the accuracy-aware route re-validates them once per quantizer group)."""
     import cv2
 
@@ -155,7 +155,7 @@ def test_a_missed_limit_tries_the_accuracy_aware_route_and_fails_naming_both(bui
     black.mkdir()
     cv2.imwrite(str(black / "black.jpg"), np.zeros((480, 640, 3), np.uint8))
     result = optimize(*build_args(tmp_path, "--targets", "onnx", "--precisions", "int8", "--calib-data", black,
-                                  "--gate-data", CALIB_DATA, "--gate-images", "4", "--max-map-drop", "0"))
+                                  "--gate-data", CALIB_DATA, "--gate-images", "2", "--max-map-drop", "0"))
     assert result.returncode == 1 and "accuracy gate failed" in result.stdout, brief(result)
     assert f"{ROUTE}: " in result.stdout and f"{ACCURACY_CONTROL_ROUTE}: " in result.stdout, brief(result)
     assert read_valid(tmp_path / "yolov5n" / "onnx-int8") == read_valid(built_int8 / "onnx-int8")

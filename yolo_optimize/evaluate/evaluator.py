@@ -36,8 +36,7 @@ from yolo_optimize.runtime.dataset import (
 )
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate
 from yolo_optimize.evaluate.external import external_record
-from yolo_optimize.checkpoint import recorded_source
-from yolo_optimize.evaluate.facts import ModelFacts, model_facts
+from yolo_optimize.evaluate.facts import ModelFacts, recorded_model_facts
 from yolo_optimize.evaluate.interleave import ANSWER_TIMEOUT_S, LiveRow, take_turns, turns_for
 from yolo_optimize.evaluate.measure import MeasureJob
 from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Row
@@ -47,7 +46,7 @@ from yolo_optimize.families.base import Family
 from yolo_optimize.formats import FORMATS
 from yolo_optimize.images import describe_input
 from yolo_optimize.machine.peaks import MachineLimits
-from yolo_optimize.processes import in_own_process, one_line
+from yolo_optimize.processes import one_line
 
 END_TO_END_IMAGES = 16  # image files the end-to-end path reads in turn (from the evaluation data)
 
@@ -231,12 +230,13 @@ def _imgsz(candidate: Candidate) -> int:
 
 
 def _model_facts(group: list[Pair], imgsz: int) -> ModelFacts | None:
-    """Counted on the baseline's model (what every artifact was exported from); None without a build record."""
+    """Counted on the baseline's model (what every artifact was exported from), or read from the cache; None without
+    a build record."""
     baseline = next((c for r, c in group if r.target == BASELINE_TARGET), None)
     if baseline is None or baseline.manifest is None:
         return None
     try:
-        return in_own_process(model_facts, recorded_source(baseline.manifest), imgsz)
+        return recorded_model_facts(baseline.manifest, imgsz)
     except RuntimeError:
         return None  # the checkpoint is gone or changed: the baseline's row says so
 

@@ -9,14 +9,27 @@ for (activations, reshapes) count zero: they move memory, they do few multiply-a
 Memory traffic is an estimate from the graph, not a measurement: every layer reads its inputs
 and weights and writes its outputs once (no reuse between layers through the caches), weights
 once per batch. Its elements are counted here; bytes depend on the precision a row runs in.
+
+Counting loads the model in a process of its own (seconds: the family's package is imported
+there), so the counts of a built model are kept in the user's cache, keyed by its build record
+(whose key changes whenever the model could) and the input size: every later evaluation of the
+same model reads them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
-from yolo_optimize.checkpoint import ModelSource
+from yolo_optimize.artifact import Manifest
+from yolo_optimize.checkpoint import ModelSource, recorded_source
+from yolo_optimize.files import write_atomically
+from yolo_optimize.processes import in_own_process
+from yolo_optimize.runtime_env import user_cache_dir
+from yolo_optimize.versions import tool_versions
 
 
 @dataclass(frozen=True)
@@ -32,6 +45,29 @@ class ModelFacts:
         """Operations per byte moved at ``batch`` images, ``element_bytes`` per element (the estimate above)."""
         moved = (self.activation_elements + self.weight_elements / batch) * element_bytes
         return self.gflops_per_image * 1e9 / moved
+
+
+def recorded_model_facts(load: Manifest, imgsz: int) -> ModelFacts:
+    """The facts of the model a build recorded (``load``: its load node's manifest) at ``imgsz``: from the cache when
+    counted before, else counted in a process of its own and cached. Raises RuntimeError when the checkpoint is gone
+    or changed."""
+    source = recorded_source(load)
+    path = _cache_path(load.cache_key, imgsz)
+    try:
+        return ModelFacts(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):  # not counted yet, or a cache file this version cannot read
+        facts = in_own_process(model_facts, source, imgsz)
+    try:
+        write_atomically(path, json.dumps(asdict(facts), indent=2))
+    except OSError:
+        pass  # a cache that cannot be written (a read-only home): counted again next time
+    return facts
+
+
+def _cache_path(load_key: str, imgsz: int) -> Path:
+    identity = json.dumps({"load": load_key, "imgsz": imgsz, "tools": tool_versions(("torch", "thop"))},
+                          sort_keys=True)
+    return user_cache_dir() / "facts" / f"{hashlib.sha256(identity.encode()).hexdigest()[:16]}.json"
 
 
 def model_facts(source: ModelSource, imgsz: int) -> ModelFacts:
