@@ -40,7 +40,7 @@ def integer_head(model: Any, feeds: list[dict[str, np.ndarray]], threads: int, w
     graph = QdqGraph(model)
     heads = [(conv, found) for conv in model.graph.node if (found := _anchor_head(graph, conv)) is not None]
     names = [conv.name for conv, _ in heads]
-    grids = {conv.name: _input_grid(graph, conv.input[0]) for conv, _ in heads}
+    grids = {conv.name: _existing_u8_grid(graph, conv.input[0]) for conv, _ in heads}
     ungridded = [conv.input[0] for conv, _ in heads if grids[conv.name] is None]
     ranges = observed_ranges(model, ungridded, feeds, threads) if ungridded else {}
     for conv, (reshape, permute) in heads:
@@ -76,7 +76,7 @@ def _anchor_head(graph: QdqGraph, conv: Any) -> tuple[Any, Any] | None:
     return reshape, permute
 
 
-def _input_grid(graph: QdqGraph, tensor: str) -> tuple[str, str] | None:
+def _existing_u8_grid(graph: QdqGraph, tensor: str) -> tuple[str, str] | None:
     """(scale, zero point) of a quantizer already reading ``tensor`` onto a u8 grid."""
     for node in graph.consumers.get(tensor, []):
         if node.op_type == "QuantizeLinear" and len(node.input) == 3 and node.input[2] in graph.initializers \
