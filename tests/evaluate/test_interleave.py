@@ -82,8 +82,9 @@ def test_a_row_whose_process_hangs_or_dies_is_marked_and_the_others_go_on(small_
 
     pixels = tmp_path / "images.npy"
     np.save(pixels, np.zeros((1, 640, 640, 3), np.uint8))
-    stuck, healthy = (LiveRow(job(small_artifacts / "yolov5n" / name, pixels, (1,)), timeout_s=5)
+    stuck, healthy = (LiveRow(job(small_artifacts / "yolov5n" / name, pixels, (1,)))
                       for name in ("onnx-fp32", "openvino-fp32"))
+    stuck.timeout_s = healthy.timeout_s = 5  # once loaded: a slow host's imports and compile may take longer
     os.kill(stuck.pid, signal.SIGSTOP if how == "hangs" else signal.SIGKILL)  # type: ignore[arg-type]
     take_turns([stuck, healthy], 1, 2, lambda turn: None)
     expected = ("timed out: no answer in 5 s (the process was stopped)" if how == "hangs" else
