@@ -17,7 +17,9 @@ process each per round, images/s in the host's fast state over all rounds (resul
 - the end-to-end path at batch 1 with OpenCV and PyTorch single-threaded (what eval does) against their defaults;
 - the anchor head's output convolutions as integer GEMMs in INT8 ONNX (optimize/integer_head.py) against the same
   graph with them put back as float convolutions (weights dequantized from the same integers, the head's own
-  reshape and permute), at batch 1 and 8.
+  reshape and permute), at batch 1 and 8;
+- one image per request in the throughput configuration at batch 8 (what the runners ship) against four (two
+  requests, one per stream, each a batch of four), for onnx/openvino fp32 and int8.
 
 ``--only TEXT`` measures the levers whose name contains TEXT.
 
@@ -55,6 +57,7 @@ class Variant:
     mode: str = AUTO
     end_to_end: bool = False  # time the pipelined path instead of inference
     single_threaded_helpers: bool = True  # end_to_end: OpenCV and PyTorch on one thread, as eval runs it
+    request_batch: int = 1  # images per request in the throughput configuration (the runners' own value is 1)
 
 
 def lever_pairs(root: Path, work: Path) -> dict[str, tuple[Variant, Variant]]:
@@ -77,6 +80,9 @@ def lever_pairs(root: Path, work: Path) -> dict[str, tuple[Variant, Variant]]:
     float_head = head_put_back(floats / "onnx-int8", work)
     pairs.update({f"head convolutions as integer GEMMs, onnx-int8 b{batch}": (
         variant(float_head, batch), variant(floats / "onnx-int8", batch)) for batch in (1, 8)})
+    pairs.update({f"one image per throughput request, {name} b8": (
+        variant(floats / name, 8, request_batch=4), variant(floats / name, 8))
+        for name in ("onnx-fp32", "onnx-int8", "openvino-fp32", "openvino-int8")})
     fastest = variant(floats / "openvino-int8", 1, end_to_end=True)
     pairs["end-to-end with single-threaded helpers, openvino-int8 b1"] = (
         replace(fastest, single_threaded_helpers=False), fastest)
@@ -174,9 +180,18 @@ def timed(variant: Variant, pixels: Path, files: tuple[Path, ...], seconds: floa
     if not variant.end_to_end:
         job = MeasureJob(variant.folder, variant.manifest, pixels, (variant.batch,), seconds, threads, "cpu", False,
                          variant.mode)
-        measurement, _ = in_own_process(measure, job)
-        return measurement.batches[0].latency.samples_ms  # type: ignore[union-attr]
+        return in_own_process(_measure_worker, job, variant.request_batch)
     return in_own_process(_path_worker, variant, files, seconds, threads)
+
+
+def _measure_worker(job: MeasureJob, request_batch: int) -> list[float]:
+    """The runs (ms) of ``job`` with the runners' images per throughput request set to ``request_batch`` (in this
+    process only)."""
+    from yolo_optimize.runtime.runners import onnxruntime, openvino
+
+    onnxruntime.THROUGHPUT_REQUEST_BATCH = openvino.THROUGHPUT_REQUEST_BATCH = request_batch
+    measurement, _ = measure(job)
+    return measurement.batches[0].latency.samples_ms  # type: ignore[union-attr]
 
 
 def _path_worker(variant: Variant, files: tuple[Path, ...], seconds: float, threads: int) -> list[float]:
