@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tests.evaluate.handmade import SETTINGS, report, row
-from yolo_optimize.evaluate.report import build_report, rich_table, write_report
+from yolo_optimize.evaluate.report import UNSTABLE_SPREAD, build_report, rich_table, write_report
 from yolo_optimize.evaluate.results import LatencyStats, load_report
 
 ARTIFACTS = ("torchscript-fp32", "onnx-fp32", "onnx-fp16", "onnx-int8", "openvino-fp32", "openvino-fp16",
@@ -21,6 +21,20 @@ def test_the_console_summary_fits_a_120_column_terminal_without_folding_a_cell()
     lines = console.export_text().splitlines()
     assert max(len(line) for line in lines) <= 120
     assert all(any(f" {name} " in line for line in lines) for name in ARTIFACTS), "an artifact name was folded"
+
+
+def test_the_console_summary_explains_its_mark_only_when_a_row_is_flagged() -> None:
+    """A row whose processes disagree by more than UNSTABLE_SPREAD is marked '!' and the table says what that means;
+    a steady matrix carries neither."""
+    steady = report(row("onnx-fp32", [50, 51, 49], 0.34))
+    flagged = report(row("onnx-fp32", [50, 80, 49], 0.34))
+    texts = []
+    for made in (steady, flagged):
+        console = Console(width=120, record=True, color_system=None)
+        console.print(rich_table(made))
+        texts.append(console.export_text())
+    assert "!" not in texts[0] and "! = " not in texts[0]
+    assert "x !" in texts[1] and f"! = the row's processes differ by more than {UNSTABLE_SPREAD:.0%}" in texts[1]
 
 
 def test_a_written_report_reads_back_as_the_same_typed_report(tmp_path: Path) -> None:

@@ -34,6 +34,8 @@ from yolo_optimize.processes import allocator_settings
 from yolo_optimize.runtime.runners.cuda_phases import PHASES
 
 UNSTABLE_SPREAD = 0.15  # repeats of one row disagreeing by more than this are flagged
+UNSTABLE_LEGEND = (f"! = the row's processes differ by more than {UNSTABLE_SPREAD:.0%} (the host slowed some of "
+                   "them); its speedup is from the runs in the host's fast state (matrix.md: how many were kept)")
 PACKAGES = ("yolo-optimize", "torch", "onnxruntime", "openvino", "onnx", "yolov5", "yolov7-package", "ultralytics",
             "torchvision", "numpy", "faster-coco-eval")
 
@@ -278,7 +280,9 @@ def rich_table(report: Report) -> Table:
                *[(f"end_to_end_b{b}_ips", f"b{b} e2e img/s") for b in report.settings["batch_sizes"]
                  if any(f"end_to_end_b{b}_ips" in line for line in report.matrix)],
                ("latency_b1_p50_ms", "b1 p50 ms"), *accuracy, ("status", "status")]
-    table = Table(title="speedup over PyTorch FP32 (all columns: matrix.md, report.html)", title_justify="left")
+    flagged = any(line.get("unstable") for line in report.matrix)
+    table = Table(title="speedup over PyTorch FP32 (all columns: matrix.md, report.html)", title_justify="left",
+                  caption=UNSTABLE_LEGEND if flagged else None, caption_justify="left")
     for _, header in columns:
         table.add_column(header, overflow="fold")
     for line in report.matrix:
