@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import VAL_DATA, WEIGHTS, brief, optimize
+from yolo_optimize.evaluate.external import file_labels
 
 EXPORTS = """
 import os, sys
@@ -73,3 +74,29 @@ def test_a_file_of_no_known_family_or_format_is_refused_in_one_line(tmp_path: Pa
                           ((tmp_path, "--add", f"yolo9={model}"), "unknown model family 'yolo9'")):
         result = optimize("eval", *args, "--out", tmp_path / "report")
         assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_files_of_one_name_are_told_apart_by_their_folders() -> None:
+    """Training runs all export best.onnx: each row is named after as many folders as tell the files apart."""
+    paths = [Path("/runs/exp1/weights/best.onnx"), Path("/runs/exp2/weights/best.onnx"), Path("/models/yolov5n.onnx")]
+    assert file_labels(paths) == ["exp1-weights-best", "exp2-weights-best", "yolov5n"]
+    collide = [Path("/p/b-c.onnx"), Path("/q/b/c.onnx"), Path("/r/x/c.onnx")]  # b-c, b + c: joined, one text
+    assert file_labels(collide) == ["b-c-1", "c-2", "c-3"]
+    assert file_labels([]) == []
+
+
+def test_a_file_added_twice_is_refused_in_one_line(tmp_path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    image = helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 64, 64])
+    output = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 64, 64])
+    model = tmp_path / "best.onnx"
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Identity", ["images"], ["output"])], "g",
+                                                  [image], [output])), model)
+    result = optimize("eval", model, "--add", tmp_path / "." / "best.onnx", "--family", "yolov5",
+                      "--out", tmp_path / "report")
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"error: --add {tmp_path}/best.onnx: {tmp_path}/best.onnx is already added (each file is measured once)"], \
+        result.stderr
+    assert not (tmp_path / "report").exists()

@@ -42,17 +42,39 @@ class ExternalFile:
 
 def inspect_entries(entries: tuple[str, ...], family: str | None, imgsz: int | None) -> list[tuple[ExternalFile, str]]:
     """Every ``[FAMILY=]PATH`` entry read (a UserError for one this tool cannot run), with its family."""
-    found = []
+    found: list[tuple[ExternalFile, str]] = []
     for entry in entries:
         path, its_family = family_of(entry, family)
-        found.append((inspect_file(path, imgsz), its_family))
+        item = inspect_file(path, imgsz)
+        if any(item.path.resolve() == seen.path.resolve() for seen, _ in found):
+            raise UserError(f"--add {entry}: {item.path} is already added (each file is measured once)")
+        found.append((item, its_family))
     return found
 
 
 def external_candidates(inspected: list[tuple[ExternalFile, str]],
                         models: dict[str, tuple[str, list[int]]]) -> list[Candidate]:
     """One candidate per inspected file, in the model group of ``models`` (name -> (family, imgsz)) it belongs to."""
-    return [_candidate(item, family, _group(item, family, models)) for item, family in inspected]
+    labels = file_labels([item.path for item, _ in inspected])
+    return [_candidate(item, family, _group(item, family, models), label)
+            for (item, family), label in zip(inspected, labels)]
+
+
+def file_labels(paths: list[Path]) -> list[str]:
+    """Each file's name in its row: its stem, after as many of its folders as tell it from the other files (exports
+    are often all ``best.onnx``), so no two rows, profiles or report entries share a name."""
+    parts = [path.resolve().with_suffix("").parts[1:] for path in paths]
+    labels = ["-".join(part[-_telling_depth(part, parts[:index] + parts[index + 1:]):])
+              for index, part in enumerate(parts)]
+    if len(set(labels)) < len(labels):  # names holding '-' joined into the same text
+        return [f"{part[-1]}-{index}" for index, part in enumerate(parts, 1)]
+    return labels
+
+
+def _telling_depth(part: tuple[str, ...], others: list[tuple[str, ...]]) -> int:
+    """How many trailing path parts of ``part`` no other file shares."""
+    return next((depth for depth in range(1, len(part)) if all(other[-depth:] != part[-depth:] for other in others)),
+                len(part))
 
 
 def family_of(entry: str, default: str | None) -> tuple[Path, str]:
@@ -165,8 +187,8 @@ def _group(item: ExternalFile, family: str, models: dict[str, tuple[str, list[in
     return same[0] if len(same) == 1 else f"{item.path.stem}-{EXTERNAL}"
 
 
-def _candidate(item: ExternalFile, family: str, model: str) -> Candidate:
-    """The file as a measurable candidate, its manifest made from what was read."""
+def _candidate(item: ExternalFile, family: str, model: str, label: str) -> Candidate:
+    """The file as a measurable candidate named after ``label``, its manifest made from what was read."""
     folder = item.path.parent
     relative = item.path.relative_to(folder).as_posix()
     companions = [item.path.with_suffix(".bin")] if item.target == "openvino" else []
@@ -176,7 +198,7 @@ def _candidate(item: ExternalFile, family: str, model: str) -> Candidate:
     metadata = {"family": family, "task": meta.task, "imgsz": [item.imgsz, item.imgsz], "pretrained": True,
                 "names": item.names or [], "precision": item.precision, "input": input_spec(family, item.input_form),
                 "producer": EXTERNAL}
-    name = f"{item.target}-{item.precision}-{EXTERNAL}-{item.path.stem}"
+    name = f"{item.target}-{item.precision}-{EXTERNAL}-{label}"
     manifest = Manifest(node=name, stage=EXTERNAL, model_id=model, target=item.target, precision=item.precision,
                         entry=relative, cache_key="", parents={}, params={}, tool_versions={}, metadata=metadata,
                         files=files, info={EXTERNAL: {**asdict(item), "path": str(item.path.resolve()),
