@@ -25,15 +25,16 @@ def test_the_console_summary_fits_a_120_column_terminal_without_folding_a_cell()
 
 def test_the_console_summary_explains_its_mark_only_when_a_row_is_flagged() -> None:
     """A row whose processes disagree by more than UNSTABLE_SPREAD is marked '!' and the table says what that means;
-    a steady matrix carries neither."""
+    a steady matrix carries neither, nor does one whose unsteady row has no speedup to mark (no baseline)."""
     steady = report(row("onnx-fp32", [50, 51, 49], 0.34))
     flagged = report(row("onnx-fp32", [50, 80, 49], 0.34))
+    unmarked = build_report([row("onnx-fp32", [50, 80, 49], 0.34)], SETTINGS)
     texts = []
-    for made in (steady, flagged):
+    for made in (steady, flagged, unmarked):
         console = Console(width=120, record=True, color_system=None)
         console.print(rich_table(made))
         texts.append(console.export_text())
-    assert "!" not in texts[0] and "! = " not in texts[0]
+    assert "!" not in texts[0] and "!" not in texts[2]
     assert "x !" in texts[1] and f"! = the row's processes differ by more than {UNSTABLE_SPREAD:.0%}" in texts[1]
 
 

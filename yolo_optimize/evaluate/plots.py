@@ -64,9 +64,10 @@ def speedup_heatmap(report: Report) -> Any:
         return None
     values = np.array([[line.get(f"speedup_b{b}") or np.nan for b in sizes] for line in lines], dtype=float)
     figure, axes = pyplot.subplots(figsize=(2.2 + 1.1 * len(sizes), 0.9 + 0.38 * len(lines)))
-    top = max(float(np.nanmax(values)) if np.isfinite(values).any() else 2.0, 1.01)
-    image = axes.imshow(values, cmap="RdYlGn", norm=TwoSlopeNorm(1.0, min(0.5, float(np.nanmin(values))), top),
-                        aspect="auto")
+    measured = np.isfinite(values).any()  # none without a baseline (external files without --checkpoint)
+    top = max(float(np.nanmax(values)) if measured else 2.0, 1.01)
+    bottom = min(0.5, float(np.nanmin(values))) if measured else 0.5
+    image = axes.imshow(values, cmap="RdYlGn", norm=TwoSlopeNorm(1.0, bottom, top), aspect="auto")
     for (i, j), value in np.ndenumerate(values):
         axes.text(j, i, "n/a" if np.isnan(value) else f"{value:.2f}x", ha="center", va="center", fontsize=8)
     axes.set_xticks(range(len(sizes)), [f"batch {b}" for b in sizes])
