@@ -1,6 +1,6 @@
 """``optimize report --compare`` on a real run: the run against itself changes nothing; a copy of it recorded at
-another thread count, whose every timed run took twice as long, is refused as a different setup and with --force flagged as a
-regression.
+another thread count, whose every timed run took twice as long, is refused as a different setup and with --force
+flagged as a regression.
 
 The slowed run is made from the real one rather than measured: a measured one-thread run is about 1.3x slower on two
 cores, which a host switching between its fast and slow states (1.4-1.65x) rightly hides from a two-process

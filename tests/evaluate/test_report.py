@@ -8,7 +8,7 @@ from rich.console import Console
 
 from tests.evaluate.handmade import SETTINGS, report, row
 from yolo_optimize.evaluate.report import UNSTABLE_SPREAD, build_report, rich_table, write_report
-from yolo_optimize.evaluate.results import LatencyStats, load_report
+from yolo_optimize.evaluate.results import LatencyStats, Report, load_report
 
 ARTIFACTS = ("torchscript-fp32", "onnx-fp32", "onnx-fp16", "onnx-int8", "openvino-fp32", "openvino-fp16",
              "openvino-bf16", "openvino-int8")
@@ -16,9 +16,7 @@ ARTIFACTS = ("torchscript-fp32", "onnx-fp32", "onnx-fp16", "onnx-int8", "openvin
 
 def test_the_console_summary_fits_a_120_column_terminal_without_folding_a_cell() -> None:
     made = report(*(row(name, [50 + i, 51 + i, 49 + i], 0.34) for i, name in enumerate(ARTIFACTS)))
-    console = Console(width=120, record=True, color_system=None)
-    console.print(rich_table(made))
-    lines = console.export_text().splitlines()
+    lines = _printed(made).splitlines()
     assert max(len(line) for line in lines) <= 120
     assert all(any(f" {name} " in line for line in lines) for name in ARTIFACTS), "an artifact name was folded"
 
@@ -29,13 +27,16 @@ def test_the_console_summary_explains_its_mark_only_when_a_row_is_flagged() -> N
     steady = report(row("onnx-fp32", [50, 51, 49], 0.34))
     flagged = report(row("onnx-fp32", [50, 80, 49], 0.34))
     unmarked = build_report([row("onnx-fp32", [50, 80, 49], 0.34)], SETTINGS)
-    texts = []
-    for made in (steady, flagged, unmarked):
-        console = Console(width=120, record=True, color_system=None)
-        console.print(rich_table(made))
-        texts.append(console.export_text())
+    texts = [_printed(made) for made in (steady, flagged, unmarked)]
     assert "!" not in texts[0] and "!" not in texts[2]
     assert "x !" in texts[1] and f"! = the row's processes differ by more than {UNSTABLE_SPREAD:.0%}" in texts[1]
+
+
+def _printed(made: Report) -> str:
+    """The console summary as a 120-column terminal shows it, without colour."""
+    console = Console(width=120, record=True, color_system=None)
+    console.print(rich_table(made))
+    return console.export_text()
 
 
 def test_a_written_report_reads_back_as_the_same_typed_report(tmp_path: Path) -> None:
