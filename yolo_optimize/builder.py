@@ -157,7 +157,7 @@ class BuildingHost:
     """What a build takes from the machine that builds: the device 'auto' stands for, the CPU's INT8 arithmetic."""
 
     device: str
-    int8_weight_bits: int | None = None  # 8 with VNNI, 7 without (int8 builds only)
+    int8_vnni: bool | None = None  # the CPU multiplies u8 x s8 without saturating (int8 builds only)
     int8_float_precision: str | None = None  # bf16 where native, else fp32 (int8 builds only)
 
 
@@ -168,7 +168,7 @@ def building_host(device: str, int8: bool) -> BuildingHost:
 
     if not int8:
         return BuildingHost(resolve_device(device))
-    return BuildingHost(resolve_device(device), 8 if has_vnni() else 7, "bf16" if has_native_bf16() else "fp32")
+    return BuildingHost(resolve_device(device), has_vnni(), "bf16" if has_native_bf16() else "fp32")
 
 
 def model_id(model: str, size: int | None, input_form: str) -> str:
@@ -206,7 +206,7 @@ def check_input_form(input_form: str, targets: tuple[str, ...]) -> None:
 
 def int8_inputs(family: Family, options: BuildOptions, host: BuildingHost) -> dict[str, Any]:
     """Calibration images and a gate set (labelled, where the family's gate metric needs labels), checked first, and
-    what the building CPU decides of the INT8 arithmetic (weight bits, OpenVINO's float parts)."""
+    what the building CPU decides of the INT8 arithmetic (VNNI, OpenVINO's float parts)."""
     from yolo_optimize.images import list_images
     from yolo_optimize.optimize.gate import GateConfig, gate_metric_class
     from yolo_optimize.runtime.dataset import load_dataset
@@ -218,5 +218,5 @@ def int8_inputs(family: Family, options: BuildOptions, host: BuildingHost) -> di
         raise UserError(f"the INT8 accuracy gate needs labels and {gate_root} has none: pass --gate-data with a "
                         f"labelled set (YOLO labels/ beside images/)")
     return {"calib_images": tuple(str(p.resolve()) for p in calibration),
-            "int8_weight_bits": host.int8_weight_bits, "int8_float_precision": host.int8_float_precision,
+            "int8_vnni": host.int8_vnni, "int8_float_precision": host.int8_float_precision,
             "gate": GateConfig(str(gate_root), options.gate_images, options.max_map_drop)}

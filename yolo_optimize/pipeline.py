@@ -61,7 +61,8 @@ class BuildRequest:
     parity_images: tuple[str, ...]
     calib_images: tuple[str, ...] = ()
     gate: GateConfig | None = None
-    int8_weight_bits: int = 8  # ONNX INT8: 8 where the CPU has VNNI, else 7 (optimize/int8_onnx.py)
+    int8_vnni: bool = True  # the building CPU has VNNI; without it u8 x s8 products can saturate, so ONNX INT8 takes
+    # 7-bit weights (optimize/int8_onnx.py) and AOTInductor INT8 7-bit activations (optimize/int8_aoti.py)
     int8_float_precision: str = "fp32"  # OpenVINO INT8's float parts: bf16 where the CPU has it (int8_openvino.py)
     input_form: str = FLOAT_INPUT  # what every exported artifact takes (loading.INPUT_FORMS)
 
@@ -82,7 +83,7 @@ def plan(request: BuildRequest) -> list[Node]:
         nodes += [_artifact("aoti", p, AotiCompile(AotiConfig(r.imgsz, p, r.input_form)), {MODEL: "load"}, wanted)
                   for p in ("fp32", "bf16") if p in r.precisions or p == "fp32"]
         if "int8" in r.precisions and r.gate:
-            config = AotiInt8Config(r.imgsz, r.calib_images, r.gate, r.input_form)
+            config = AotiInt8Config(r.imgsz, r.calib_images, r.gate, r.input_form, reduce_range=not r.int8_vnni)
             nodes.append(_artifact("aoti", "int8", AotiInt8(config), _from("aoti-fp32"), wanted))
     if "torch-tensorrt" in r.targets:
         nodes += [_artifact("torch-tensorrt", p, TorchTensorRTCompile(TorchTensorRTConfig(r.imgsz, p, r.batch_sizes)),
@@ -94,7 +95,7 @@ def plan(request: BuildRequest) -> list[Node]:
     if "fp16" in r.precisions and ("onnx" in r.targets or "tensorrt" in r.targets):
         nodes.append(_artifact("onnx", "fp16", OnnxFp16(OnnxFp16Config()), _from("onnx-fp32"), wanted))
     if "int8" in r.precisions and "onnx" in r.targets and r.gate:
-        config = OnnxInt8Config(r.imgsz, r.calib_images, r.gate, r.int8_weight_bits)
+        config = OnnxInt8Config(r.imgsz, r.calib_images, r.gate, 8 if r.int8_vnni else 7)
         nodes.append(_artifact("onnx", "int8", OnnxInt8(config), _from("onnx-fp32"), wanted))
     if "openvino" in r.targets:
         float_precisions = [p for p in ("fp32", "fp16", "bf16") if p in r.precisions or p == "fp32"]

@@ -7,6 +7,13 @@ The recipe is PyTorch's for x86 CPUs: the exported program is annotated by ``X86
 quantized convolution (with its SiLU) onto oneDNN's int8 kernels (VNNI where the CPU has it). The
 family's float module (the Detect head) is left unannotated, so it stays in float32 as in every INT8
 recipe here. The gate scores the compiled package through its runner, as it will be measured.
+
+Without VNNI (AVX2, or AVX-512 before Cascade Lake) oneDNN multiplies u8 by s8 with instructions
+whose 16-bit pair sums saturate: with oneDNN held to AVX2 or to AVX-512 without VNNI, yolov5n lost
+5 points of mAP50-95 on coco_val128 (bench/int8_without_vnni.py). There the recipe takes torchao's
+documented remedy, ``reduce_range``: activations on 7 bits (0..127), so no pair sum can saturate
+(no measurable loss). The building CPU decides (``reduce_range`` is in the cache key, like ONNX
+INT8's weight bits).
 """
 
 from __future__ import annotations
@@ -25,12 +32,14 @@ from yolo_optimize.optimize.gate import Gate, GateRecord
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
 ROUTE = "PT2E, X86InductorQuantizer defaults (torchao)"
+REDUCED_RANGE_ROUTE = "PT2E, X86InductorQuantizer with 7-bit activations (torchao's reduce_range: no VNNI)"
 
 
 @dataclass(frozen=True)
 class AotiInt8Config(Int8Config):
     input_form: str = FLOAT_INPUT
     precision: str = "int8"
+    reduce_range: bool = False  # 7-bit activations: the building CPU has no VNNI (module docstring)
 
 
 class AotiInt8(Stage):
@@ -53,15 +62,16 @@ class AotiInt8(Stage):
         family = family_named(ctx.source.family)
         module = export_module(ctx.source, self.config.input_form)
         kept = family.float_module(module)
+        route = REDUCED_RANGE_ROUTE if self.config.reduce_range else ROUTE
         metadata = {**parent.metadata, "precision": "int8", "kept_in_float": [kept] if kept else [],
-                    "quantization": ROUTE}
+                    "quantization": route}
         gate = Gate(self.config.gate, family, self.config.imgsz, ctx.threads)
         try:
             record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
             program = self._quantized(module, kept, calibration_inputs(family, self.config.calib_images,
                                                                        self.config.imgsz, parent.metadata.get("input")))
             compile_package(program, ctx.out_dir / str(parent.entry), metadata)
-            record.add(ROUTE, gate.score(ctx.out_dir, candidate_manifest(parent, node=self.name, metadata=metadata)))
+            record.add(route, gate.score(ctx.out_dir, candidate_manifest(parent, node=self.name, metadata=metadata)))
         finally:
             gate.close()
         record.require_pass()
@@ -75,7 +85,8 @@ class AotiInt8(Stage):
         import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as x86  # also registers Inductor's int8 passes
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-        quantizer = x86.X86InductorQuantizer().set_global(x86.get_default_x86_inductor_quantization_config())
+        config = x86.get_default_x86_inductor_quantization_config(reduce_range=self.config.reduce_range)
+        quantizer = x86.X86InductorQuantizer().set_global(config)
         if kept:
             quantizer.set_module_name_qconfig(kept, None)
         example = example_input(self.config.input_form, 2, self.config.imgsz)
