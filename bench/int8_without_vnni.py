@@ -10,7 +10,7 @@ gated on coco128, the gate limit lifted so every package is published with its m
 
 - **8-bit activations**: built as on this VNNI CPU, then calibrated, gated and evaluated by the held oneDNN;
 - **7-bit activations**: built as on a CPU without VNNI: a private mount namespace (``unshare -m``, so root) shows
-  the build a /proc/cpuinfo without the AVX-512 and VNNI flags, which is all the build reads of the CPU.
+  the build a /proc/cpuinfo without the AVX-512 and VNNI flags, which is all yolo_optimize reads of the CPU.
 
 plus the reference, unheld, with VNNI. Each package is then evaluated on coco_val128 (accuracy; one short round of
 speed) under the same instruction set. Prints the table and saves it with the environment under ``--save``.
