@@ -58,7 +58,8 @@ def test_a_cpu_without_vnni_changes_the_int8_arithmetic_of_onnx_and_aoti_and_onl
     vnni = replace(REQUEST, targets=("aoti", "onnx", "openvino"), precisions=("fp32", "int8"),
                    calib_images=REQUEST.parity_images, gate=GateConfig(str(VAL_DATA), images=8, max_map_drop=1.0))
     without = replace(vnni, int8_vnni=False)
-    configs = {request.int8_vnni: {node.name: node.stage.config for node in plan(request)} for request in (vnni, without)}
+    configs = {request.int8_vnni: {node.name: node.stage.config for node in plan(request)}
+               for request in (vnni, without)}
     assert (configs[True]["onnx-int8"].weight_bits, configs[False]["onnx-int8"].weight_bits) == (8, 7)
     assert (configs[True]["aoti-int8"].reduce_range, configs[False]["aoti-int8"].reduce_range) == (False, True)
     before, after = keys(vnni), keys(without)
