@@ -31,7 +31,7 @@ from typing import Any
 from common import save
 
 HELD_ISAS = ("AVX2", "AVX512_CORE")
-WITHOUT_VNNI = re.compile(r" (avx512\w*|avx_vnni|amx_\w+)")  # the flags cpu.py reads for VNNI and bf16
+WITHOUT_VNNI = re.compile(r" (avx512\w*|avx_vnni|amx_\w+)")  # every AVX-512 flag (an AVX2-only CPU), VNNI, AMX
 
 
 def cpuinfo_without_vnni(path: Path) -> Path:
