@@ -7,11 +7,13 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from yolo_optimize.artifact import (
+    MANIFEST,
     Manifest,
     machine_id,
     process_state,
@@ -53,7 +55,7 @@ def test_a_cached_check_trusts_an_unwritten_file_by_its_stamp_and_hashes_every_o
     assert Manifest.read(folder).files["model.bin"]["stamp"] == [model.stat().st_ino, model.stat().st_mtime_ns]
     assert read_valid(folder, full=False) is not None
     view = tmp_path / "view"
-    assert show(folder, view, Manifest.read(folder).cache_key) and read_valid(view, full=False) is not None
+    assert show(folder, view, Manifest.read(folder).cache_key) is None and read_valid(view, full=False) is not None
     copied = shutil.copytree(folder, tmp_path / "copy")  # same bytes and times, another inode: hashed, still valid
     assert read_valid(copied, full=False) is not None
     stamp = model.stat()
@@ -156,9 +158,48 @@ def test_a_second_publisher_of_a_key_finds_it_published_and_leaves_it(tmp_path: 
     assert Manifest.read(final).cache_key == "first" and second.is_dir()
 
 
-def test_show_makes_a_hard_linked_view_and_skips_an_up_to_date_one(tmp_path: Path) -> None:
+def test_show_publishes_a_copy_whose_edits_never_reach_the_store_and_skips_an_up_to_date_one(tmp_path: Path) -> None:
     stored, view = tmp_path / ".store" / "node" / "k", tmp_path / "node"
     _manifest_folder(stored, "k1")
-    assert show(stored, view, "k1") and read_valid(view, "k1") is not None
-    assert (view / "model.bin").stat().st_ino == (stored / "model.bin").stat().st_ino
-    assert not show(stored, view, "k1")
+    assert show(stored, view, "k1") is None and read_valid(view, "k1", full=False) is not None
+    assert (view / "model.bin").stat().st_ino != (stored / "model.bin").stat().st_ino
+    inode = (view / "model.bin").stat().st_ino
+    assert show(stored, view, "k1") is None and (view / "model.bin").stat().st_ino == inode, "left as it was"
+    with open(view / "model.bin", "r+b") as handle:  # a tool editing the shipped file in place
+        handle.write(b"XX")
+    assert read_valid(stored, "k1") is not None, "the store keeps its own bytes"
+
+
+def _damaged_in_place(path: Path) -> None:
+    """Bytes changed, size and modification time kept: only a full check can tell."""
+    facts = path.stat()
+    with open(path, "r+b") as handle:
+        handle.write(b"XX")
+    os.utime(path, ns=(facts.st_atime_ns, facts.st_mtime_ns))
+
+
+@pytest.mark.parametrize(("damage", "full", "found"), [
+    (_damaged_in_place, True, "sha256 mismatch for model.bin"),
+    (lambda path: path.write_bytes(path.read_bytes()[:10]), False, "size mismatch for model.bin (10 bytes, 1000"),
+    (Path.unlink, False, "missing file model.bin"),
+    (lambda path: (path.parent / MANIFEST).unlink(), False, "manifest.json missing or unreadable"),
+])
+def test_show_repairs_a_damaged_view_from_the_store_and_says_what_was_wrong(
+        tmp_path: Path, damage: Callable[[Path], object], full: bool, found: str) -> None:
+    stored, view = tmp_path / ".store" / "node" / "k", tmp_path / "node"
+    _manifest_folder(stored, "k1" * 500)
+    show(stored, view, "k1" * 500)
+    damage(view / "model.bin")
+    if full:
+        assert show(stored, view, "k1" * 500) is None, "a stamp check trusts an edit that kept size and time"
+    assert show(stored, view, "k1" * 500, full=full).startswith(found)  # type: ignore[union-attr]
+    assert read_valid(view, "k1" * 500) is not None and show(stored, view, "k1" * 500, full=True) is None
+
+
+def test_show_with_replace_publishes_again_a_view_that_verifies(tmp_path: Path) -> None:
+    stored, view = tmp_path / ".store" / "node" / "k", tmp_path / "node"
+    _manifest_folder(stored, "k1")
+    show(stored, view, "k1")
+    inode = (view / "model.bin").stat().st_ino
+    assert show(stored, view, "k1", replace=True) is None
+    assert (view / "model.bin").stat().st_ino != inode and read_valid(view, "k1") is not None

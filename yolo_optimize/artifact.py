@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -59,8 +60,8 @@ class Manifest:
 
 
 def hash_files(folder: Path) -> dict[str, dict[str, Any]]:
-    """Every file's sha256 and size, and its stamp (inode and modification time, which a rename keeps and a hard link
-    shares): a file whose stamp is unchanged has not been written since it was hashed."""
+    """Every file's sha256 and size, and its stamp (inode and modification time, which a rename keeps): a file whose
+    stamp is unchanged has not been written since it was hashed."""
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST)
     return {p.relative_to(folder).as_posix(): {"sha256": file_sha256(p), "bytes": p.stat().st_size,
                                                "stamp": _stamp(p)} for p in files}
@@ -79,8 +80,8 @@ def verify_files(folder: Path, manifest: Manifest, *, full: bool = True) -> str 
         path = folder / relpath
         if not path.is_file():
             return f"missing file {relpath}"
-        if path.stat().st_size != expected["bytes"]:
-            return f"sha256 mismatch for {relpath}"
+        if (size := path.stat().st_size) != expected["bytes"]:
+            return f"size mismatch for {relpath} ({size} bytes, {expected['bytes']} recorded)"
         unchanged = not full and expected.get("stamp") == _stamp(path)
         if not unchanged and file_sha256(path) != expected["sha256"]:
             return f"sha256 mismatch for {relpath}"
@@ -151,37 +152,59 @@ def publish_if_absent(staging: Path, final: Path) -> bool:
     return True
 
 
-def show(stored: Path, view: Path, cache_key: str) -> bool:
-    """Make ``view`` (the readable artifact folder) a hard-linked copy of ``stored``, atomically.
+def show(stored: Path, view: Path, cache_key: str, *, full: bool = False, replace: bool = False) -> str | None:
+    """Make ``view`` (the folder users read and ship) a copy of ``stored``, atomically, unless it already shows
+    ``cache_key`` and its files verify (by stamp, or every byte with ``full``) and ``replace`` is not asked.
 
-    Hard links cost no space and leave a plain folder that can be copied or deployed
-    as it is. Returns False when the view already shows this key.
+    Returns what was wrong with a view of this key that had to be put right (a file edited, truncated or deleted
+    since it was published), else None. The view is a copy-on-write clone where the file system has them, else a
+    plain copy, never a hard link: a tool that edits a shipped file in place must not edit the cache behind it
+    (docs/building.md, "Published folders").
     """
-    if _shown_key(view) == cache_key:
-        return False
+    shown = _shown(view)
+    damage = f"{MANIFEST} missing or unreadable" if shown is None and view.is_dir() else None
+    if shown is not None and shown.cache_key == cache_key:
+        damage = verify_files(view, shown, full=full)
+        if damage is None and not replace:
+            return None
     staging = staging_dir(view)
     for source in sorted(stored.rglob("*")):
         target = staging / source.relative_to(stored)
         if source.is_dir():
             target.mkdir()
-        else:
-            _link_or_copy(source, target)
+        elif source.name != MANIFEST:
+            clone_or_copy(source, target)
+    _restamp(Manifest.read(stored), staging)
     publish(staging, view)
-    return True
+    return damage
 
 
-def _shown_key(view: Path) -> str | None:
+def _shown(view: Path) -> Manifest | None:
     try:
-        return Manifest.read(view).cache_key
+        return Manifest.read(view)
     except (OSError, ValueError, TypeError):
         return None
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
+def _restamp(manifest: Manifest, folder: Path) -> None:
+    """``manifest`` written into ``folder`` with the stamps of ``folder``'s own copies (their hashes are the stored
+    ones: copied from a verified entry), so a cached build checks the view by stamp without hashing it."""
+    for relpath, facts in manifest.files.items():
+        facts["stamp"] = _stamp(folder / relpath)
+    (folder / MANIFEST).write_text(json.dumps(asdict(manifest), indent=2, sort_keys=True) + "\n")
+
+
+FICLONE = 0x40049409  # linux/fs.h: the target shares the source's blocks until either is written (btrfs, XFS)
+
+
+def clone_or_copy(source: Path, target: Path) -> None:
+    """A copy of ``source`` that costs no space where the file system clones files copy-on-write, else a copy."""
     try:
-        os.link(source, target)
-    except OSError:  # another file system, or links not allowed
-        shutil.copy2(source, target)
+        with open(source, "rb") as reader, open(target, "wb") as writer:
+            fcntl.ioctl(writer.fileno(), FICLONE, reader.fileno())
+    except OSError:  # no reflinks here (ext4, overlayfs, tmpfs) or across file systems
+        shutil.copyfile(source, target)
+    shutil.copystat(source, target)
 
 
 def sweep_leftovers(model_dir: Path) -> list[Path]:

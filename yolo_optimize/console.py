@@ -18,10 +18,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from yolo_optimize.dag import BUILT, CACHED, FAILED, NOT_NEEDED, SKIPPED, NodeResult
+from yolo_optimize.dag import BUILT, CACHED, FAILED, NOT_NEEDED, REPAIRED, SKIPPED, NodeResult
 
-STYLES = {BUILT: "green", CACHED: "cyan", FAILED: "bold red", SKIPPED: "yellow", NOT_NEEDED: "dim",
-          "running": "magenta"}
+STYLES = {BUILT: "green", CACHED: "cyan", REPAIRED: "bold yellow", FAILED: "bold red", SKIPPED: "yellow",
+          NOT_NEEDED: "dim", "running": "magenta"}
 LOG_LINE = {"soft_wrap": True, "markup": False, "highlight": False}  # one greppable line each, printed as said
 
 

@@ -22,7 +22,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from yolo_optimize.stage import REFERENCE, Stage, StageContext
 from yolo_optimize.versions import tool_versions
 
 BUILT, CACHED, FAILED, SKIPPED, NOT_NEEDED = "built", "cached", "failed", "skipped", "not needed"
+REPAIRED = "repaired"  # its published folder differed from its manifest and was put right
 LOCKS = ".locks"
 PARENT_WAIT_S = 30  # how long a child waits for its parent's manifest to show (a shared store's listings lag)
 
@@ -147,7 +148,7 @@ class Build:
     """Runs the needed part of a DAG for one model, ``jobs`` nodes at a time.
 
     Nodes live in a content-keyed store (``.store/<node>/<key>``); the folders users see
-    (``onnx-fp32/``, ``.cache/load``) are hard-linked views of the store entry this build
+    (``onnx-fp32/``, ``.cache/load``) are copies (views) of the store entry this build
     wanted. A child reads its parents from the store by the keys it expects, so a
     concurrent build with other parameters can change a view but never a child's inputs.
     """
@@ -208,9 +209,9 @@ class Build:
         results: dict[str, NodeResult] = {}
 
         def finished(result: NodeResult) -> None:
-            results[result.node] = result
             if result.node in wanted and result.status in (BUILT, CACHED):
-                self._show_view(result.node)
+                result = self._shown(result)
+            results[result.node] = result
             on_event(result.node, result)
 
         for name in self.order:
@@ -245,10 +246,18 @@ class Build:
             return NodeResult(name, CACHED)
         return NodeResult(name, NOT_NEEDED, reason="not needed for the requested artifacts")
 
-    def _show_view(self, name: str) -> None:
-        """Point the node's readable folder at this build's store entry (hard links)."""
+    def _shown(self, result: NodeResult) -> NodeResult:
+        """The node's published folder made a copy of this build's store entry where it shows another key, was just
+        rebuilt, or no longer matches its manifest (checked as the store is: by stamp, every byte with ``verify``);
+        the last is REPAIRED, saying what was wrong and how it was put right."""
+        name = result.node
         with FileLock(str(self._lock(f"{name}.view"))):
-            show(self.stored(name), self.view(name), self.keys[name])
+            damage = show(self.stored(name), self.view(name), self.keys[name], full=self.verify,
+                          replace=result.status == BUILT)
+        if damage is None:
+            return result
+        how = "rebuilt" if result.status == BUILT else "published again from the verified store"
+        return replace(result, status=REPAIRED, reason=f"{damage}; {how}")
 
     def _lock(self, name: str) -> Path:
         locks = self.model_dir / LOCKS
