@@ -23,23 +23,31 @@ from typing import Any
 
 from yolo_optimize import runtime_env
 from yolo_optimize.builder import BuildResult, run_build
-from yolo_optimize.config import build_options
+from yolo_optimize.config import (build_options, checked_values, choice, comma, flag, integer, number, optional, path,
+                                  text)
 from yolo_optimize.dag import NodeResult
-from yolo_optimize.errors import UserError
+from yolo_optimize.devices import DEVICES
+from yolo_optimize.errors import BuildFailed, UserError
+from yolo_optimize.formats import parse_batch_sizes
 from yolo_optimize.evaluate.recommend import RANKINGS, Budget, Candidate, Recommendation
 from yolo_optimize.evaluate.results import Report
+from yolo_optimize.runtime.runners.base import MODES
 
 Progress = Callable[[str, int, int], None]  # (what is happening, steps done, steps in all)
 
 
 def build(model: str | Path | None = None, *, config: str | Path | Mapping[str, Any] | None = None,
           progress: Progress | None = None, **options: Any) -> BuildResult:
-    """Build ``model`` (or the config's) to every target x precision asked for; the result lists every node."""
+    """Build ``model`` (or the config's) to every target x precision asked for; the result lists every node. A build
+    in which a node failed raises ``BuildFailed`` (its ``result`` has every node), as the command exits 1."""
     if model is not None:
         options["model"] = str(model)
     values = build_options(Path(config) if isinstance(config, str) else config, options, "build()")
     with runtime_env.configured():
-        return run_build(values, on_event=_node_progress(progress) if progress else None)
+        result = run_build(values, on_event=_node_progress(progress) if progress else None)
+    if not result.ok:
+        raise BuildFailed(result)
+    return result
 
 
 def _node_progress(progress: Progress) -> Callable[[str, NodeResult | None], None]:
@@ -63,14 +71,22 @@ def evaluate(root: str | Path, *, data: str | Path | None = None, out: str | Pat
     ``out``, also write the report's files there."""
     from yolo_optimize.evaluate.session import EvalRequest, run_evaluation
 
-    request = EvalRequest.checked(Path(root), data=Path(data) if data else None, out=Path(out) if out else None,
-                                  batch_sizes=tuple(batch_sizes), device=device, threads=threads, min_time=min_time,
-                                  repeats=repeats, max_images=max_images, accuracy=accuracy, imgsz=imgsz, mode=mode,
-                                  end_to_end=end_to_end, profile=profile, add=tuple(str(p) for p in add),
-                                  family=family, checkpoint=Path(checkpoint) if checkpoint else None,
-                                  row_timeout=row_timeout)
+    given = dict(root=root, data=data, out=out, batch_sizes=batch_sizes, device=device, threads=threads,
+                 min_time=min_time, repeats=repeats, max_images=max_images, accuracy=accuracy, imgsz=imgsz, mode=mode,
+                 end_to_end=end_to_end, profile=profile, add=add, family=family, checkpoint=checkpoint,
+                 row_timeout=row_timeout)
+    request = EvalRequest.checked(**checked_values(given, EVALUATE_ARGUMENTS, "evaluate()"))
     with runtime_env.configured():
         return run_evaluation(request, progress or (lambda text, done, total: None))
+
+
+EVALUATE_ARGUMENTS: dict[str, Callable[[Any], Any]] = {  # evaluate()'s arguments, checked as the build's options are
+    "root": lambda value: Path(text(str(value) if isinstance(value, Path) else value)), "data": path, "out": path, "batch_sizes": lambda value: parse_batch_sizes(comma(value)),
+    "device": choice(DEVICES), "threads": optional(integer(1)), "min_time": number(), "repeats": integer(1),
+    "max_images": optional(integer(1)), "accuracy": flag, "imgsz": optional(integer(32)), "mode": choice(MODES),
+    "end_to_end": flag, "profile": flag, "family": optional(text), "checkpoint": path, "row_timeout": number(1),
+    "add": lambda value: tuple(str(path(item)) for item in ([value] if isinstance(value, (str, Path)) else value)),
+}
 
 
 @dataclass(frozen=True)
@@ -126,18 +142,27 @@ def recommend(report: Report | str | Path, *, batch_size: int = 1, max_map_drop:
               model: str | None = None) -> Pick:
     """The artifact to ship for ``model`` (the report's only one when not named) at ``batch_size``."""
     from yolo_optimize.evaluate.recommend import recommend as recommend_artifacts
-    from yolo_optimize.evaluate.results import load_report
+    from yolo_optimize.evaluate.report import load_report
 
-    found = load_report(Path(report)) if isinstance(report, (str, Path)) else report
-    if by not in RANKINGS:
-        raise UserError(f"by must be one of {', '.join(RANKINGS)}, got {by!r}")
+    given = dict(batch_size=batch_size, max_map_drop=max_map_drop, max_latency_ms=max_latency_ms,
+                 max_memory_mb=max_memory_mb, by=by, model=model)
+    budget = checked_values(given, RECOMMEND_ARGUMENTS, "recommend()")
+    if not isinstance(report, (Report, str, Path)):
+        raise UserError(f"recommend(): report: must be a Report or an eval folder, got {type(report).__name__}")
+    found = report if isinstance(report, Report) else load_report(Path(report))
     if batch_size not in found.settings["batch_sizes"]:
         raise UserError(f"the report measured batch sizes {found.settings['batch_sizes']}, not {batch_size}")
-    picks = {r.model: r for r in recommend_artifacts(found, Budget(batch_size, max_map_drop, max_latency_ms,
-                                                                    max_memory_mb, RANKINGS[by]))}
+    limits = Budget(batch_size, budget["max_map_drop"], budget["max_latency_ms"], budget["max_memory_mb"], RANKINGS[by])
+    picks = {r.model: r for r in recommend_artifacts(found, limits)}
     if model is None and len(picks) != 1:
         raise UserError(f"the report has models {', '.join(picks)}: name one with model=")
     chosen = picks.get(model or next(iter(picks)))
     if chosen is None:
         raise UserError(f"the report has no model {model!r} (it has {', '.join(picks)})")
     return Pick(chosen)
+
+
+RECOMMEND_ARGUMENTS: dict[str, Callable[[Any], Any]] = {
+    "batch_size": integer(1), "max_map_drop": number(), "max_latency_ms": optional(number(0, above=True)),
+    "max_memory_mb": optional(number(0, above=True)), "by": choice(tuple(RANKINGS)), "model": optional(text),
+}

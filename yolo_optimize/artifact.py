@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -11,6 +12,7 @@ import platform
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,6 +154,35 @@ def publish_if_absent(staging: Path, final: Path) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def written_whole(out: Path, last: str = "") -> Iterator[Path]:
+    """A private folder to write a set of output files into (a report's): once the block ends, they are moved into
+    ``out`` (``out`` itself when absent: one rename), ``last`` after the others; if it raises (a full disk, Ctrl-C),
+    the folder is removed and ``out`` is left as it was. What a killed run leaves is swept by the next run to
+    ``out`` (``sweep_staging``)."""
+    sweep_staging(out)
+    staging = staging_dir(out)
+    try:
+        yield staging
+        if not out.exists():
+            os.rename(staging, out)
+            return
+        for entry in sorted(staging.iterdir(), key=lambda entry: entry.name == last):
+            if entry.is_dir():
+                publish(entry, out / entry.name)
+            else:
+                os.replace(entry, out / entry.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def sweep_staging(final: Path) -> None:
+    """Remove this machine's staging and replaced folders of ``final`` (beside it) whose process is gone."""
+    for path in [*final.parent.glob(f"{STAGING}{final.name}-*"), *final.parent.glob(f"{TRASH}{final.name}-*")]:
+        if path.is_dir() and _owner_gone(path.name):
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def show(stored: Path, view: Path, cache_key: str, *, full: bool = False, replace: bool = False) -> str | None:
     """Make ``view`` (the folder users read and ship) a copy of ``stored``, atomically, unless it already shows
     ``cache_key`` and its files verify (by stamp, or every byte with ``full``) and ``replace`` is not asked.
@@ -168,13 +199,17 @@ def show(stored: Path, view: Path, cache_key: str, *, full: bool = False, replac
         if damage is None and not replace:
             return None
     staging = staging_dir(view)
-    for source in sorted(stored.rglob("*")):
-        target = staging / source.relative_to(stored)
-        if source.is_dir():
-            target.mkdir()
-        elif source.name != MANIFEST:
-            clone_or_copy(source, target)
-    _restamp(Manifest.read(stored), staging)
+    try:
+        for source in sorted(stored.rglob("*")):
+            target = staging / source.relative_to(stored)
+            if source.is_dir():
+                target.mkdir()
+            elif source.name != MANIFEST:
+                clone_or_copy(source, target)
+        _restamp(Manifest.read(stored), staging)
+    except BaseException:  # a full disk, Ctrl-C: the view stays as it was
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     publish(staging, view)
     return damage
 

@@ -14,7 +14,7 @@ import click
 from rich.console import Console
 
 from yolo_optimize import __version__
-from yolo_optimize.artifact import check_writable
+from yolo_optimize.artifact import check_writable, written_whole
 from yolo_optimize.config import EXECUTORS, LOCAL, RAY
 from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.devices import DEVICES as DEVICE_CHOICES
@@ -336,7 +336,7 @@ def recommend(report_dir: Path, batch_size: int | None, max_map_drop: float, max
     its spread and runner-up, a tie when they are within noise, and three lines that load it."""
     from yolo_optimize.evaluate.recommend import RANKINGS, Budget, describe
     from yolo_optimize.evaluate.recommend import recommend as recommend_artifacts
-    from yolo_optimize.evaluate.results import load_report
+    from yolo_optimize.evaluate.report import load_report
 
     report = load_report(report_dir)
     sizes = [batch_size] if batch_size else report.settings["batch_sizes"]
@@ -366,7 +366,7 @@ def report(report_dir: Path, baseline_dir: Path | None, fail_on_regression: str 
     another eval, also comparison.md and a comparison section on the page."""
     from yolo_optimize.evaluate.compare import compare, describe
     from yolo_optimize.evaluate.report import write_report
-    from yolo_optimize.evaluate.results import load_report
+    from yolo_optimize.evaluate.report import load_report
 
     threshold = _percent(fail_on_regression) if fail_on_regression else None
     if threshold is not None and baseline_dir is None:
@@ -376,10 +376,14 @@ def report(report_dir: Path, baseline_dir: Path | None, fail_on_regression: str 
     if baseline_dir is not None:
         comparison = compare(current, load_report(baseline_dir), names=(str(report_dir), str(baseline_dir)),
                              force=force)
-        (report_dir / "comparison.md").write_text(describe(comparison))
         click.echo(describe(comparison))
-    for path in write_report(current, report_dir, comparison):
-        console.print(f"wrote {path}")
+    check_writable(report_dir)
+    with written_whole(report_dir, last="results.json") as staging:
+        if comparison is not None:
+            (staging / "comparison.md").write_text(describe(comparison))
+        written = write_report(current, staging, comparison)
+    for path in written:
+        console.print(f"wrote {report_dir / path.relative_to(staging)}")
     regressions = comparison.regressions(threshold) if comparison and threshold is not None else []
     if regressions:
         click.echo(f"regression: {len(regressions)} change(s) beyond the limit: " + "; ".join(

@@ -56,19 +56,26 @@ class BuildOptions:
 
     def updated(self, values: Mapping[str, Any], origin: str) -> BuildOptions:
         """These options with ``values`` (keys as in Python or on the command line) checked and applied."""
-        checked = {}
-        for key, value in values.items():
-            name = key.replace("-", "_")
-            if name not in PARSERS:
-                known = ", ".join(f.name.replace("_", "-") for f in fields(self))
-                raise UserError(f"{origin}: unknown key {key!r} (keys: {known})")
-            try:
-                checked[name] = PARSERS[name](value)
-            except UserError as err:
-                raise UserError(f"{origin}: {key}: {err}") from None
-            except (TypeError, ValueError):
-                raise UserError(f"{origin}: {key}: {value!r} is not {DESCRIPTIONS.get(name, 'valid')}") from None
-        return replace(self, **checked)
+        return replace(self, **checked_values(values, PARSERS, origin, DESCRIPTIONS))
+
+
+def checked_values(values: Mapping[str, Any], parsers: Mapping[str, Callable[[Any], Any]], origin: str,
+                   descriptions: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Each of ``values`` through its parser, keys as in Python or on the command line: an unknown key or a bad value
+    is a UserError naming the key and where it came from (the build options, the API's arguments)."""
+    checked = {}
+    for key, value in values.items():
+        name = key.replace("-", "_")
+        if name not in parsers:
+            known = ", ".join(option.replace("_", "-") for option in parsers)
+            raise UserError(f"{origin}: unknown key {key!r} (keys: {known})")
+        try:
+            checked[name] = parsers[name](value)
+        except UserError as err:
+            raise UserError(f"{origin}: {key}: {err}") from None
+        except (TypeError, ValueError):
+            raise UserError(f"{origin}: {key}: {value!r} is not {(descriptions or {}).get(name, 'valid')}") from None
+    return checked
 
 
 def build_options(config: Path | Mapping[str, Any] | None, given: Mapping[str, Any], given_from: str) -> BuildOptions:
@@ -96,7 +103,7 @@ def read_config(path: Path) -> dict[str, Any]:
         raise UserError(f"config file {path} is not valid TOML: {err}") from None
 
 
-def _comma(value: Any) -> str:
+def comma(value: Any) -> str:
     """A list, a number or a comma string, as the comma string the format table's parsers take."""
     if isinstance(value, (list, tuple)):
         return ",".join(str(item) for item in value)
@@ -105,7 +112,7 @@ def _comma(value: Any) -> str:
     return str(value)
 
 
-def _integer(low: int) -> Callable[[Any], int]:
+def integer(low: int) -> Callable[[Any], int]:
     def parse(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise UserError(f"must be an integer >= {low}, got {value!r}")
@@ -113,19 +120,22 @@ def _integer(low: int) -> Callable[[Any], int]:
     return parse
 
 
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise UserError(f"must be a number >= 0, got {value!r}")
-    return float(value)
+def number(low: float = 0, *, above: bool = False) -> Callable[[Any], float]:
+    """A parser of numbers ``>= low`` (``> low`` with ``above``)."""
+    def parse(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low or above and value == low:
+            raise UserError(f"must be a number {'>' if above else '>='} {low:g}, got {value!r}")
+        return float(value)
+    return parse
 
 
-def _flag(value: Any) -> bool:
+def flag(value: Any) -> bool:
     if not isinstance(value, bool):
         raise UserError(f"must be true or false, got {value!r}")
     return value
 
 
-def _choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
+def choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         if value not in choices:
             raise UserError(f"must be one of {', '.join(choices)}, got {value!r}")
@@ -133,31 +143,31 @@ def _choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
     return parse
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise UserError(f"must be a non-empty string, got {value!r}")
     return value
 
 
-def _path(value: Any) -> Path | None:
-    return None if value is None else Path(_text(str(value) if isinstance(value, Path) else value))
+def path(value: Any) -> Path | None:
+    return None if value is None else Path(text(str(value) if isinstance(value, Path) else value))
 
 
-def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else parse(value)
 
 
 PARSERS: dict[str, Callable[[Any], Any]] = {
-    "model": lambda value: _text(str(value)) if isinstance(value, Path) else _text(value),
-    "targets": lambda value: tuple(parse_targets(_comma(value))),
-    "precisions": lambda value: tuple(parse_precisions(_comma(value))),
-    "imgsz": lambda value: parse_image_sizes(_comma(value)),
-    "batch_sizes": lambda value: parse_batch_sizes(_comma(value)),
-    "out": _path, "jobs": _integer(1), "force": _flag, "verify": _flag, "random_weights": _flag, "weights_dir": _path,
-    "device": _choice(DEVICES), "opset": _integer(18), "parity_data": _path, "parity_images": _integer(1),
-    "calib_data": _path, "calib_images": _integer(1), "gate_data": _path, "gate_images": _optional(_integer(1)),
-    "max_map_drop": _number, "input": _choice(INPUT_FORMS), "executor": _choice(EXECUTORS),
-    "ray_address": _optional(_text), "on": lambda value: parse_selectors(value if isinstance(value, list) else _text(value)),
+    "model": lambda value: text(str(value)) if isinstance(value, Path) else text(value),
+    "targets": lambda value: tuple(parse_targets(comma(value))),
+    "precisions": lambda value: tuple(parse_precisions(comma(value))),
+    "imgsz": lambda value: parse_image_sizes(comma(value)),
+    "batch_sizes": lambda value: parse_batch_sizes(comma(value)),
+    "out": path, "jobs": integer(1), "force": flag, "verify": flag, "random_weights": flag, "weights_dir": path,
+    "device": choice(DEVICES), "opset": integer(18), "parity_data": path, "parity_images": integer(1),
+    "calib_data": path, "calib_images": integer(1), "gate_data": path, "gate_images": optional(integer(1)),
+    "max_map_drop": number(), "input": choice(INPUT_FORMS), "executor": choice(EXECUTORS),
+    "ray_address": optional(text), "on": lambda value: parse_selectors(value if isinstance(value, list) else text(value)),
 }
 DESCRIPTIONS = {"targets": "a list of targets", "precisions": "a list of precisions", "imgsz": "a list of sizes",
                 "batch_sizes": "a list of batch sizes"}

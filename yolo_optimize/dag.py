@@ -22,6 +22,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from yolo_optimize.artifact import (
 from yolo_optimize.checkpoint import ModelSource
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.executor import Executor, LocalExecutor
+from yolo_optimize.processes import ended, one_line, oom_kills, resource_shortage
 from yolo_optimize.stage import REFERENCE, Stage, StageContext
 from yolo_optimize.versions import tool_versions
 
@@ -217,6 +219,7 @@ class Build:
         for name in self.order:
             if name not in pending:
                 finished(self._not_run(name))
+        oom_kills_before = oom_kills()
         with self.executor.workers(len(pending)) as pool:
             running: dict[Future[NodeResult], str] = {}
             try:
@@ -234,7 +237,7 @@ class Build:
                         continue
                     done, _ = wait(running, return_when=FIRST_COMPLETED)
                     for future in done:
-                        finished(_result_of(running.pop(future), future))
+                        finished(_result_of(running.pop(future), future, oom_kills_before))
             except KeyboardInterrupt:
                 pool.interrupt(running)
                 raise
@@ -251,9 +254,12 @@ class Build:
         rebuilt, or no longer matches its manifest (checked as the store is: by stamp, every byte with ``verify``);
         the last is REPAIRED, saying what was wrong and how it was put right."""
         name = result.node
-        with FileLock(str(self._lock(f"{name}.view"))):
-            damage = show(self.stored(name), self.view(name), self.keys[name], full=self.verify,
-                          replace=result.status == BUILT)
+        try:
+            with FileLock(str(self._lock(f"{name}.view"))):
+                damage = show(self.stored(name), self.view(name), self.keys[name], full=self.verify,
+                              replace=result.status == BUILT)
+        except OSError as err:  # the store entry is kept; the next build publishes it
+            return replace(result, status=FAILED, reason=f"{failure(err)} (publishing {self.nodes[name].folder})")
         if damage is None:
             return result
         how = "rebuilt" if result.status == BUILT else "published again from the verified store"
@@ -276,11 +282,19 @@ class Build:
                        self.model_dir, self.device, self.executor.threads, self.force, self.facts[name])
 
 
-def _result_of(name: str, future: Future[NodeResult]) -> NodeResult:
+def _result_of(name: str, future: Future[NodeResult], oom_kills_before: int | None) -> NodeResult:
     try:
         return future.result()
+    except BrokenProcessPool:  # the worker process itself died
+        return NodeResult(name, FAILED, reason=ended(None, oom_kills_before))
     except Exception as err:  # noqa: BLE001 - a dead worker fails its node, not the build
-        return NodeResult(name, FAILED, reason=f"worker died: {err}")
+        return NodeResult(name, FAILED, reason=failure(err))
+
+
+def failure(err: BaseException) -> str:
+    """A node's failure in one line: ``out of memory`` or ``disk full`` first where the machine ran out of one."""
+    shortage = resource_shortage(err)
+    return f"{shortage}: {one_line(err)}" if shortage else one_line(err)
 
 
 def build_node(job: NodeJob) -> NodeResult:
@@ -336,8 +350,7 @@ def _build_locked(job: NodeJob, final: Path) -> NodeResult:
     except Exception as err:  # noqa: BLE001 - reported as this node's failure
         with open(log, "a") as handle:
             traceback.print_exc(file=handle)
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        return NodeResult(job.node.name, FAILED, time.perf_counter() - started, reason=f"{reason} (log: {log})")
+        return NodeResult(job.node.name, FAILED, time.perf_counter() - started, reason=f"{failure(err)} (log: {log})")
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already when published
     size = sum(f["bytes"] for f in manifest.files.values())

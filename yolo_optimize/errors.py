@@ -1,5 +1,12 @@
 """Exceptions that the CLI turns into one clear line."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from yolo_optimize.builder import BuildResult
+
 
 class UserError(Exception):
     """Bad input from the user: printed as one line, exit code 2, nothing written."""
@@ -7,3 +14,14 @@ class UserError(Exception):
 
 class StageSkipped(Exception):
     """A stage that cannot run in this environment (no CUDA device, TensorRT absent)."""
+
+
+class BuildFailed(Exception):
+    """The API's word for a build in which a node failed (the command exits 1): ``result`` holds every node's result,
+    the message names each failed node and why."""
+
+    def __init__(self, result: BuildResult) -> None:
+        self.result = result
+        reasons = {f"{model.model}/{node.node}": node.reason for model in result.models for node in model.nodes
+                   if f"{model.model}/{node.node}" in result.failed}
+        super().__init__(f"{len(reasons)} node(s) failed: " + "; ".join(f"{name}: {why}" for name, why in reasons.items()))

@@ -15,11 +15,10 @@ import signal
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, wait
-from multiprocessing import get_context
 from typing import Any, TypeVar
 
 from yolo_optimize.cpu import usable_cpus
-from yolo_optimize.processes import configured_child
+from yolo_optimize.processes import SPAWN, configured_child
 
 T = TypeVar("T")
 INTERRUPT_GRACE_S, INTERRUPT_WAIT_S = 2, 30
@@ -74,7 +73,7 @@ class LocalExecutor(Executor):
         if not needed:
             yield _NoWorkers()
             return
-        pool = ProcessPoolExecutor(max_workers=min(self.jobs, needed), mp_context=get_context("spawn"),
+        pool = ProcessPoolExecutor(max_workers=min(self.jobs, needed), mp_context=SPAWN,
                                    initializer=_start_worker)
         try:
             yield _LocalWorkers(pool)

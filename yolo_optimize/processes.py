@@ -11,17 +11,29 @@ deployments swap in jemalloc or tcmalloc for the same reason. A user's own MALLO
 The settings are in the environment only while a child starts (``child_environment``): the parent's
 own environment, and every process it starts later for other reasons, stay as they were.
 
-Every child applies ``runtime_env.configure`` before anything else (``configured_child``).
+Every child applies ``runtime_env.configure`` before anything else (``configured_child``), and exits as soon as
+the process that started it is gone, however it went (SIGKILL included): no worker outlives its build or
+evaluation. Children are started by ``SPAWN``, multiprocessing's spawn that never runs the caller's
+``__main__`` again: the API is called from unguarded scripts, notebooks and ``python -c``/stdin.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import multiprocessing
 import os
+import re
+import signal
+import sys
+import threading
+import types
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing import get_context
+from multiprocessing.connection import wait
+from multiprocessing.context import SpawnContext, SpawnProcess
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -33,6 +45,47 @@ def one_line(err: BaseException, limit: int = 200) -> str:
     """An exception as the one line a report row shows."""
     text = str(err).strip()
     return text.splitlines()[0][:limit] if text else type(err).__name__
+
+
+OUT_OF_MEMORY, DISK_FULL = "out of memory", "disk full"
+_OUT_OF_MEMORY_SIGNS = ("out of memory", "bad_alloc", "cannot allocate memory", "can't allocate memory", "memoryerror",
+                        "failed to allocate")
+_DISK_FULL_SIGNS = ("no space left on device", "disk quota exceeded")
+
+
+def resource_shortage(err: BaseException) -> str | None:
+    """OUT_OF_MEMORY or DISK_FULL when ``err`` says this machine ran out of one (whichever tool raised it, in its own
+    words), else None: the class a failure's one line starts with."""
+    text = f"{type(err).__name__}: {err}".lower()
+    if isinstance(err, MemoryError) or any(sign in text for sign in _OUT_OF_MEMORY_SIGNS):
+        return OUT_OF_MEMORY
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT) or any(s in text for s in _DISK_FULL_SIGNS):
+        return DISK_FULL
+    return None
+
+
+def oom_kills() -> int | None:
+    """Processes the kernel's out-of-memory killer has ended since boot, any cgroup's included (``/proc/vmstat``;
+    None where the kernel does not count them)."""
+    try:
+        found = re.search(r"^oom_kill (\d+)$", Path("/proc/vmstat").read_text(), re.MULTILINE)
+    except OSError:
+        return None
+    return int(found.group(1)) if found else None
+
+
+def ended(exitcode: int | None, oom_kills_before: int | None) -> str:
+    """How a child ended, in one line: ``out of memory`` when the kernel's out-of-memory killer ended a process since
+    ``oom_kills_before`` was read and this one was killed (or its exit is unknown), else ``crashed`` with the signal
+    or exit code."""
+    killed = exitcode is None or exitcode == -signal.SIGKILL
+    if killed and oom_kills_before is not None and (oom_kills() or 0) > oom_kills_before:
+        return f"{OUT_OF_MEMORY}: the kernel's out-of-memory killer ended the process"
+    if exitcode is None:
+        return "crashed: the process died"
+    if exitcode < 0:
+        return f"crashed: the process was killed by {signal.Signals(-exitcode).name}"
+    return f"crashed: the process died (exit code {exitcode})"
 
 
 @contextlib.contextmanager
@@ -53,20 +106,80 @@ def allocator_settings() -> dict[str, str]:
     return {name: os.environ.get(name, value) for name, value in ALLOCATOR_ENV.items()}
 
 
+_MAIN_SWAP = threading.Lock()
+
+
+@contextlib.contextmanager
+def _callers_main_hidden() -> Iterator[None]:
+    """``sys.modules['__main__']`` is a bare module while a child starts, as ``runpy`` swaps it to run one.
+
+    Why: spawn hands the child the parent's main script (or module) to import again first, so that
+    functions defined there can be unpickled. Ours live in this package, so that only costs: an
+    unguarded script (the README's example saved to a file) runs again in every worker and dies in
+    multiprocessing's bootstrap check, and a main read from stdin cannot be imported at all.
+    """
+    with _MAIN_SWAP:
+        callers = sys.modules["__main__"]
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            sys.modules["__main__"] = callers
+
+
+class _OwnProcess(SpawnProcess):
+    """A spawned process that imports only what its target needs, never the caller's ``__main__``."""
+
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:  # noqa: N802 - multiprocessing's name
+        with _callers_main_hidden():
+            return SpawnProcess._Popen(process_obj)
+
+
+class _OwnSpawnContext(SpawnContext):
+    Process = _OwnProcess  # type: ignore[assignment]
+
+
+SPAWN = _OwnSpawnContext()  # the context of every process this package starts (pools and single processes)
+
+
 def configured_child() -> None:
-    """What every process this package starts runs first (a pool's initializer, a process target's first line)."""
+    """What every process this package starts runs first (a pool's initializer, a process target's first line): the
+    package's settings, and an exit as soon as its parent is gone (``_exit_with_parent``)."""
     from yolo_optimize.runtime_env import configure
 
+    _exit_with_parent()
     configure()
+
+
+ORPHAN_EXIT = 70  # the exit code of a child whose parent died
+
+
+def _exit_with_parent() -> None:
+    """A thread that ends this process when its parent is gone: the pipe multiprocessing keeps open from parent to
+    child reads end-of-file once the parent is gone, whether it exited, crashed or was killed with SIGKILL. Without
+    it a build's idle pool worker waits on its job queue forever (it holds the queue's other end itself), holding
+    its memory, and the resource tracker with it. A staging folder a killed node leaves is swept by the next build
+    (``artifact.sweep_leftovers``)."""
+    parent = multiprocessing.parent_process()
+    if parent is None:  # not started by multiprocessing (a Ray worker): its own runtime watches its parent
+        return
+
+    def watch() -> None:
+        wait([parent.sentinel])
+        os._exit(ORPHAN_EXIT)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def in_own_process(function: Callable[..., T], *args: Any) -> T:
     """``function(*args)`` in a fresh spawned process (a module-level function with picklable arguments), with
     ALLOCATOR_ENV (``child_environment``) and the package's process settings (``configured_child``)."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"), initializer=configured_child) as pool:
+    before = oom_kills()
+    with ProcessPoolExecutor(max_workers=1, mp_context=SPAWN, initializer=configured_child) as pool:
         try:
             with child_environment():
                 future = pool.submit(function, *args)
             return future.result()
         except BrokenProcessPool:
-            raise RuntimeError("the runtime crashed its process") from None
+            raise RuntimeError(ended(None, before)) from None

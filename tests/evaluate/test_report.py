@@ -7,8 +7,8 @@ from pathlib import Path
 from rich.console import Console
 
 from tests.evaluate.handmade import SETTINGS, report, row
-from yolo_optimize.evaluate.report import UNSTABLE_SPREAD, build_report, rich_table, write_report
-from yolo_optimize.evaluate.results import LatencyStats, Report, load_report
+from yolo_optimize.evaluate.report import UNSTABLE_SPREAD, build_report, load_report, rich_table, write_report
+from yolo_optimize.evaluate.results import LatencyStats, Report
 
 ARTIFACTS = ("torchscript-fp32", "onnx-fp32", "onnx-fp16", "onnx-int8", "openvino-fp32", "openvino-fp16",
              "openvino-bf16", "openvino-int8")

@@ -58,7 +58,8 @@ class Comparison:
 
 def setup_differences(new: Report, old: Report) -> list[str]:
     """What makes two runs' timings incomparable: host CPU, its ISA, the thread count, the device."""
-    facts = (("CPU", lambda r: r.environment["cpu"]), ("ISA", lambda r: ",".join(r.environment["cpu_facts"]["isa"])),
+    facts = (("CPU", lambda r: r.environment.get("cpu")),
+             ("ISA", lambda r: ",".join(map(str, r.environment.get("cpu_facts", {}).get("isa", [])))),
              ("threads", lambda r: r.settings["threads"]), ("device", lambda r: r.settings["device"]))
     return [f"{name} {get(old)} vs {get(new)}" for name, get in facts if get(old) != get(new)]
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from yolo_optimize.artifact import written_whole
 from yolo_optimize.cluster.nodes import BENCH_SLOT, ClusterNode, choose_hosts, folder_name
 from yolo_optimize.cluster.ray_cluster import (check_shared, connect, driver_node, gathered, live_nodes, on_node,
                                                shared_paths)
@@ -89,7 +90,8 @@ def evaluate_here(arguments: dict[str, Any], out: Path, selector: str, node: Clu
         "resources_held": {"CPU": node.cpus, "GPU": node.gpus, BENCH_SLOT: 1},
         "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after],
         "started": started, "finished": finished}
-    write_report(report, out)
+    with written_whole(out, last="results.json") as staging:
+        write_report(report, staging)
     return HostRun(selector, node, out, report, started, finished)
 
 
@@ -138,17 +140,19 @@ def host_rows(runs: list[HostRun]) -> list[dict[str, Any]]:
 
 
 def write_hosts(runs: list[HostRun], out: Path) -> list[Path]:
-    """hosts.csv, hosts.md and report.html (the hosts side by side, linking each host's own report) in ``out``."""
+    """hosts.csv, hosts.md and report.html (the hosts side by side, linking each host's own report) in ``out``, the
+    three or none (``written_whole``)."""
     rows = host_rows(runs)
     columns = list(dict.fromkeys(key for row in rows for key in row))
-    files = [out / "hosts.csv", out / "hosts.md", out / "report.html"]
-    with open(files[0], "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    files[1].write_text(hosts_markdown(runs, rows, columns))
-    files[2].write_text(hosts_page(runs, rows, columns))
-    return files
+    names = ("hosts.csv", "hosts.md", "report.html")
+    with written_whole(out) as staging:
+        with open(staging / names[0], "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)
+        (staging / names[1]).write_text(hosts_markdown(runs, rows, columns))
+        (staging / names[2]).write_text(hosts_page(runs, rows, columns))
+    return [out / name for name in names]
 
 
 def hosts_markdown(runs: list[HostRun], rows: list[dict[str, Any]], columns: list[str]) -> str:

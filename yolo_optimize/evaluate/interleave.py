@@ -17,10 +17,8 @@ the peak memory is the runtime's, read before the path brings its decoder and po
 from __future__ import annotations
 
 import math
-import signal
 import time
 from collections.abc import Callable
-from multiprocessing import get_context
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -42,7 +40,7 @@ from yolo_optimize.evaluate.measure import (
 from yolo_optimize.evaluate.results import BLOCK_S, END_TO_END, INFERENCE, BatchResult, Measurement
 from yolo_optimize.runtime.runners.base import Runner
 from yolo_optimize.families import family_named
-from yolo_optimize.processes import child_environment, configured_child
+from yolo_optimize.processes import SPAWN, child_environment, configured_child, ended, oom_kills
 
 
 def turns_for(min_time_s: float) -> int:
@@ -75,9 +73,9 @@ class LiveRow:
 
     def __init__(self, job: MeasureJob, timeout_s: float = ANSWER_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
-        context = get_context("spawn")
-        self._conn, child = context.Pipe()
-        self._process = context.Process(target=serve, args=(job, child), daemon=True)
+        self._oom_kills = oom_kills()
+        self._conn, child = SPAWN.Pipe()
+        self._process = SPAWN.Process(target=serve, args=(job, child), daemon=True)
         with child_environment():
             self._process.start()
         child.close()
@@ -130,14 +128,9 @@ class LiveRow:
         return payload
 
     def _crashed(self) -> str:
-        """Why the process died, from its exit: a signal (SIGKILL is what the kernel's out-of-memory killer sends)."""
+        """Why the process died, from its exit and the kernel's count of out-of-memory kills (``processes.ended``)."""
         self._process.join(timeout=5)
-        code = self._process.exitcode
-        if code is not None and code < 0:
-            name = signal.Signals(-code).name
-            memory = " (the kernel's out-of-memory killer sends it)" if -code == signal.SIGKILL else ""
-            return f"crashed: the runtime's process was killed by {name}{memory}"
-        return f"crashed: the runtime's process died (exit code {code})"
+        return ended(self._process.exitcode, self._oom_kills)
 
 
 def serve(job: MeasureJob, conn: Connection) -> None:

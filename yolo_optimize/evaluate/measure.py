@@ -18,7 +18,7 @@ from yolo_optimize.runtime.accuracy import predict_all
 from yolo_optimize.runtime.runners.base import LATENCY, Runner
 from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
 from yolo_optimize.families import family_named
-from yolo_optimize.processes import one_line
+from yolo_optimize.processes import one_line, resource_shortage
 
 MIN_RUNS, WARMUP_RUNS = 5, 2
 
@@ -95,19 +95,18 @@ def batch_input(runner: Runner, images: np.ndarray, size: int) -> np.ndarray:
 # runs out (C++ std::bad_alloc, Python's MemoryError, malloc's ENOMEM, CUDA).
 REFUSED_SHAPE = ("invalid dimensions", "invalid rank", "shape", "dimension", "outside the engine's profiles",
                  "size mismatch", "sizes of tensors")
-OUT_OF_MEMORY = ("out of memory", "bad_alloc", "cannot allocate memory", "memoryerror", "failed to allocate")
 
 
 def failure(err: BaseException, *, loading: bool = False) -> str:
     """What went wrong, as a row says it: ``unsupported`` only when the runtime refused the input's shape, ``out of
-    memory`` when memory ran out, ``could not load`` when the runtime refused the artifact itself (``loading``: it
-    happened before the first run), else ``crashed`` (the runtime raised what it should not have)."""
+    memory`` or ``disk full`` when the machine ran out of one, ``could not load`` when the runtime refused the artifact
+    itself (``loading``: it happened before the first run), else ``crashed`` (the runtime raised what it should
+    not have)."""
     message = str(err).strip()
     text = f"{type(err).__name__}: {one_line(err, 160)}" if message else type(err).__name__
-    lowered = text.lower()
-    if isinstance(err, MemoryError) or any(sign in lowered for sign in OUT_OF_MEMORY):
-        return f"out of memory: {text}"
-    if any(sign in lowered for sign in REFUSED_SHAPE):
+    if shortage := resource_shortage(err):
+        return f"{shortage}: {text}"
+    if any(sign in text.lower() for sign in REFUSED_SHAPE):
         return f"unsupported: {one_line(err, 160)}"
     return f"could not load: {text}" if loading else f"crashed: {text}"
 

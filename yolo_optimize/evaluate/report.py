@@ -26,7 +26,10 @@ from yolo_optimize.evaluate.results import (
     SCHEMA_VERSION,
     Report,
     Row,
+    from_json,
+    read_results,
 )
+from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.roofline import roofline_cells
 from yolo_optimize.formats import FORMATS
 from yolo_optimize.machine.peaks import MachineLimits
@@ -42,14 +45,37 @@ PACKAGES = ("yolo-optimize", "torch", "onnxruntime", "openvino", "onnx", "yolov5
 
 def build_report(rows: list[Row], settings: dict[str, Any], limits: MachineLimits | None = None) -> Report:
     """The matrix of every row; with this machine's measured ``limits``, each CPU row's utilization too."""
+    return Report(SCHEMA_VERSION, environment(settings["threads"]), settings, rows, matrix_of(rows, settings, limits),
+                  asdict(limits) if limits else None)
+
+
+def matrix_of(rows: list[Row], settings: dict[str, Any], limits: MachineLimits | None) -> list[dict[str, Any]]:
     baselines = {r.model: r for r in rows if r.target == BASELINE_TARGET}
     matrix = [matrix_row(r, baselines.get(r.model), settings["batch_sizes"]) for r in rows]
     cpu_limits = limits if settings["device"] == "cpu" else None  # CPU peaks say nothing of a GPU row
     for row, line in zip(rows, matrix):
         if line["status"] == "ok":
             line.update(roofline_cells(row, line, settings["batch_sizes"], cpu_limits))
-    return Report(SCHEMA_VERSION, environment(settings["threads"]), settings, rows, matrix,
-                  asdict(limits) if limits else None)
+    return matrix
+
+
+def load_report(folder: Path) -> Report:
+    """An eval's results.json (``folder`` or the file itself) as the typed report it was written from, every field
+    checked (``results.from_json``: one line naming a missing or mistyped field), the matrix computed again from its
+    rows so that every line shown is one this version wrote."""
+    from yolo_optimize.evaluate.evaluator import EvalSettings
+
+    data = read_results(folder)
+    try:
+        report = from_json(Report, {**data, "matrix": []}, "results")
+        settings = from_json(EvalSettings, report.settings, "results.settings")
+        if any(size < 1 for size in settings.batch_sizes) or not settings.batch_sizes:
+            raise UserError(f"results.settings.batch_sizes: expected positive batch sizes, got {settings.batch_sizes}")
+        limits = from_json(MachineLimits | None, report.machine_limits, "results.machine_limits")
+    except UserError as err:
+        raise UserError(f"{folder / 'results.json' if folder.is_dir() else folder}: {err}") from None
+    report.matrix = matrix_of(report.rows, report.settings, limits)
+    return report
 
 
 def execution_cells(row: Row, batch: int) -> dict[str, Any]:

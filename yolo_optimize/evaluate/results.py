@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,9 +197,9 @@ class Report:
     machine_limits: dict[str, Any] | None = None  # machine/peaks.py's MachineLimits (eval --profile)
 
 
-def load_report(folder: Path) -> Report:
-    """An eval's results.json (``folder`` or the file itself) as the typed report it was written from; a folder
-    that is not an eval of this schema is a UserError."""
+def read_results(folder: Path) -> dict[str, Any]:
+    """An eval's results.json (``folder`` or the file itself) as parsed JSON of this schema; anything else is a
+    UserError naming the file."""
     path = folder / "results.json" if folder.is_dir() else folder
     try:
         data = json.loads(path.read_text())
@@ -207,21 +210,54 @@ def load_report(folder: Path) -> Report:
         found = data.get("schema_version") if isinstance(data, dict) else None
         raise UserError(f"{path} has results schema {found}, this version reads {SCHEMA_VERSION}: "
                         "evaluate again with this version")
-    rows = [_row(row) for row in data["rows"]]
-    return Report(data["schema_version"], data["environment"], data["settings"], rows, data["matrix"],
-                  data.get("machine_limits"))
+    return data
 
 
-def _row(data: dict[str, Any]) -> Row:
-    measurements = [Measurement(**{**m, "batches": [_batch(b) for b in m["batches"]]}) for m in data["measurements"]]
-    accuracy = Accuracy(**data["accuracy"]) if data.get("accuracy") else None
-    facts = ModelFacts(**data["facts"]) if data.get("facts") else None
-    return Row(**{**data, "measurements": measurements, "accuracy": accuracy, "facts": facts})
+def from_json(kind: Any, data: Any, where: str) -> Any:
+    """Parsed JSON as ``kind`` (a dataclass, ``list[X]``, ``dict[str, X]``, ``X | None``, a plain type), every field
+    checked against its annotation: a file this tool reads back is refused in one line naming the first field that
+    is missing or of the wrong type (a UserError), never a KeyError or TypeError later. ``Path`` fields take a
+    string, ``tuple[X, ...]`` a list (JSON has neither)."""
+    origin, arguments = typing.get_origin(kind), typing.get_args(kind)
+    if kind is Any:
+        return data
+    if origin in (typing.Union, types.UnionType):
+        if data is None and type(None) in arguments:
+            return None
+        return from_json(next(a for a in arguments if a is not type(None)), data, where)
+    if dataclasses.is_dataclass(kind):
+        return _dataclass_from_json(kind, data, where)
+    if origin in (list, tuple):
+        items = _checked(data, list, where, "a list")
+        return origin(from_json(arguments[0], item, f"{where}[{index}]") for index, item in enumerate(items))
+    if origin is dict:
+        entries = _checked(data, dict, where, "an object")
+        return {key: from_json(arguments[1], value, f"{where}.{key}") for key, value in entries.items()}
+    if kind is Path:
+        return Path(_checked(data, str, where, "a path"))
+    if kind is float:
+        return _checked(data, (int, float), where, "a number")
+    return _checked(data, kind, where, {int: "an integer", str: "a string", bool: "true or false"}.get(kind, str(kind)))
 
 
-def _batch(data: dict[str, Any]) -> BatchResult:
-    phases = {phase: LatencyStats(**stats) for phase, stats in data["phases_ms"].items()} \
-        if data.get("phases_ms") else None
-    return BatchResult(**{**data, "latency": LatencyStats(**data["latency"]) if data.get("latency") else None,
-                          "end_to_end": LatencyStats(**data["end_to_end"]) if data.get("end_to_end") else None,
-                          "phases_ms": phases})
+def _dataclass_from_json(kind: Any, data: Any, where: str) -> Any:
+    entries = _checked(data, dict, where, "an object")
+    hints = typing.get_type_hints(kind)
+    unknown = sorted(set(entries) - set(hints))
+    if unknown:
+        raise UserError(f"{where}.{unknown[0]}: not a field this version writes")
+    values = {}
+    for found in dataclasses.fields(kind):
+        if found.name in entries:
+            values[found.name] = from_json(hints[found.name], entries[found.name], f"{where}.{found.name}")
+        elif found.default is dataclasses.MISSING and found.default_factory is dataclasses.MISSING:
+            raise UserError(f"{where}.{found.name}: missing")
+    return kind(**values)
+
+
+def _checked(value: Any, kind: type | tuple[type, ...], where: str, wanted: str) -> Any:
+    """``value`` when it is a ``kind`` (a bool is no number here), else a UserError naming ``where``."""
+    if not isinstance(value, kind) or isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else
+                                                                               (kind,)):
+        raise UserError(f"{where}: expected {wanted}, got {json.dumps(value)[:60]}")
+    return value

@@ -4,10 +4,10 @@ files, when a folder is given). The CLI and the Python API both run it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from yolo_optimize.artifact import MANIFEST, check_writable
+from yolo_optimize.artifact import MANIFEST, check_writable, written_whole
 from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.devices import resolve_device
 from yolo_optimize.errors import UserError
@@ -61,10 +61,21 @@ def _model_folder(path: Path) -> bool:
 
 
 def run_evaluation(request: EvalRequest, progress: Callable[[str, int, int], None]) -> Report:
-    """Measure every candidate, build the report, write its files to ``request.out`` (when given)."""
-    settings = request.settings
-    if request.out is not None:
-        check_writable(request.out)
+    """Measure every candidate, build the report, write its files to ``request.out`` (when given): whole or not at
+    all, results.json last (``artifact.written_whole``), the profiles too."""
+    if request.out is None:
+        return _measured(request, request.settings, progress)
+    check_writable(request.out)
+    with written_whole(request.out, last="results.json") as staging:
+        profiles = staging / request.settings.profile_dir.name if request.settings.profile_dir else None
+        report = _measured(request, replace(request.settings, profile_dir=profiles), progress)
+        write_report(report, staging)
+    return report
+
+
+def _measured(request: EvalRequest, settings: EvalSettings, progress: Callable[[str, int, int], None]) -> Report:
+    """The report of every candidate measured with ``settings`` (profiles written where they say), which records
+    the request's own settings."""
     limits = None
     if settings.profile_dir:
         from yolo_optimize.machine.peaks import machine_limits
@@ -72,12 +83,10 @@ def run_evaluation(request: EvalRequest, progress: Callable[[str, int, int], Non
         progress("this machine's limits (measured once per machine and tool versions, then cached)", 0, 0)
         limits = machine_limits(settings.threads)
     rows = evaluate(candidates(request), settings, limits=limits, progress=Progress(progress))
-    report = build_report(rows, {**asdict(settings), "data": str(settings.data) if settings.data else None,
-                                 "batch_sizes": list(settings.batch_sizes),
-                                 "profile_dir": str(settings.profile_dir) if settings.profile_dir else None}, limits)
-    if request.out is not None:
-        write_report(report, request.out)
-    return report
+    recorded = request.settings
+    return build_report(rows, {**asdict(recorded), "data": str(recorded.data) if recorded.data else None,
+                               "batch_sizes": list(recorded.batch_sizes),
+                               "profile_dir": str(recorded.profile_dir) if recorded.profile_dir else None}, limits)
 
 
 def candidates(request: EvalRequest) -> list[Candidate]:

@@ -1,0 +1,71 @@
+"""The processes the package starts: none outlives the command that started it, however that command dies (SIGKILL of
+its main process only, as a container supervisor, an OOM killer or a CI timeout does)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import QUICK_EVAL, WEIGHTS, eval_args
+from yolo_optimize.artifact import process_state
+
+WORKER_MARK = "multiprocessing"  # in the command line of every spawned child: `-c 'from multiprocessing...'`
+
+
+def _session(leader: int) -> dict[int, str]:
+    """pid -> command line of every live process (zombies are gone) in ``leader``'s session."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if int(fields[3]) == leader and process_state(int(entry.name)) not in ("Z", "X"):
+                found[int(entry.name)] = command
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def _kill_main_once_workers_run(args: list[str], started_after_s: float = 2.0) -> dict[int, str]:
+    """Start the command in a session of its own, SIGKILL its main process alone once its workers have started, and
+    return the processes of the session still alive 20 s later."""
+    main = subprocess.Popen([sys.executable, "-m", "yolo_optimize", *args], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "YOLO_OPTIMIZE_OFFLINE": "1"})
+    deadline = time.monotonic() + 180
+    while not any(WORKER_MARK in command for pid, command in _session(main.pid).items() if pid != main.pid):
+        assert main.poll() is None and time.monotonic() < deadline, "the command ended before starting a worker"
+        time.sleep(0.2)
+    time.sleep(started_after_s)
+    workers = {pid for pid in _session(main.pid) if pid != main.pid}
+    assert workers, "nothing to orphan"
+    os.kill(main.pid, signal.SIGKILL)
+    main.wait()
+    deadline = time.monotonic() + 20
+    while _session(main.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _session(main.pid)
+    for pid in left:  # never leave them to the rest of the suite
+        os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def test_no_process_outlives_a_build_whose_main_process_is_killed(tmp_path: Path) -> None:
+    """The pool worker (idle or building) and multiprocessing's resource tracker end with the build."""
+    left = _kill_main_once_workers_run(["build", WEIGHTS, "--out", tmp_path, "--targets", "onnx", "--precisions",
+                                        "fp32", "--imgsz", "320", "--batch-sizes", "1"])
+    assert not left, f"still running 20 s after the build was killed: {left}"
+
+
+def test_no_process_outlives_an_evaluation_whose_main_process_is_killed(small_artifacts: Path, tmp_path: Path) -> None:
+    left = _kill_main_once_workers_run([str(a) for a in eval_args(small_artifacts, tmp_path / "report", *QUICK_EVAL)])
+    assert not left, f"still running 20 s after the evaluation was killed: {left}"
+    assert not (tmp_path / "report").exists(), "a killed evaluation writes no report"
