@@ -176,6 +176,19 @@ def written_whole(out: Path, last: str = "") -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def scratch_folder(prefix: str) -> Iterator[Path]:
+    """A temporary folder (``<prefix><machine>-<pid>-*`` in the system's temporary directory), removed when the block
+    ends; those a killed run of this machine left (its process gone) are removed first, for they can hold every
+    evaluation image preprocessed."""
+    root = Path(tempfile.gettempdir())
+    for stale in root.glob(f"{prefix}*"):
+        if stale.is_dir() and _owner_gone(stale.name):
+            shutil.rmtree(stale, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}{machine_id()}-{os.getpid()}-") as work:
+        yield Path(work)
+
+
 def sweep_staging(final: Path) -> None:
     """Remove this machine's staging and replaced folders of ``final`` (beside it) whose process is gone."""
     for path in [*final.parent.glob(f"{STAGING}{final.name}-*"), *final.parent.glob(f"{TRASH}{final.name}-*")]:

@@ -62,13 +62,15 @@ def requests_for(options: BuildOptions, executor: Executor) -> list[BuildRequest
     read where it builds."""
     from yolo_optimize.checkpoint import resolve_source
     from yolo_optimize.families import family_named
-    from yolo_optimize.images import list_images
+    from yolo_optimize.images import check_input_fits, checked_images, list_images
 
     source = resolve_source(options.model, random_weights=options.random_weights, weights_dir=options.weights_dir,
                             verdicts=options.out / VERDICTS)
     family = family_named(source.family)
     sizes = options.imgsz or (family.default_imgsz,)
-    images = list_images(options.parity_data or family.sample_images())[:options.parity_images]
+    for size in sizes:
+        check_input_fits(size, max(options.batch_sizes), "--imgsz and --batch-sizes")
+    images = checked_images(list_images(options.parity_data or family.sample_images())[:options.parity_images])
     host = executor.probe(building_host, options.device, "int8" in options.precisions)
     int8 = int8_inputs(family, options, host) if "int8" in options.precisions else {}
     requests = [BuildRequest(
@@ -207,11 +209,11 @@ def check_input_form(input_form: str, targets: tuple[str, ...]) -> None:
 def int8_inputs(family: Family, options: BuildOptions, host: BuildingHost) -> dict[str, Any]:
     """Calibration images and a gate set (labelled, where the family's gate metric needs labels), checked first, and
     what the building CPU decides of the INT8 arithmetic (VNNI, OpenVINO's float parts)."""
-    from yolo_optimize.images import list_images
+    from yolo_optimize.images import checked_images, list_images
     from yolo_optimize.optimize.gate import GateConfig, gate_metric_class
     from yolo_optimize.runtime.dataset import load_dataset
 
-    calibration = list_images(options.calib_data)[:options.calib_images]  # type: ignore[arg-type] - checked first
+    calibration = checked_images(list_images(options.calib_data)[:options.calib_images])  # type: ignore[arg-type]
     gate_root = (options.gate_data or options.calib_data).resolve()
     gate = load_dataset(gate_root, max_images=options.gate_images)
     if gate.ground_truth is None and gate_metric_class(family).needs_labels:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import signal
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -28,7 +31,8 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Bad input becomes one line on stderr and exit code 2."""
+    """Bad input becomes one line on stderr and exit code 2; a failure while working one line and exit code 1, its
+    class first (``out of memory``, ``disk full``, else ``crashed``, the traceback kept in a file it names)."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -37,8 +41,30 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except UserError as err:
             click.echo(f"error: {err}", err=True)
             sys.exit(2)
+        except KeyboardInterrupt:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+            raise
+        except Exception as err:  # noqa: BLE001 - one line for the user, the traceback for a bug report
+            click.echo(f"error: {_failure_line(err)}", err=True)
+            sys.exit(1)
 
     return wrapper
+
+
+def _failure_line(err: Exception) -> str:
+    from yolo_optimize.processes import one_line, resource_shortage
+    from yolo_optimize.runtime_env import scratch_dir
+
+    shortage = resource_shortage(err)
+    if shortage:
+        return f"{shortage}: {one_line(err)}"
+    log = scratch_dir() / f"crash-{os.getpid()}.log"
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("".join(traceback.format_exception(err)))
+    except OSError:
+        return f"crashed: {type(err).__name__}: {one_line(err)}"
+    return f"crashed: {type(err).__name__}: {one_line(err)} (traceback: {log})"
 
 
 @click.group()
@@ -109,6 +135,7 @@ def build(model: str | None, config_file: Path | None, input_form: str | None, *
     try:
         result = run_build(options, on_event=_node_line, on_model=functools.partial(_model_display, hosts=hosts))
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
         click.echo("interrupted: nodes in flight were stopped and their staging folders removed; "
                    "built nodes are kept and the next build resumes", err=True)
         sys.exit(130)
@@ -238,6 +265,7 @@ def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: 
             task = bar.add_task("evaluating", total=None)
             report = run_evaluation(request, lambda text, done, total: _progress(bar, task, text, done, total))
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
         click.echo("interrupted: nothing was written", err=True)
         sys.exit(130)
     console.print(rich_table(report))

@@ -1,4 +1,5 @@
-"""This CPU's instruction-set facts that change how an artifact computes (read from /proc/cpuinfo, no imports).
+"""This CPU's instruction-set facts that change how an artifact computes (read from /proc/cpuinfo, no imports), and the
+CPUs and memory this process may use.
 
 Precision decisions depend on them: OpenVINO runs FP32 IRs in bf16 by default where
 the CPU has native bf16; ONNX Runtime's u8 x s8 INT8 kernels are exact only with VNNI
@@ -66,3 +67,13 @@ def _cgroup_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:
     except (OSError, ValueError):
         return None
     return None if quota == "max" else max(1, math.ceil(int(quota) / int(period)))
+
+
+def usable_memory(root: Path = Path("/sys/fs/cgroup")) -> int:
+    """Bytes of memory this process's processes may use: the machine's, bounded by a cgroup v2 limit (``memory.max``)."""
+    machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = (root / "memory.max").read_text().strip()
+    except OSError:
+        return machine
+    return min(machine, int(limit)) if limit.isdigit() else machine

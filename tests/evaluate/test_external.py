@@ -68,9 +68,12 @@ def test_foreign_exports_join_the_matrix_measured_like_ours(small_artifacts: Pat
 def test_a_file_of_no_known_family_or_format_is_refused_in_one_line(tmp_path: Path) -> None:
     model = tmp_path / "model.tflite"
     model.write_bytes(b"tflite")
+    unnamed = tmp_path / "unnamed.onnx"
+    unnamed.write_bytes(b"onnx")
     for args, message in (((model, "--family", "yolov5"), "not a model file this tool runs"),
                           ((tmp_path / "m.onnx", "--family", "yolov5"), "no such file"),
-                          ((tmp_path / "m.onnx",), "which model family? pass --family"),
+                          ((tmp_path / "m.onnx",), "no such file"),  # missing: said first, whatever else is wrong
+                          ((unnamed,), "which model family? pass --family"),
                           ((tmp_path, "--add", f"yolo9={model}"), "unknown model family 'yolo9'")):
         result = optimize("eval", *args, "--out", tmp_path / "report")
         assert result.returncode == 2 and message in result.stderr, result.stderr

@@ -12,7 +12,6 @@ within a span of the row's reference block (``results.fast_state``). Every raw s
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from yolo_optimize.artifact import scratch_folder
 from yolo_optimize.cpu import has_vnni
 from yolo_optimize.errors import UserError
 from yolo_optimize.runtime.accuracy import (
@@ -44,7 +44,7 @@ from yolo_optimize.runtime.runners.base import AUTO
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import Family
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.images import describe_input
+from yolo_optimize.images import check_input_fits, describe_input
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.processes import one_line
 
@@ -90,18 +90,20 @@ def evaluate(candidates: list[Candidate], settings: EvalSettings, progress: Prog
              limits: MachineLimits | None = None) -> list[Row]:
     """Measure every candidate (``discover``'s artifacts and baselines, model files added beside them); rows that
     fail carry their reason, the rest still run. ``limits`` (--profile) gives each profiled layer its utilization."""
+    for imgsz in {_imgsz(c) for c in candidates}:
+        check_input_fits(imgsz, max(settings.batch_sizes), "--batch-sizes")
     dataset = _dataset(settings, candidates)
     rows = [_row(c, settings) for c in candidates]
     progress.total = sum(len(measurement_schedule(_group(rows, candidates, model), settings.repeats))
                          + (len(_group(rows, candidates, model)) if settings.profile_dir else 0)
                          for model in dict.fromkeys(r.model for r in rows))
-    with tempfile.TemporaryDirectory(prefix="yolo-optimize-eval-") as work:
+    with scratch_folder("yolo-optimize-eval-") as work:
         prepared: dict[int, PreparedImages] = {}
         for model in dict.fromkeys(r.model for r in rows):
             group = _group(rows, candidates, model)
             for imgsz in {_imgsz(c) for _, c in group}:
                 progress.note(f"preprocessing {len(dataset.images)} images for {model} at {imgsz}")
-                prepared[imgsz] = prepare_images(dataset, _family(group[0][1]), imgsz, Path(work), settings.threads)
+                prepared[imgsz] = prepare_images(dataset, _family(group[0][1]), imgsz, work, settings.threads)
                 progress.note(f"counting {model}'s operations at {imgsz}")
                 facts = _model_facts(group, imgsz)
                 for row, candidate in group:

@@ -81,6 +81,8 @@ def family_of(entry: str, default: str | None) -> tuple[Path, str]:
     """``ultralytics=path`` -> (path, ultralytics); a bare path takes ``default``; an unknown family is refused."""
     name, _, rest = entry.partition("=")
     path, family = (Path(rest), name) if rest and "/" not in name else (Path(entry), default)
+    if not path.exists():
+        raise UserError(f"--add {entry}: no such file or folder")
     if family is None:
         raise UserError(f"--add {entry}: which model family? pass --family (yolov5, yolov7, ultralytics, torchvision) "
                         f"or --add FAMILY={entry}: the file does not say which decode its output needs")

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from yolo_optimize.artifact import Manifest
+from yolo_optimize.artifact import Manifest, scratch_folder
 from yolo_optimize.runtime.layers import LayerProfile, LayerTime
 from yolo_optimize.evaluate.measure import MeasureJob, batch_input, measure, time_batch
 from yolo_optimize.evaluate.results import BLOCK_S, FAST_STATE_SPAN
@@ -168,8 +167,8 @@ class ArtifactProfile:
 def profile_artifact(request: ProfileRequest) -> ArtifactProfile:
     """Every part for one artifact; its files go to ``request.out``."""
     request.out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="yolo-optimize-profile-") as work:
-        pixels = _prepared(request, Path(work))
+    with scratch_folder("yolo-optimize-profile-") as work:
+        pixels = _prepared(request, work)
         timing, breakdown = in_own_process(_row_threads_worker, request, pixels)
         threads = [_forward_point(request, timing) if t == request.threads else _thread_point(request, pixels, t)
                    for t in thread_counts(usable_cpus())]

@@ -321,7 +321,7 @@ def _short(line: dict[str, Any], key: str) -> str:
     value = line.get(key)
     if key.startswith("speedup_b") and isinstance(value, float):
         return f"{value:.2f}x" + (" !" if line.get("unstable") else "")
-    if key == "executed_precision":
+    if key == "executed_precision" and value is not None:
         return str(value).split(" (")[0]
     if key.startswith("end_to_end_b") and value is not None:
         return f"{value:.1f}"

@@ -16,7 +16,7 @@ import numpy as np
 
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import Family
-from yolo_optimize.images import IMAGE_SUFFIXES
+from yolo_optimize.images import IMAGE_SUFFIXES, checked_images
 
 COCO_CLASSES = 80
 
@@ -53,7 +53,7 @@ def load_dataset(path: Path, *, max_images: int | None = None, nc: int = COCO_CL
 def _yolo_dataset(root: Path, max_images: int | None, nc: int) -> Dataset:
     from yolo_optimize.images import list_images
 
-    images = list_images(root)[:max_images]
+    images = checked_images(list_images(root)[:max_images])
     labels = [_label_path(image) for image in images]
     if not any(label.is_file() for label in labels):
         return Dataset(root, images, list(range(len(images))), None, list(range(nc)), _class_folders(root, images))
@@ -126,7 +126,8 @@ def _coco_dataset(annotations: Path, max_images: int | None) -> Dataset:
     kept = {e["id"] for e in entries}
     gt = {**gt, "images": entries, "annotations": [a for a in gt["annotations"] if a["image_id"] in kept]}
     categories = sorted(c["id"] for c in gt["categories"])
-    return Dataset(annotations, [folder / e["file_name"] for e in entries], [e["id"] for e in entries], gt, categories)
+    images = checked_images([folder / e["file_name"] for e in entries])
+    return Dataset(annotations, images, [e["id"] for e in entries], gt, categories)
 
 
 def _coco_images_folder(annotations: Path) -> Path:
