@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -142,3 +143,43 @@ def built_int8(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = optimize(*build_args(out, "--targets", "aoti,onnx,openvino", "--precisions", "fp32,bf16,int8", *INT8_ARGS))
     assert result.returncode == 0, brief(result)
     return out / "yolov5n"
+
+
+@functools.cache
+def _mount_namespace() -> tuple[str, ...] | None:
+    """How this machine gives a command a private mount namespace where it may mount a tmpfs (root: unshare -m;
+    otherwise a user namespace, unshare -r -m), or None where neither works."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        for prefix in (("unshare", "-m"), ("unshare", "-r", "-m")):
+            try:
+                probe = subprocess.run([*prefix, "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {folder}"],
+                                       capture_output=True, timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if probe.returncode == 0:
+                return prefix
+    return None
+
+
+LEFT_MARK = "--- left on the small disk ---"
+
+
+def on_a_small_disk(folder: Path, kilobytes: int, *args: str | Path) -> tuple[subprocess.CompletedProcess[str],
+                                                                            dict[str, int]]:
+    """``python *args`` with ``folder`` a file system of ``kilobytes`` (a tmpfs in a mount namespace of its own, gone
+    when the command ends): its result (stdout without the listing) and what it left there (path -> bytes); skipped,
+    saying why, where no namespace can be made."""
+    prefix = _mount_namespace()
+    if prefix is None:
+        pytest.skip("no mount namespace here (unshare -m and unshare -r -m both refused): a full disk cannot be made")
+    folder.mkdir(parents=True, exist_ok=True)
+    script = (f'mount -t tmpfs -o size={kilobytes}k tmpfs "$0" || exit 99; "$@"; code=$?; echo "{LEFT_MARK}"; '
+              f'find "$0" -mindepth 1 -printf "%P %s\\n"; exit $code')
+    result = subprocess.run([*prefix, "sh", "-c", script, str(folder), sys.executable, *map(str, args)],
+                            capture_output=True, text=True, timeout=900, env={**os.environ, "YOLO_OPTIMIZE_OFFLINE": "1"})
+    assert result.returncode != 99, result.stderr
+    output, _, listing = result.stdout.partition(LEFT_MARK)
+    left = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in listing.strip().splitlines()}
+    return subprocess.CompletedProcess(result.args, result.returncode, output, result.stderr), left

@@ -82,3 +82,44 @@ def test_the_api_refuses_bad_input_in_one_sentence_naming_it(tmp_path: Path) -> 
         yo.recommend(tmp_path, max_latency_ms=-1)
     with pytest.raises(UserError, match="recommend\\(\\): report: must be a Report or an eval folder, got dict"):
         yo.recommend({})  # type: ignore[arg-type]
+
+
+README_SHAPED = """
+import yolo_optimize as yo
+
+build = yo.build({weights!r}, targets=["onnx"], precisions=["fp32"], imgsz=[320], batch_sizes=[1], out={out!r},
+                 parity_data={data!r})
+report = yo.evaluate(build.out, data={data!r}, batch_sizes=[1], max_images=8, min_time=0, repeats=1,
+                     end_to_end=False)
+best = yo.recommend(report, max_map_drop=1.0, batch_size=1)
+print("shipping", best.artifact, best.speedup)
+"""
+
+
+def test_the_readme_example_runs_unguarded_as_a_script_from_stdin_and_with_c(tmp_path: Path) -> None:
+    """The README's example as users paste it (no ``if __name__ == "__main__"``), with a small build: saved to a file
+    and run, piped to ``python -``, and given to ``python -c``. The workers never import the caller's main (spawn
+    would run the whole script again in each, or fail to import ``<stdin>``). The first run builds in workers; every
+    run evaluates in measuring processes."""
+    script = tmp_path / "example.py"
+    script.write_text(README_SHAPED.format(weights=str(WEIGHTS), out=str(tmp_path / "artifacts"), data=str(VAL_DATA)))
+    env = {**os.environ, "YOLO_OPTIMIZE_OFFLINE": "1"}
+    runs = {"file": ([script], None), "stdin": (["-"], script.read_text()), "-c": (["-c", script.read_text()], None)}
+    for how, (args, stdin) in runs.items():
+        result = subprocess.run([sys.executable, *args], input=stdin, capture_output=True, text=True, env=env,
+                                cwd=tmp_path, timeout=600)
+        assert result.returncode == 0, f"{how}: {result.stderr[-3000:]}"
+        assert result.stdout.startswith("shipping "), f"{how}: {result.stdout}"
+        assert "bootstrapping phase" not in result.stderr and "Traceback" not in result.stderr, how
+
+
+def test_a_build_with_a_failed_node_raises_build_failed_with_every_result(tmp_path: Path) -> None:
+    """No exporter writes opset 99: the API raises instead of returning a result that looks like a success."""
+    import yolo_optimize as yo
+    from yolo_optimize.errors import BuildFailed
+
+    with pytest.raises(BuildFailed, match=r"^1 node\(s\) failed: yolov5n/onnx-export: ") as failed:
+        yo.build(WEIGHTS, targets=["onnx"], precisions=["fp32"], imgsz=[320], batch_sizes=[1], opset=99,
+                 out=tmp_path, parity_data=VAL_DATA)
+    statuses = {result.node: result.status for result in failed.value.result.models[0].nodes}
+    assert statuses["onnx-export"] == "failed" and statuses["onnx-fp32"] == "skipped" and statuses["load"] == "built"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import WEIGHTS, brief, build_args, optimize, statuses
+from tests.conftest import WEIGHTS, brief, build_args, on_a_small_disk, optimize, statuses
 from yolo_optimize.artifact import MANIFEST, STORE, Manifest, read_valid
 
 ARTIFACTS = {f"{t}-{p}" for t in ("torchscript", "onnx", "openvino") for p in ("fp32", "fp16")} - {"torchscript-fp16"}
@@ -115,6 +115,7 @@ def test_killed_build_leaves_no_valid_looking_partial_artifact_and_resumes(built
     (["build", WEIGHTS, "--batch-sizes", "0,8"], "--batch-sizes"),
     (["build", WEIGHTS, "--parity-data", "/nonexistent"], "image folder not found"),
     (["build", "/nonexistent/yolov5n.pt"], "checkpoint not found"),
+    (["build", WEIGHTS, "--imgsz", "100000"], "100000x100000 images in batches of 8 need more than"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(args: list[str], message: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -195,3 +196,19 @@ def test_failing_node_skips_its_descendants_and_exits_nonzero(tmp_path: Path) ->
     assert result.returncode == 1 and "onnx-export" in result.stderr
     assert table["onnx-export"] == "failed" and table["torchscript-fp32"] == "built"
     assert table["onnx-fp32"] == "skipped" and table["openvino-fp32"] == "skipped"
+
+
+def test_a_full_disk_fails_its_nodes_in_one_line_each_and_publishes_nothing(tmp_path: Path) -> None:
+    """A 12 MB --out: the load node fits, the exported graph does not (nor, at times, the reference built beside
+    it). Its node says 'disk full' (not 'worker died'), the build exits 1 naming it, no staging folder is left."""
+    disk = tmp_path / "disk"
+    result, left = on_a_small_disk(disk, 12_000, "-m", "yolo_optimize", *build_args(
+        disk / "out", "--targets", "onnx", "--precisions", "fp32", "--imgsz", "320", "--batch-sizes", "1"))
+    assert result.returncode == 1, brief(result)
+    table = statuses(result.stdout)
+    assert table["onnx-export"] == "failed" and table["onnx-fp32"] == "skipped", result.stdout
+    assert "disk full: [Errno 28] No space left on device" in result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "onnx-export" in lines[0], result.stderr
+    assert not any("/.tmp-" in path or "/.old-" in path for path in left), left
+    assert "out/yolov5n/onnx-fp32/manifest.json" not in left

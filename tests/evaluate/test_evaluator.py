@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import QUICK_EVAL, VAL_DATA, brief, eval_args, optimize
+from tests.conftest import QUICK_EVAL, VAL_DATA, brief, eval_args, on_a_small_disk, optimize
 from yolo_optimize.artifact import Manifest
 
 FP32_EXPORTS = ("onnx-fp32", "openvino-fp32")
@@ -206,3 +206,72 @@ def test_bad_labels_name_the_file_and_line(small_artifacts: Path, tmp_path: Path
     result = optimize("eval", small_artifacts, "--data", data, "--out", tmp_path / "report")
     assert result.returncode == 2 and message in result.stderr and f"{label.name}:" in result.stderr
 
+
+
+@pytest.mark.parametrize("damage", ["undecodable", "truncated"])
+def test_an_image_that_does_not_decode_to_its_end_is_refused_in_one_line(small_artifacts: Path, tmp_path: Path,
+                                                                         damage: str) -> None:
+    """A truncated JPEG decodes with gray rows in OpenCV, silently changing the mAP: refused like a broken one."""
+    data = tmp_path / "data"
+    shutil.copytree(VAL_DATA, data)
+    image = sorted((data / "images").rglob("*.jpg"))[3]
+    image.write_bytes(b"not an image" if damage == "undecodable" else image.read_bytes()[:image.stat().st_size // 2])
+    result = optimize("eval", small_artifacts, "--data", data, "--out", tmp_path / "report")
+    assert result.returncode == 2, brief(result)
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "Traceback" not in result.stderr
+    assert f"error: cannot read image {image}: " in result.stderr
+    assert ("truncated" if damage == "truncated" else "cannot identify image file") in result.stderr
+    assert not (tmp_path / "report").exists()
+
+
+def test_batches_that_cannot_fit_in_memory_are_refused_before_anything_runs(small_artifacts: Path,
+                                                                             tmp_path: Path) -> None:
+    result = optimize("eval", small_artifacts, "--batch-sizes", "1,100000000", "--out", tmp_path / "report")
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, brief(result)
+    assert "640x640 images in batches of 100000000 need more than" in result.stderr
+    assert not (tmp_path / "report").exists()
+
+
+def test_a_full_disk_writes_no_report_and_says_so_in_one_line(small_artifacts: Path, tmp_path: Path) -> None:
+    """The report's files are written beside the folder and moved in only once all are written: on a 64 kB disk
+    nothing of it, nor of its staging folder, is left."""
+    disk = tmp_path / "disk"
+    result, left = on_a_small_disk(disk, 64, "-m", "yolo_optimize", *eval_args(small_artifacts, disk / "report",
+                                                                               *QUICK_EVAL))
+    assert result.returncode == 1, brief(result)
+    assert result.stderr.strip().splitlines() == ["error: disk full: [Errno 28] No space left on device"], result.stderr
+    assert left == {}, left
+
+
+def test_ctrl_c_twice_ends_the_evaluation_in_one_line_writing_nothing_and_leaving_no_process(small_artifacts: Path,
+                                                                                             tmp_path: Path) -> None:
+    """What a terminal's Ctrl-C does (SIGINT to the whole process group), twice in quick succession, while rows are
+    measured: no child prints its own traceback, the clean-up is not cut short."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.test_processes import WORKER_MARK, _session
+
+    report = tmp_path / "report"
+    args = eval_args(small_artifacts, report, "--max-images", "8", "--min-time", "30", "--repeats", "1")
+    process = subprocess.Popen([sys.executable, "-m", "yolo_optimize", *map(str, args)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               env={**os.environ, "YOLO_OPTIMIZE_OFFLINE": "1"})
+    deadline = time.monotonic() + 300
+    while sum(WORKER_MARK in command for command in _session(process.pid).values()) < 3:  # the rows' processes
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.2)
+    time.sleep(3)
+    os.killpg(process.pid, signal.SIGINT)
+    time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and stderr.strip() == "interrupted: nothing was written", stderr
+    assert not report.exists() and not list(tmp_path.glob(".tmp-*"))
+    deadline = time.monotonic() + 20
+    while _session(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _session(process.pid)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+from typing import Any
 
+import pytest
 from rich.console import Console
 
 from tests.evaluate.handmade import SETTINGS, report, row
@@ -62,3 +66,45 @@ def test_a_gpu_rows_copies_and_compute_are_the_medians_of_its_processes_and_read
     assert "| 1.00 / 8.00 / 0.50 |" in (tmp_path / "matrix.md").read_text()
     assert "b1 GPU ms in/compute/out" in (tmp_path / "matrix.md").read_text()
     assert load_report(tmp_path) == made
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda data: {"schema_version": 7}, "results.environment: missing"),
+    (lambda data: {**data, "rows": "x"}, 'results.rows: expected a list, got "x"'),
+    (lambda data: {**data, "settings": {**data["settings"], "batch_sizes": ["1"]}},
+     'results.settings.batch_sizes[0]: expected an integer, got "1"'),
+    (lambda data: {**data, "settings": {**data["settings"], "batch_sizes": []}}, "expected positive batch sizes"),
+    (lambda data: {**data, "rows": [{**data["rows"][0], "measurements": [{"load_s": "fast"}]}]},
+     'results.rows[0].measurements[0].load_s: expected a number, got "fast"'),
+    (lambda data: {**data, "rows": [{**data["rows"][0], "colour": 1}]}, "results.rows[0].colour: not a field"),
+    (lambda data: {**data, "machine_limits": {"schema": 1}}, "results.machine_limits.measured_at: missing"),
+])
+def test_a_results_file_with_a_bad_field_is_refused_in_one_line_naming_it(tmp_path: Path, change: Any,
+                                                                          message: str) -> None:
+    """Every command that reads results.json back (recommend, report, report --compare) and the API refuse it before
+    using it: one line, exit 2, no traceback, nothing written."""
+    import yolo_optimize as yo
+    from tests.conftest import optimize
+    from yolo_optimize.errors import UserError
+
+    good = tmp_path / "good"
+    write_report(report(row("onnx-fp32", [60, 61, 59], 0.343)), good)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "results.json").write_text(json.dumps(change(json.loads((good / "results.json").read_text()))))
+    for args in (("recommend", bad), ("report", bad), ("report", good, "--compare", bad)):
+        result = optimize(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.strip() == f"error: {bad / 'results.json'}: {message}" or (
+            len(result.stderr.strip().splitlines()) == 1 and message in result.stderr), (args, result.stderr)
+    assert sorted(p.name for p in bad.iterdir()) == ["results.json"]
+    with pytest.raises(UserError, match=re.escape(message)):
+        yo.recommend(bad)
+
+
+def test_a_failed_row_shows_no_precision_it_never_ran_in() -> None:
+    made = report(row("onnx-fp32", [60, 61, 59], 0.343))
+    made.rows[1].measurements, made.rows[1].error = [], "crashed: the process was killed by SIGSEGV"
+    made = build_report(made.rows, SETTINGS)
+    printed = _printed(made)
+    assert "None" not in printed and "crashed: the process was killed by SIGSEGV" in printed
