@@ -69,3 +69,30 @@ def test_no_process_outlives_an_evaluation_whose_main_process_is_killed(small_ar
     left = _kill_main_once_workers_run([str(a) for a in eval_args(small_artifacts, tmp_path / "report", *QUICK_EVAL)])
     assert not left, f"still running 20 s after the evaluation was killed: {left}"
     assert not (tmp_path / "report").exists(), "a killed evaluation writes no report"
+
+
+def test_a_child_killed_while_the_kernel_counted_an_out_of_memory_kill_is_said_to_be_out_of_memory() -> None:
+    """The kernel's own count (/proc/vmstat) decides: a SIGKILL while it moved is the out-of-memory killer's."""
+    from yolo_optimize.processes import ended, oom_kills
+
+    now = oom_kills()
+    if now is None:
+        pytest.skip("this kernel does not count out-of-memory kills in /proc/vmstat")
+    assert ended(-signal.SIGKILL, now - 1) == "out of memory: the kernel's out-of-memory killer ended the process"
+    assert ended(None, now - 1).startswith("out of memory")
+    assert ended(-signal.SIGKILL, now) == "crashed: the process was killed by SIGKILL"
+    assert ended(-signal.SIGSEGV, now - 1) == "crashed: the process was killed by SIGSEGV"
+    assert ended(3, now) == "crashed: the process died (exit code 3)"
+
+
+def test_a_full_device_and_exhausted_memory_are_classified_whatever_raised_them() -> None:
+    from yolo_optimize.processes import resource_shortage
+
+    with pytest.raises(OSError) as full:
+        with open("/dev/full", "wb") as handle:  # every write: ENOSPC, as on a full disk
+            handle.write(b"x")
+    assert resource_shortage(full.value) == "disk full"
+    assert resource_shortage(MemoryError()) == "out of memory"
+    assert resource_shortage(RuntimeError("[enforce fail] DefaultCPUAllocator: can't allocate memory")) == "out of memory"
+    assert resource_shortage(RuntimeError("ONNX export: No space left on device")) == "disk full"
+    assert resource_shortage(ValueError("shape mismatch")) is None

@@ -157,11 +157,15 @@ def publish_if_absent(staging: Path, final: Path) -> bool:
 @contextlib.contextmanager
 def written_whole(out: Path, last: str = "") -> Iterator[Path]:
     """A private folder to write a set of output files into (a report's): once the block ends, they are moved into
-    ``out`` (``out`` itself when absent: one rename), ``last`` after the others; if it raises (a full disk, Ctrl-C),
-    the folder is removed and ``out`` is left as it was. What a killed run leaves is swept by the next run to
-    ``out`` (``sweep_staging``)."""
+    ``out``, ``last`` after the others (``out`` itself is renamed into place when it did not exist); if the block
+    raises (a full disk, Ctrl-C), the folder is removed and ``out`` is left as it was. The folder is made inside
+    ``out`` when it exists (its parent may not be ours to write), else beside it; what a killed run left there is
+    swept by the next run to ``out``."""
+    out = out.absolute()
+    inside = out / STAGING_NAME
+    sweep_staging(inside)
     sweep_staging(out)
-    staging = staging_dir(out)
+    staging = staging_dir(inside if out.is_dir() else out)
     try:
         yield staging
         if not out.exists():
@@ -174,6 +178,9 @@ def written_whole(out: Path, last: str = "") -> Iterator[Path]:
                 os.replace(entry, out / entry.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+STAGING_NAME = "written"  # the name a staging folder inside an existing output folder is made for
 
 
 @contextlib.contextmanager

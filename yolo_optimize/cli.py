@@ -338,12 +338,13 @@ def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | No
     check_writable(out)
     threads = threads or usable_cpus()
     limits = _measured_limits(threads)
-    with console.status(f"profiling {artifact}"):
-        result = profile_artifact(ProfileRequest(artifact, manifest, files, batch_size, largest_batch, threads, out,
-                                                 min_time, limits))
+    with console.status(f"profiling {artifact}"), written_whole(out, last="profile.json") as staging:
+        result = profile_artifact(ProfileRequest(artifact, manifest, files, batch_size, largest_batch, threads,
+                                                 staging, min_time, limits))
+        written = write_profile(result, staging)
     console.print(profile_markdown(result))
-    for path in write_profile(result, out):
-        console.print(f"wrote {path}")
+    for path in written:
+        console.print(f"wrote {out / path.relative_to(staging)}")
 
 
 @main.command()
