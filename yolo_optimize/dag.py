@@ -293,8 +293,8 @@ def _result_of(name: str, future: Future[NodeResult], oom_kills_before: int | No
 
 def failure(err: BaseException) -> str:
     """A node's failure in one line: ``out of memory`` or ``disk full`` first where the machine ran out of one."""
-    shortage = resource_shortage(err)
-    return f"{shortage}: {one_line(err)}" if shortage else one_line(err)
+    shortage, line = resource_shortage(err), one_line(err, limit=None)
+    return f"{shortage}: {line}" if shortage else line
 
 
 def build_node(job: NodeJob) -> NodeResult:

@@ -74,7 +74,7 @@ class LocalExecutor(Executor):
             yield _NoWorkers()
             return
         pool = ProcessPoolExecutor(max_workers=min(self.jobs, needed), mp_context=SPAWN,
-                                   initializer=_start_worker)
+                                   initializer=configured_child)
         try:
             yield _LocalWorkers(pool)
         finally:
@@ -107,10 +107,3 @@ class _NoWorkers(Workers):
 
     def interrupt(self, running: dict[Future[Any], str]) -> None:
         return None
-
-
-def _start_worker() -> None:
-    """A build worker's first step: the package's process settings; Ctrl-C taken only while building a node (see
-    ``dag.build_node``): idle, a worker waits to be shut down."""
-    configured_child()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -29,8 +29,6 @@ import sys
 import threading
 import types
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import wait
 from multiprocessing.context import SpawnContext, SpawnProcess
 from pathlib import Path
@@ -41,8 +39,8 @@ T = TypeVar("T")
 ALLOCATOR_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2**40)}  # no mmap'd blocks, never trimmed
 
 
-def one_line(err: BaseException, limit: int = 200) -> str:
-    """An exception as the one line a report row shows."""
+def one_line(err: BaseException, limit: int | None = 200) -> str:
+    """An exception as the one line a report row shows (its first ``limit`` characters; None: all of them)."""
     text = str(err).strip()
     return text.splitlines()[0][:limit] if text else type(err).__name__
 
@@ -145,10 +143,13 @@ SPAWN = _OwnSpawnContext()  # the context of every process this package starts (
 
 def configured_child() -> None:
     """What every process this package starts runs first (a pool's initializer, a process target's first line): the
-    package's settings, and an exit as soon as its parent is gone (``_exit_with_parent``)."""
+    package's settings, an exit as soon as its parent is gone (``_exit_with_parent``), and SIGINT ignored: a
+    terminal's Ctrl-C reaches the whole process group, and the parent decides what stops (a build node that
+    must clean up takes it while it builds, ``dag.build_node``)."""
     from yolo_optimize.runtime_env import configure
 
     _exit_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     configure()
 
 
@@ -174,12 +175,39 @@ def _exit_with_parent() -> None:
 
 def in_own_process(function: Callable[..., T], *args: Any) -> T:
     """``function(*args)`` in a fresh spawned process (a module-level function with picklable arguments), with
-    ALLOCATOR_ENV (``child_environment``) and the package's process settings (``configured_child``)."""
+    ALLOCATOR_ENV (``child_environment``) and the package's process settings (``configured_child``). What it raises
+    is raised here; a process that dies is a RuntimeError saying how (``ended``); Ctrl-C here ends the process at
+    once (it ignores SIGINT itself, as every child does)."""
+    receiver, sender = SPAWN.Pipe(duplex=False)
+    process = SPAWN.Process(target=_call_and_send, args=(sender, function, args), daemon=True)
     before = oom_kills()
-    with ProcessPoolExecutor(max_workers=1, mp_context=SPAWN, initializer=configured_child) as pool:
-        try:
-            with child_environment():
-                future = pool.submit(function, *args)
-            return future.result()
-        except BrokenProcessPool:
-            raise RuntimeError(ended(None, before)) from None
+    with child_environment():
+        process.start()
+    sender.close()
+    try:
+        kind, payload = receiver.recv()
+    except EOFError:
+        process.join()
+        raise RuntimeError(ended(process.exitcode, before)) from None
+    except BaseException:  # Ctrl-C: the child does not wait for its result to be read
+        process.kill()
+        raise
+    finally:
+        receiver.close()
+        process.join()
+    if kind == "error":
+        raise payload
+    return payload
+
+
+def _call_and_send(sender: Any, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """The child's side of ``in_own_process``."""
+    configured_child()
+    try:
+        answer = ("ok", function(*args))
+    except Exception as err:  # noqa: BLE001 - raised again in the parent
+        answer = ("error", err)
+    try:
+        sender.send(answer)
+    except Exception:  # noqa: BLE001 - an exception that does not pickle: its type and words
+        sender.send(("error", RuntimeError(f"{type(answer[1]).__name__}: {answer[1]}")))

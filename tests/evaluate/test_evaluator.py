@@ -261,7 +261,7 @@ def test_ctrl_c_twice_ends_the_evaluation_in_one_line_writing_nothing_and_leavin
                                stderr=subprocess.PIPE, text=True, start_new_session=True,
                                env={**os.environ, "YOLO_OPTIMIZE_OFFLINE": "1"})
     deadline = time.monotonic() + 300
-    while sum(WORKER_MARK in command for command in _session(process.pid).values()) < 3:  # the rows' processes
+    while sum(WORKER_MARK in command for command in _session(process.pid).values()) < 3:  # the three rows
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.2)
     time.sleep(3)

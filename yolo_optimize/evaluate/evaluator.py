@@ -90,7 +90,7 @@ def evaluate(candidates: list[Candidate], settings: EvalSettings, progress: Prog
              limits: MachineLimits | None = None) -> list[Row]:
     """Measure every candidate (``discover``'s artifacts and baselines, model files added beside them); rows that
     fail carry their reason, the rest still run. ``limits`` (--profile) gives each profiled layer its utilization."""
-    for imgsz in {_imgsz(c) for c in candidates}:
+    for imgsz in {_imgsz(c) for c in candidates if c.manifest}:
         check_input_fits(imgsz, max(settings.batch_sizes), "--batch-sizes")
     dataset = _dataset(settings, candidates)
     rows = [_row(c, settings) for c in candidates]

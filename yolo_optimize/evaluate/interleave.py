@@ -17,7 +17,6 @@ the peak memory is the runtime's, read before the path brings its decoder and po
 from __future__ import annotations
 
 import math
-import signal
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -135,10 +134,8 @@ class LiveRow:
 
 
 def serve(job: MeasureJob, conn: Connection) -> None:
-    """The measurement process: activate, then answer blocks until asked to finish. A terminal's Ctrl-C reaches it too,
-    but the parent decides what stops (its rows are ended as it exits): ignored here."""
+    """The measurement process: activate, then answer blocks until asked to finish."""
     configured_child()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     ready = False
     try:
         with activated(job) as (runner, images, started):
