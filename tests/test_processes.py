@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import QUICK_EVAL, WEIGHTS, eval_args
 from yolo_optimize.artifact import process_state
 
-WORKER_MARK = "multiprocessing"  # in the command line of every spawned child: `-c 'from multiprocessing...'`
+WORKER_MARK = "spawn_main"  # in the command line of every spawned child, not in the resource tracker's
 
 
 def _session(leader: int) -> dict[int, str]:
