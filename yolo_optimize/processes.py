@@ -143,28 +143,28 @@ SPAWN = _OwnSpawnContext()  # the context of every process this package starts (
 
 def configured_child() -> None:
     """What every process this package starts runs first (a pool's initializer, a process target's first line): the
-    package's settings, an exit as soon as its parent is gone (``_exit_with_parent``), and SIGINT ignored: a
-    terminal's Ctrl-C reaches the whole process group, and the parent decides what stops (a build node that
-    must clean up takes it while it builds, ``dag.build_node``)."""
+    package's settings and, in a process multiprocessing started (not a Ray worker, whose runtime owns its
+    signals and watches its parent), an exit as soon as its parent is gone (``_exit_with``) and SIGINT
+    ignored: a terminal's Ctrl-C reaches the whole process group, and the parent decides what stops (a build
+    node that must clean up takes it while it builds, ``dag.build_node``)."""
     from yolo_optimize.runtime_env import configure
 
-    _exit_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        _exit_with(parent)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     configure()
 
 
 ORPHAN_EXIT = 70  # the exit code of a child whose parent died
 
 
-def _exit_with_parent() -> None:
+def _exit_with(parent: Any) -> None:
     """A thread that ends this process when its parent is gone: the pipe multiprocessing keeps open from parent to
-    child reads end-of-file once the parent is gone, whether it exited, crashed or was killed with SIGKILL. Without
-    it a build's idle pool worker waits on its job queue forever (it holds the queue's other end itself), holding
-    its memory, and the resource tracker with it. A staging folder a killed node leaves is swept by the next build
-    (``artifact.sweep_leftovers``)."""
-    parent = multiprocessing.parent_process()
-    if parent is None:  # not started by multiprocessing (a Ray worker): its own runtime watches its parent
-        return
+    child (``parent.sentinel``) reads end-of-file once the parent is gone, whether it exited, crashed or was killed
+    with SIGKILL. Without it a build's idle pool worker waits on its job queue forever (it holds the queue's other
+    end itself), holding its memory, and the resource tracker with it. A staging folder a killed node leaves is
+    swept by the next build (``artifact.sweep_leftovers``)."""
 
     def watch() -> None:
         wait([parent.sentinel])
