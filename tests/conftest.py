@@ -178,7 +178,8 @@ def on_a_small_disk(folder: Path, kilobytes: int, *args: str | Path) -> tuple[su
     script = (f'mount -t tmpfs -o size={kilobytes}k tmpfs "$0" || exit 99; "$@"; code=$?; echo "{LEFT_MARK}"; '
               f'find "$0" -mindepth 1 -printf "%P %s\\n"; exit $code')
     result = subprocess.run([*prefix, "sh", "-c", script, str(folder), sys.executable, *map(str, args)],
-                            capture_output=True, text=True, timeout=900, env={**os.environ, "YOLO_OPTIMIZE_OFFLINE": "1"})
+                            capture_output=True, text=True, timeout=900,
+                            env={**os.environ, "YOLO_OPTIMIZE_OFFLINE": "1"})
     assert result.returncode != 99, result.stderr
     output, _, listing = result.stdout.partition(LEFT_MARK)
     left = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in listing.strip().splitlines()}

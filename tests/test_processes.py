@@ -93,6 +93,7 @@ def test_a_full_device_and_exhausted_memory_are_classified_whatever_raised_them(
             handle.write(b"x")
     assert resource_shortage(full.value) == "disk full"
     assert resource_shortage(MemoryError()) == "out of memory"
-    assert resource_shortage(RuntimeError("[enforce fail] DefaultCPUAllocator: can't allocate memory")) == "out of memory"
+    allocator = RuntimeError("[enforce fail] DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB")
+    assert resource_shortage(allocator) == "out of memory"
     assert resource_shortage(RuntimeError("ONNX export: No space left on device")) == "disk full"
     assert resource_shortage(ValueError("shape mismatch")) is None

@@ -81,7 +81,8 @@ def evaluate(root: str | Path, *, data: str | Path | None = None, out: str | Pat
 
 
 EVALUATE_ARGUMENTS: dict[str, Callable[[Any], Any]] = {  # evaluate()'s arguments, checked as the build's options are
-    "root": lambda value: Path(text(str(value) if isinstance(value, Path) else value)), "data": path, "out": path, "batch_sizes": lambda value: parse_batch_sizes(comma(value)),
+    "root": lambda value: Path(text(str(value) if isinstance(value, Path) else value)), "data": path, "out": path,
+    "batch_sizes": lambda value: parse_batch_sizes(comma(value)),
     "device": choice(DEVICES), "threads": optional(integer(1)), "min_time": number(), "repeats": integer(1),
     "max_images": optional(integer(1)), "accuracy": flag, "imgsz": optional(integer(32)), "mode": choice(MODES),
     "end_to_end": flag, "profile": flag, "family": optional(text), "checkpoint": path, "row_timeout": number(1),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +167,8 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "device": choice(DEVICES), "opset": integer(18), "parity_data": path, "parity_images": integer(1),
     "calib_data": path, "calib_images": integer(1), "gate_data": path, "gate_images": optional(integer(1)),
     "max_map_drop": number(), "input": choice(INPUT_FORMS), "executor": choice(EXECUTORS),
-    "ray_address": optional(text), "on": lambda value: parse_selectors(value if isinstance(value, list) else text(value)),
+    "ray_address": optional(text),
+    "on": lambda value: parse_selectors(value if isinstance(value, list) else text(value)),
 }
 DESCRIPTIONS = {"targets": "a list of targets", "precisions": "a list of precisions", "imgsz": "a list of sizes",
                 "batch_sizes": "a list of batch sizes"}

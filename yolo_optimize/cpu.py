@@ -70,7 +70,7 @@ def _cgroup_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:
 
 
 def usable_memory(root: Path = Path("/sys/fs/cgroup")) -> int:
-    """Bytes of memory this process's processes may use: the machine's, bounded by a cgroup v2 limit (``memory.max``)."""
+    """Bytes of memory this process may use: the machine's, bounded by a cgroup v2 limit (``memory.max``)."""
     machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     try:
         limit = (root / "memory.max").read_text().strip()

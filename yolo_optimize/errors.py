@@ -24,4 +24,5 @@ class BuildFailed(Exception):
         self.result = result
         reasons = {f"{model.model}/{node.node}": node.reason for model in result.models for node in model.nodes
                    if f"{model.model}/{node.node}" in result.failed}
-        super().__init__(f"{len(reasons)} node(s) failed: " + "; ".join(f"{name}: {why}" for name, why in reasons.items()))
+        said = "; ".join(f"{name}: {why}" for name, why in reasons.items())
+        super().__init__(f"{len(reasons)} node(s) failed: {said}")

@@ -57,7 +57,8 @@ def resource_shortage(err: BaseException) -> str | None:
     text = f"{type(err).__name__}: {err}".lower()
     if isinstance(err, MemoryError) or any(sign in text for sign in _OUT_OF_MEMORY_SIGNS):
         return OUT_OF_MEMORY
-    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT) or any(s in text for s in _DISK_FULL_SIGNS):
+    disk = isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+    if disk or any(sign in text for sign in _DISK_FULL_SIGNS):
         return DISK_FULL
     return None
 
