@@ -19,6 +19,8 @@ from yolo_optimize.errors import UserError
 from yolo_optimize.executor import Executor, LocalExecutor
 from yolo_optimize.families.base import Family
 from yolo_optimize.loading import UINT8_INPUT
+from yolo_optimize.machine.choices import (BF16_RUNTIMES, Bf16Evidence, bf16_evidence, float_parts_precision,
+                                           slower_than_fp32_note)
 from yolo_optimize.pipeline import BuildRequest
 
 VERDICTS = ".checkpoints"  # under --out: the family verdicts of the checkpoints built there (checkpoint.remember_family)
@@ -45,6 +47,7 @@ class ModelBuild:
 class BuildResult:
     out: Path
     models: list[ModelBuild]
+    notes: list[str] = field(default_factory=list)  # what the build says beside its nodes (a precision slower here)
 
     @property
     def failed(self) -> list[str]:
@@ -56,10 +59,10 @@ class BuildResult:
         return not self.failed
 
 
-def requests_for(options: BuildOptions, executor: Executor) -> list[BuildRequest]:
+def requests_for(options: BuildOptions, executor: Executor) -> tuple[list[BuildRequest], BuildingHost]:
     """One request per input size, every input checked (bad input is a UserError before anything is written, after
-    ``check_options``); what depends on the building machine (the device 'auto' means, the CPU's INT8 arithmetic)
-    read where it builds."""
+    ``check_options``); what depends on the building machine (the device 'auto' means, the CPU's INT8 arithmetic,
+    its measured bf16 and fp32 rates) read where it builds, and returned beside them."""
     from yolo_optimize.checkpoint import resolve_source
     from yolo_optimize.families import family_named
     from yolo_optimize.images import check_input_fits, checked_images, list_images
@@ -71,8 +74,10 @@ def requests_for(options: BuildOptions, executor: Executor) -> list[BuildRequest
     for size in sizes:
         check_input_fits(size, max(options.batch_sizes), "--imgsz and --batch-sizes")
     images = checked_images(list_images(options.parity_data or family.sample_images())[:options.parity_images])
-    host = executor.probe(building_host, options.device, "int8" in options.precisions)
-    int8 = int8_inputs(family, options, host) if "int8" in options.precisions else {}
+    int8 = int8_inputs(family, options) if "int8" in options.precisions else {}
+    host = executor.probe(building_host, options.device, options.precisions)  # bad input is refused before it
+    if int8:
+        int8.update(int8_vnni=host.int8_vnni, int8_float_precision=host.int8_float_precision)
     requests = [BuildRequest(
         source=replace(source, model_id=model_id(source.model_id, size if len(sizes) > 1 else None, options.input)),
         targets=options.targets, precisions=options.precisions, imgsz=size, batch_sizes=options.batch_sizes,
@@ -81,7 +86,7 @@ def requests_for(options: BuildOptions, executor: Executor) -> list[BuildRequest
     ) for size in sizes]
     for request in requests:
         check_writable(options.out / request.source.model_id)
-    return requests
+    return requests, host
 
 
 def run_build(options: BuildOptions, on_event: OnEvent | None = None,
@@ -94,8 +99,11 @@ def run_build(options: BuildOptions, on_event: OnEvent | None = None,
 
     check_options(options)
     executor = executor_for(options)
+    requests, host = requests_for(options, executor)
+    asked = [f"{target}-{precision}" for target in options.targets for precision in options.precisions]
+    notes = [note] if (note := slower_than_fp32_note(list(host.bf16), asked)) else []
     dags = []
-    for request in requests_for(options, executor):
+    for request in requests:
         dag = Build(plan(request), request.source, options.out / request.source.model_id, device=request.device,
                     executor=executor, force=options.force, verify=options.verify)
         if "load" in dag.pending():
@@ -107,7 +115,7 @@ def run_build(options: BuildOptions, on_event: OnEvent | None = None,
     else:
         built = [_built(request, dag, options, on_model(request, dag.order) if on_model else _Quiet(on_event))
                  for request, dag in dags]
-    return BuildResult(options.out, built)
+    return BuildResult(options.out, built, notes)
 
 
 def _built(request: BuildRequest, dag: Build, options: BuildOptions, display: Any) -> ModelBuild:
@@ -156,21 +164,30 @@ def executor_for(options: BuildOptions) -> Executor:
 
 @dataclass(frozen=True)
 class BuildingHost:
-    """What a build takes from the machine that builds: the device 'auto' stands for, the CPU's INT8 arithmetic."""
+    """What a build takes from the machine that builds: the device 'auto' stands for, the CPU's INT8 arithmetic, and
+    its measured bf16 and fp32 rates where it computes bf16 natively (``machine/choices.py``)."""
 
     device: str
     int8_vnni: bool | None = None  # the CPU multiplies u8 x s8 without saturating (int8 builds only)
-    int8_float_precision: str | None = None  # bf16 where native, else fp32 (int8 builds only)
+    int8_float_precision: str | None = None  # bf16 where it measures faster than fp32, else fp32 (int8 builds only)
+    bf16: tuple[Bf16Evidence, ...] = ()  # per runtime that runs bf16 artifacts (builds with int8 or bf16 only)
 
 
-def building_host(device: str, int8: bool) -> BuildingHost:
-    """Read on the building machine (``Executor.probe``)."""
-    from yolo_optimize.cpu import has_native_bf16, has_vnni
+def building_host(device: str, precisions: tuple[str, ...]) -> BuildingHost:
+    """Read on the building machine (``Executor.probe``): its limits (``optimize info``, measured once per machine
+    and tool versions, then cached) only where it has native bf16 and bf16 matters to this build."""
+    from yolo_optimize.cpu import has_native_bf16, has_vnni, usable_cpus
     from yolo_optimize.devices import resolve_device
+    from yolo_optimize.machine.peaks import machine_limits
 
-    if not int8:
-        return BuildingHost(resolve_device(device))
-    return BuildingHost(resolve_device(device), has_vnni(), "bf16" if has_native_bf16() else "fp32")
+    evidence: tuple[Bf16Evidence, ...] = ()
+    if has_native_bf16() and {"int8", "bf16"} & set(precisions):
+        limits = machine_limits(usable_cpus())
+        evidence = tuple(bf16_evidence(limits, runtime) for runtime in BF16_RUNTIMES)
+    if "int8" not in precisions:
+        return BuildingHost(resolve_device(device), bf16=evidence)
+    openvino = next((e for e in evidence if e.runtime == "openvino"), bf16_evidence(None, "openvino"))
+    return BuildingHost(resolve_device(device), has_vnni(), float_parts_precision(openvino), evidence)
 
 
 def model_id(model: str, size: int | None, input_form: str) -> str:
@@ -206,9 +223,8 @@ def check_input_form(input_form: str, targets: tuple[str, ...]) -> None:
                         f"those with --input float")
 
 
-def int8_inputs(family: Family, options: BuildOptions, host: BuildingHost) -> dict[str, Any]:
-    """Calibration images and a gate set (labelled, where the family's gate metric needs labels), checked first, and
-    what the building CPU decides of the INT8 arithmetic (VNNI, OpenVINO's float parts)."""
+def int8_inputs(family: Family, options: BuildOptions) -> dict[str, Any]:
+    """Calibration images and a gate set (labelled, where the family's gate metric needs labels), checked."""
     from yolo_optimize.images import checked_images, list_images
     from yolo_optimize.optimize.gate import GateConfig, gate_metric_class
     from yolo_optimize.runtime.dataset import load_dataset
@@ -220,5 +236,4 @@ def int8_inputs(family: Family, options: BuildOptions, host: BuildingHost) -> di
         raise UserError(f"the INT8 accuracy gate needs labels and {gate_root} has none: pass --gate-data with a "
                         f"labelled set (YOLO labels/ beside images/)")
     return {"calib_images": tuple(str(p.resolve()) for p in calibration),
-            "int8_vnni": host.int8_vnni, "int8_float_precision": host.int8_float_precision,
             "gate": GateConfig(str(gate_root), options.gate_images, options.max_map_drop)}

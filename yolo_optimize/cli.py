@@ -127,11 +127,15 @@ def build(model: str | None, config_file: Path | None, input_form: str | None, *
     YAML, or a .pt path) to every target x precision, cached, in parallel."""
     from yolo_optimize.builder import run_build
     from yolo_optimize.config import build_options
+    from yolo_optimize.machine.choices import needs_measuring
 
     given = {**given, "model": model, "input": input_form}
     options = build_options(config_file, {key: value for key, value in given.items() if value is not None},
                             "command line")
     hosts = options.executor == RAY
+    if not hosts and needs_measuring(options.precisions):
+        console.print("measuring this machine's bf16 and fp32 rates first: whether bf16 pays here (optimize info, "
+                      "about a minute, once per machine and tool versions)", highlight=False)
     try:
         result = run_build(options, on_event=_node_line, on_model=functools.partial(_model_display, hosts=hosts))
     except KeyboardInterrupt:
@@ -144,6 +148,8 @@ def build(model: str | None, config_file: Path | None, input_form: str | None, *
 
         for built in result.models:
             console.print(results_table(built.nodes, title=f"{built.model} at {built.imgsz}", hosts=True))
+    for note in result.notes:
+        console.print(note, highlight=False, soft_wrap=True)
     if result.failed:
         failed = result.failed if len(result.models) > 1 else [name.split("/", 1)[1] for name in result.failed]
         click.echo(f"error: {len(failed)} node(s) failed: {', '.join(failed)}", err=True)

@@ -14,17 +14,28 @@ from onnx import numpy_helper
 
 from tests.conftest import CALIB_DATA, INT8_ARGS, VAL_DATA, brief, build_args, optimize
 from yolo_optimize.artifact import Manifest, read_valid
-from yolo_optimize.cpu import has_native_bf16, has_vnni
+from yolo_optimize.cpu import has_native_bf16, has_vnni, usable_cpus
+from yolo_optimize.machine.choices import bf16_evidence, float_parts_precision
+from yolo_optimize.machine.peaks import cached_limits
 from yolo_optimize.optimize.nncf_int8 import ACCURACY_CONTROL_ROUTE, ROUTE
 from yolo_optimize.runtime.runners.onnxruntime import INTEGER_CONVOLUTION_SUFFIX
 
 # ONNX Runtime computes a convolution in int8 only where it can fuse DQ -> Conv -> Q; onnx-int8 completes NNCF's
 # graph for it (the stem as space-to-depth) and runs the three Detect outputs as integer GEMMs, so every convolution
 # runs on int8 kernels, read back from the runtime; AOTInductor's keep the Detect outputs in float. OpenVINO computes
-# an INT8 IR's float parts in bf16 where the CPU has it natively.
-FLOAT_PARTS = "bf16" if has_native_bf16() else "fp32"
-EXECUTED = {"onnx": "int8+fp32", "openvino": f"int8+{FLOAT_PARTS}",
-            "aoti": "int8+fp32 (57 of 60 convolutions in int8)"}
+# an INT8 IR's float parts in bf16 where its bf16 kernels measure faster than its fp32 ones on this CPU.
+
+
+def float_parts() -> str:
+    """What OpenVINO INT8's float parts should compute in here, from this session's measured limits."""
+    if not has_native_bf16():
+        return "fp32"
+    return float_parts_precision(bf16_evidence(cached_limits(usable_cpus()), "openvino"))
+
+
+def executed(target: str) -> str:
+    return {"onnx": "int8+fp32", "openvino": f"int8+{float_parts()}",
+            "aoti": "int8+fp32 (57 of 60 convolutions in int8)"}[target]
 
 
 @pytest.mark.parametrize("target", ["onnx", "openvino", "aoti"])
@@ -40,17 +51,27 @@ def test_int8_artifact_passes_its_gate_and_records_it(built_int8: Path, target: 
     assert low <= gate["drop_points"] <= high and high - low > 0.1, "24 gate images cannot pin the drop down"
     assert gate["bootstrap_resamples"] == 100 and "--max-map-drop" in gate["rule"]
     assert gate["verdict"] == ("within noise of the limit" if low <= 3.0 <= high else "clear")
-    assert manifest.parity and manifest.parity["executed_precision"] == EXECUTED[target]
+    assert manifest.parity and manifest.parity["executed_precision"] == executed(target)
     assert manifest.parity["tolerance"]["precision"] == "int8"
 
 
 def test_openvino_int8_says_how_its_float_parts_compute_and_its_gate_measured_that(built_int8: Path) -> None:
-    """The IR carries the hint it was gated with (bf16 float parts only on CPUs with native bf16)."""
+    """The IR carries the hint it was gated with: bf16 float parts only where this CPU's OpenVINO bf16 kernels
+    measured faster than its fp32 ones (the session's limits), the two figures recorded beside the choice."""
     manifest = Manifest.read(built_int8 / "openvino-int8")
-    hint = {"bf16": "bf16", "fp32": "f32"}[FLOAT_PARTS]
+    chosen = float_parts()
+    hint = {"bf16": "bf16", "fp32": "f32"}[chosen]
     assert manifest.metadata["compile_config"] == {"INFERENCE_PRECISION_HINT": hint}
-    assert manifest.info["float_precision"] == FLOAT_PARTS and manifest.info["built_on_cpu"]["native_bf16"] == (
-        FLOAT_PARTS == "bf16")
+    assert manifest.info["float_precision"] == chosen and manifest.metadata["float_precision"] == chosen
+    evidence = manifest.info["float_precision_evidence"]
+    if has_native_bf16():
+        limits = cached_limits(usable_cpus())
+        assert limits is not None and evidence["decided_by"] == "measured rates"
+        assert (evidence["bf16_gops"], evidence["fp32_gops"]) == (limits.peak_gops("openvino", "bf16"),
+                                                                  limits.peak_gops("openvino", "fp32"))
+        assert (chosen == "bf16") == (evidence["ratio"] >= evidence["margin"])
+    else:
+        assert chosen == "fp32" and "no native bf16" in evidence["decided_by"]
     model = ov.Core().read_model(str(built_int8 / "openvino-int8" / "yolov5n_openvino_model" / "yolov5n.xml"))
     assert model.get_rt_info(["model_info", "compile_config"]).astype(str) == f'{{"INFERENCE_PRECISION_HINT": "{hint}"}}'
 
@@ -135,7 +156,7 @@ def test_bf16_and_fp16_are_different_things_on_every_cpu(built_int8: Path) -> No
 
 
 def test_every_artifact_records_the_precision_it_executed_in(built_int8: Path) -> None:
-    labels = {"fp32": {"fp32"}, "fp16": {"fp32 (fp16 cast up)", "fp32 (fp16 weights)"}, "int8": set(EXECUTED.values()),
+    labels = {"fp32": {"fp32"}, "fp16": {"fp32 (fp16 cast up)", "fp32 (fp16 weights)"}, "int8": {executed(t) for t in ("onnx", "openvino", "aoti")},
               "bf16": {"bf16", "fp32 (no native bf16 on this CPU)"}}
     for folder in built_int8.iterdir():
         if (folder / "manifest.json").is_file():

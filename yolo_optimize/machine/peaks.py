@@ -82,14 +82,21 @@ class MachineLimits:
 def machine_limits(threads: int, *, refresh: bool = False, rounds: int = ROUNDS) -> MachineLimits:
     """This machine's limits at ``threads``: from the cache when measured before with the same tools, else measured
     in ``rounds`` rounds (fewer: quicker, but more likely to read a slow stretch of the host as its peak)."""
-    path = _cache_path(threads)
-    if path.is_file() and not refresh:
-        cached = json.loads(path.read_text())
-        if cached.get("schema") == SCHEMA:
-            return MachineLimits.from_json(cached)
+    cached = None if refresh else cached_limits(threads)
+    if cached is not None:
+        return cached
     limits = measure_limits(threads, rounds)
-    write_atomically(path, json.dumps(asdict(limits), indent=2))
+    write_atomically(_cache_path(threads), json.dumps(asdict(limits), indent=2))
     return limits
+
+
+def cached_limits(threads: int) -> MachineLimits | None:
+    """This machine's limits at ``threads`` as measured before with the same tools, else None (nothing measured)."""
+    try:
+        cached = json.loads(_cache_path(threads).read_text())
+    except (OSError, ValueError):
+        return None
+    return MachineLimits.from_json(cached) if cached.get("schema") == SCHEMA else None
 
 
 def measure_limits(threads: int, rounds: int = ROUNDS) -> MachineLimits:

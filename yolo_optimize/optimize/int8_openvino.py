@@ -1,11 +1,13 @@
 """INT8 OpenVINO IR with NNCF (the recipe in optimize/nncf_int8.py); OpenVINO picks its own int8 kernels per CPU.
 
 What the quantized IR keeps in float (the Detect head, and whatever the accuracy-aware route reverts)
-computes in bf16 where the building CPU has native bf16, in fp32 elsewhere: OpenVINO runs it by its
-``INFERENCE_PRECISION_HINT``, which the IR's metadata (``compile_config``) carries and the gate and
-every runner use. On the Zen 4 VM (AVX512-BF16) that made yolov5n's INT8 IR 5-11% faster at batch 1
-at no measurable cost in mAP (issue 21, bench/README.md); on CPUs without native bf16 OpenVINO would
-emulate it, slower than fp32.
+computes in bf16 where the building CPU's OpenVINO bf16 kernels measure faster than its fp32 ones
+(``machine/choices.py``: the cached ``optimize info`` rates, recorded beside the choice), in fp32
+elsewhere: OpenVINO runs it by its ``INFERENCE_PRECISION_HINT``, which the IR's metadata
+(``compile_config``) carries and the gate and every runner use. On the Zen 4 VM (bf16 at twice fp32)
+that made yolov5n's INT8 IR 5-11% faster at batch 1 at no measurable cost in mAP (issue 21,
+bench/README.md); on an Intel Xeon with AVX-512 BF16 and no AMX, bf16 measures at half fp32 and cost 7%
+(issue 31); without native bf16 OpenVINO would emulate it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.export.openvino import embed_metadata
 from yolo_optimize.families.base import Family
 from yolo_optimize.optimize.calibration import Int8Config
+from yolo_optimize.machine.choices import evidence_here
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
 
 FLOAT_HINTS = {"bf16": "bf16", "fp32": "f32"}  # the float parts' precision -> OpenVINO's hint
@@ -27,20 +30,21 @@ FLOAT_HINTS = {"bf16": "bf16", "fp32": "f32"}  # the float parts' precision -> O
 
 @dataclass(frozen=True)
 class OpenVinoInt8Config(Int8Config):
-    float_precision: str = "fp32"  # what its float parts compute in: bf16 where the building CPU has it natively
+    float_precision: str = "fp32"  # what its float parts compute in: bf16 where it measures faster (machine/choices)
     precision: str = "int8"
 
 
 class OpenVinoInt8(NncfInt8):
     name = "openvino-int8"
-    revision = 5  # 2: Detect output convs in float; 3: the gate's bootstrap interval; 4: the gate's metric per task;
-    #               5: float parts in bf16 on CPUs with native bf16
+    revision = 6  # 2: Detect output convs in float; 3: the gate's bootstrap interval; 4: the gate's metric per task;
+    #               5: float parts in bf16 on CPUs with native bf16; 6: ... where bf16 measures faster, the evidence kept
     tools = ("openvino", "nncf")
     target = "openvino"
     config: OpenVinoInt8Config
 
     def cpu_metadata(self) -> dict[str, Any]:
-        return {"float_precision": self.config.float_precision, "built_on_cpu": cpu_facts(),
+        return {"float_precision": self.config.float_precision, "float_precision_evidence": evidence_here("openvino"),
+                "built_on_cpu": cpu_facts(),
                 "compile_config": {"INFERENCE_PRECISION_HINT": FLOAT_HINTS[self.config.float_precision]}}
 
     def read(self, path: Path) -> Any:
