@@ -210,5 +210,8 @@ def _call_and_send(sender: Any, function: Callable[..., Any], args: tuple[Any, .
         answer = ("error", err)
     try:
         sender.send(answer)
+    except OSError:  # the parent is gone (interrupted): nobody to answer
+        return
     except Exception:  # noqa: BLE001 - an exception that does not pickle: its type and words
-        sender.send(("error", RuntimeError(f"{type(answer[1]).__name__}: {answer[1]}")))
+        with contextlib.suppress(OSError):
+            sender.send(("error", RuntimeError(f"{type(answer[1]).__name__}: {answer[1]}")))

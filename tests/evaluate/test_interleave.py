@@ -94,3 +94,16 @@ def test_a_row_whose_process_hangs_or_dies_is_marked_and_the_others_go_on(small_
     assert not stuck._process.is_alive()
     found = healthy.finish()
     assert not healthy.error and found and len(found[0].batches[0].latency.samples_ms) >= MIN_RUNS  # type: ignore[union-attr]
+
+
+def test_a_row_whose_parent_closes_its_pipe_ends_quietly(small_artifacts: Path, tmp_path: Path,
+                                                         capfd: pytest.CaptureFixture[str]) -> None:
+    """What an interrupted evaluation does to its rows as it ends: the process finds nobody to answer and exits 0,
+    printing nothing (no 'Process SpawnProcess-N:' traceback on the user's terminal)."""
+    pixels = tmp_path / "images.npy"
+    np.save(pixels, np.zeros((1, 640, 640, 3), np.uint8))
+    row = LiveRow(job(small_artifacts / "yolov5n" / "onnx-fp32", pixels, (1,)))
+    row._conn.close()
+    row._process.join(timeout=60)
+    assert row._process.exitcode == 0
+    assert "Process" not in capfd.readouterr().err

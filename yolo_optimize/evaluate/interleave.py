@@ -16,6 +16,7 @@ the peak memory is the runtime's, read before the path brings its decoder and po
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -134,21 +135,43 @@ class LiveRow:
 
 
 def serve(job: MeasureJob, conn: Connection) -> None:
-    """The measurement process: activate, then answer blocks until asked to finish."""
+    """The measurement process: activate, then answer blocks until asked to finish; once the parent has closed the
+    row's pipe (it stopped the row, or it was interrupted and is ending) there is nobody to answer: it ends quietly."""
     configured_child()
     ready = False
     try:
         with activated(job) as (runner, images, started):
             timed = _Timed(runner, images, job)
-            conn.send(("ready", None))
+            _send(conn, ("ready", None))
             ready = True
-            while (request := conn.recv())[0] == "block":
-                conn.send(("block", timed.block(*request[1])))
+            while (request := _receive(conn))[0] == "block":
+                _send(conn, ("block", timed.block(*request[1])))
             found = finished(job, runner, images, started, timed.results(), timed.inference_peak)
             timed.close()
-        conn.send(("done", found))
+        _send(conn, ("done", found))
+    except _ParentGone:
+        return
     except Exception as err:  # noqa: BLE001 - the parent marks the row failed and goes on
-        conn.send(("error", failure(err, loading=not ready)))
+        with contextlib.suppress(_ParentGone):
+            _send(conn, ("error", failure(err, loading=not ready)))
+
+
+class _ParentGone(Exception):
+    """The row's pipe is closed at the parent's end."""
+
+
+def _send(conn: Connection, message: tuple[str, Any]) -> None:
+    try:
+        conn.send(message)
+    except OSError:
+        raise _ParentGone from None
+
+
+def _receive(conn: Connection) -> Any:
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        raise _ParentGone from None
 
 
 class _Timed:
