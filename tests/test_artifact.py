@@ -170,16 +170,21 @@ def test_show_publishes_a_copy_whose_edits_never_reach_the_store_and_skips_an_up
     assert read_valid(stored, "k1") is not None, "the store keeps its own bytes"
 
 
-def _damaged_in_place(path: Path) -> None:
-    """Bytes changed, size and modification time kept: only a full check can tell."""
+def edited_in_place(path: Path) -> None:
+    """What `dd conv=notrunc` then `touch -r` does: bytes changed (inverted, so they surely differ), size and
+    modification time kept: only a full check can tell."""
     facts = path.stat()
+    middle = facts.st_size // 2
     with open(path, "r+b") as handle:
-        handle.write(b"XX")
+        handle.seek(middle)
+        chunk = handle.read(min(4096, middle))
+        handle.seek(middle)
+        handle.write(bytes(byte ^ 0xFF for byte in chunk))
     os.utime(path, ns=(facts.st_atime_ns, facts.st_mtime_ns))
 
 
 @pytest.mark.parametrize(("damage", "full", "found"), [
-    (_damaged_in_place, True, "sha256 mismatch for model.bin"),
+    (edited_in_place, True, "sha256 mismatch for model.bin"),
     (lambda path: path.write_bytes(path.read_bytes()[:10]), False, "size mismatch for model.bin (10 bytes, 1000"),
     (Path.unlink, False, "missing file model.bin"),
     (lambda path: (path.parent / MANIFEST).unlink(), False, "manifest.json missing or unreadable"),

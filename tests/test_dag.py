@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BUILD_TARGETS, VAL_DATA, WEIGHTS, brief, build_args, optimize, statuses
+from tests.test_artifact import edited_in_place
 from yolo_optimize.artifact import MANIFEST, Manifest, read_valid, store_folder
 from yolo_optimize.checkpoint import resolve_source
 from yolo_optimize.dag import cache_keys, node_facts
@@ -194,15 +195,6 @@ def test_a_worker_whose_tools_differ_from_the_planned_ones_refuses_to_build(tmp_
     check_facts(NodeJob(node, "k" * 64, {}, REQUEST.source, tmp_path, "cpu", 1, False, facts[node.name]))
 
 
-def _edited_in_place(path: Path) -> None:
-    """What the issue's `dd conv=notrunc` then `touch -r` did: bytes changed, size and modification time kept."""
-    facts = path.stat()
-    with open(path, "r+b") as handle:
-        handle.seek(facts.st_size // 2)
-        handle.write(os.urandom(4096))
-    os.utime(path, ns=(facts.st_atime_ns, facts.st_mtime_ns))
-
-
 def test_a_build_repairs_published_files_edited_truncated_or_deleted_and_force_replaces_them(built: Path,
                                                                                            tmp_path: Path) -> None:
     """The published folders are checked as the store is, each damaged one published again from its verified store
@@ -212,7 +204,7 @@ def test_a_build_repairs_published_files_edited_truncated_or_deleted_and_force_r
     model = out / "yolov5n"
     damaged = {"onnx-fp32": "yolov5n.onnx", "openvino-fp32": "yolov5n_openvino_model/yolov5n.bin",
                "torchscript-fp32": "yolov5n.torchscript"}
-    _edited_in_place(model / "onnx-fp32" / damaged["onnx-fp32"])
+    edited_in_place(model / "onnx-fp32" / damaged["onnx-fp32"])
     (model / "openvino-fp32" / damaged["openvino-fp32"]).write_bytes(b"truncated")
     (model / "torchscript-fp32" / damaged["torchscript-fp32"]).unlink()
     fp32 = ("--targets", ",".join(BUILD_TARGETS), "--precisions", "fp32")
@@ -226,7 +218,7 @@ def test_a_build_repairs_published_files_edited_truncated_or_deleted_and_force_r
     again = optimize(*build_args(out, *fp32, "--verify"))
     assert set(statuses(again.stdout).values()) == {"cached"}, again.stdout
 
-    _edited_in_place(model / "onnx-fp32" / "yolov5n.onnx")
+    edited_in_place(model / "onnx-fp32" / "yolov5n.onnx")
     forced = optimize(*build_args(out, "--targets", "onnx", "--precisions", "fp32", "--force"))
     assert forced.returncode == 0, brief(forced)
     assert statuses(forced.stdout)["onnx-fp32"] in ("built", "repaired") and read_valid(model / "onnx-fp32")

@@ -19,8 +19,8 @@ from yolo_optimize.errors import UserError
 from yolo_optimize.executor import Executor, LocalExecutor
 from yolo_optimize.families.base import Family
 from yolo_optimize.loading import UINT8_INPUT
-from yolo_optimize.machine.choices import (BF16_RUNTIMES, Bf16Evidence, bf16_evidence, float_parts_precision,
-                                           slower_than_fp32_note)
+from yolo_optimize.machine.choices import (BF16_RUNTIMES, Bf16Evidence, bf16_evidence, bf16_matters,
+                                           float_parts_precision, slower_than_fp32_note)
 from yolo_optimize.pipeline import BuildRequest
 
 VERDICTS = ".checkpoints"  # under --out: the family verdicts of the checkpoints built there (checkpoint.remember_family)
@@ -176,12 +176,12 @@ class BuildingHost:
 def building_host(device: str, precisions: tuple[str, ...]) -> BuildingHost:
     """Read on the building machine (``Executor.probe``): its limits (``optimize info``, measured once per machine
     and tool versions, then cached) only where it has native bf16 and bf16 matters to this build."""
-    from yolo_optimize.cpu import has_native_bf16, has_vnni, usable_cpus
+    from yolo_optimize.cpu import has_vnni, usable_cpus
     from yolo_optimize.devices import resolve_device
     from yolo_optimize.machine.peaks import machine_limits
 
     evidence: tuple[Bf16Evidence, ...] = ()
-    if has_native_bf16() and {"int8", "bf16"} & set(precisions):
+    if bf16_matters(precisions):
         limits = machine_limits(usable_cpus())
         evidence = tuple(bf16_evidence(limits, runtime) for runtime in BF16_RUNTIMES)
     if "int8" not in precisions:

@@ -52,12 +52,11 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _failure_line(err: Exception) -> str:
-    from yolo_optimize.processes import one_line, resource_shortage
+    from yolo_optimize.processes import classified, one_line, resource_shortage
     from yolo_optimize.runtime_env import scratch_dir
 
-    shortage = resource_shortage(err)
-    if shortage:
-        return f"{shortage}: {one_line(err)}"
+    if resource_shortage(err):
+        return classified(err)
     log = scratch_dir() / f"crash-{os.getpid()}.log"
     try:
         log.parent.mkdir(parents=True, exist_ok=True)

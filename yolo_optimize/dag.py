@@ -43,7 +43,7 @@ from yolo_optimize.artifact import (
 from yolo_optimize.checkpoint import ModelSource
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.executor import Executor, LocalExecutor
-from yolo_optimize.processes import ended, one_line, oom_kills, resource_shortage
+from yolo_optimize.processes import classified, ended, oom_kills
 from yolo_optimize.stage import REFERENCE, Stage, StageContext
 from yolo_optimize.versions import tool_versions
 
@@ -259,7 +259,7 @@ class Build:
                 damage = show(self.stored(name), self.view(name), self.keys[name], full=self.verify,
                               replace=result.status == BUILT)
         except OSError as err:  # the store entry is kept; the next build publishes it
-            return replace(result, status=FAILED, reason=f"{failure(err)} (publishing {self.nodes[name].folder})")
+            return replace(result, status=FAILED, reason=f"{classified(err)} (publishing {self.nodes[name].folder})")
         if damage is None:
             return result
         how = "rebuilt" if result.status == BUILT else "published again from the verified store"
@@ -288,13 +288,7 @@ def _result_of(name: str, future: Future[NodeResult], oom_kills_before: int | No
     except BrokenProcessPool:  # the worker process itself died
         return NodeResult(name, FAILED, reason=ended(None, oom_kills_before))
     except Exception as err:  # noqa: BLE001 - a dead worker fails its node, not the build
-        return NodeResult(name, FAILED, reason=failure(err))
-
-
-def failure(err: BaseException) -> str:
-    """A node's failure in one line: ``out of memory`` or ``disk full`` first where the machine ran out of one."""
-    shortage, line = resource_shortage(err), one_line(err, limit=None)
-    return f"{shortage}: {line}" if shortage else line
+        return NodeResult(name, FAILED, reason=classified(err))
 
 
 def build_node(job: NodeJob) -> NodeResult:
@@ -350,7 +344,7 @@ def _build_locked(job: NodeJob, final: Path) -> NodeResult:
     except Exception as err:  # noqa: BLE001 - reported as this node's failure
         with open(log, "a") as handle:
             traceback.print_exc(file=handle)
-        return NodeResult(job.node.name, FAILED, time.perf_counter() - started, reason=f"{failure(err)} (log: {log})")
+        return NodeResult(job.node.name, FAILED, time.perf_counter() - started, reason=f"{classified(err)} (log: {log})")
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already when published
     size = sum(f["bytes"] for f in manifest.files.values())

@@ -23,6 +23,6 @@ class BuildFailed(Exception):
     def __init__(self, result: BuildResult) -> None:
         self.result = result
         reasons = {f"{model.model}/{node.node}": node.reason for model in result.models for node in model.nodes
-                   if f"{model.model}/{node.node}" in result.failed}
+                   if node.node in model.failed}
         said = "; ".join(f"{name}: {why}" for name, why in reasons.items())
         super().__init__(f"{len(reasons)} node(s) failed: {said}")

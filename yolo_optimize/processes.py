@@ -63,6 +63,12 @@ def resource_shortage(err: BaseException) -> str | None:
     return None
 
 
+def classified(err: BaseException) -> str:
+    """A failure in one whole line, ``out of memory: `` or ``disk full: `` first where the machine ran out of one."""
+    shortage, line = resource_shortage(err), one_line(err, limit=None)
+    return f"{shortage}: {line}" if shortage else line
+
+
 def oom_kills() -> int | None:
     """Processes the kernel's out-of-memory killer has ended since boot, any cgroup's included (``/proc/vmstat``;
     None where the kernel does not count them)."""

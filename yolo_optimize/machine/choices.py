@@ -81,9 +81,17 @@ def evidence_here(runtime: str) -> dict[str, Any]:
     return {**bf16_evidence(cached_limits(usable_cpus()), runtime).record(), "decided_by": "measured rates"}
 
 
+def bf16_matters(precisions: tuple[str, ...]) -> bool:
+    """Whether a build of ``precisions`` decides anything by this CPU's bf16 rate: it has native bf16 (else the flags
+    decide) and the build makes bf16 artifacts or INT8 OpenVINO float parts."""
+    from yolo_optimize.cpu import has_native_bf16
+
+    return has_native_bf16() and bool({"int8", "bf16"} & set(precisions))
+
+
 def needs_measuring(precisions: tuple[str, ...]) -> bool:
     """Whether a build of ``precisions`` must measure this machine's limits first (about a minute, once)."""
-    from yolo_optimize.cpu import has_native_bf16, usable_cpus
+    from yolo_optimize.cpu import usable_cpus
     from yolo_optimize.machine.peaks import cached_limits
 
-    return bool(has_native_bf16() and {"int8", "bf16"} & set(precisions) and cached_limits(usable_cpus()) is None)
+    return bf16_matters(precisions) and cached_limits(usable_cpus()) is None
