@@ -35,12 +35,14 @@ def build(args: Any) -> None:
               "--calib-data", str(args.assets / "coco128")]
     weights = str(args.assets / "weights" / "yolov5n.pt")
     optimize("build", weights, "--targets", FLOAT_TARGETS, "--precisions", "fp32,fp16,bf16,int8", *common)
-    optimize("build", weights, "--targets", UINT8_TARGETS, "--precisions", "fp32,bf16,int8", "--input", "uint8", *common)
+    optimize("build", weights, "--targets", UINT8_TARGETS, "--precisions", "fp32,bf16,int8", "--input", "uint8",
+             *common)
 
 
 README_ROWS = [("yolov5n", name, name) for name in (
-    "pytorch-fp32", "torchscript-fp32", "aoti-fp32", "aoti-bf16", "aoti-int8", "onnx-fp32", "onnx-int8", "openvino-fp32",
-    "openvino-bf16", "openvino-int8")] + [("yolov5n-uint8", "openvino-int8", "openvino-int8, `--input uint8`")]
+    "pytorch-fp32", "torchscript-fp32", "aoti-fp32", "aoti-bf16", "aoti-int8", "onnx-fp32", "onnx-int8",
+    "openvino-fp32", "openvino-bf16", "openvino-int8")] + [
+    ("yolov5n-uint8", "openvino-int8", "openvino-int8, `--input uint8`")]
 
 
 def readme_table(matrix: list[dict[str, Any]]) -> str:
@@ -67,8 +69,8 @@ def goals(matrix: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
     best = max(within, key=lambda line: line["throughput_b1_ips"])
     best_b8 = max(ok, key=lambda line: line["speedup_b8"] or 0)
     throughput = [line for line in ok if line["artifact"].split("-")[0] in THROUGHPUT_RUNTIMES]
-    b8_behind = [f"{line['model']} {line['artifact']} {line['speedup_b8']} < {line['speedup_b1']}" for line in throughput
-                 if line["speedup_b8"] < line["speedup_b1"]]
+    b8_behind = [f"{line['model']} {line['artifact']} {line['speedup_b8']} < {line['speedup_b1']}"
+                 for line in throughput if line["speedup_b8"] < line["speedup_b1"]]
     ort = {(line["model"], line["artifact"]): line for line in ok if line["artifact"] in ("onnx-int8", "onnx-fp32")}
     ort_ratios = {f"{model} b{b}": round(ort[(model, "onnx-int8")][f"throughput_b{b}_ips"]
                                          / ort[(model, "onnx-fp32")][f"throughput_b{b}_ips"], 3)
@@ -77,7 +79,8 @@ def goals(matrix: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
     return [
         (f"the best artifact within {BEST_WITHIN_POINTS} point of FP32 mAP reaches >= {PEAK_SHARE:.0%} of the measured "
          f"peak of the precision it runs in at b1", (best.get("utilization_b1") or 0) >= PEAK_SHARE,
-         f"{best['model']} {best['artifact']} ({best['executed_precision']}, {drop_points(best, base[best['model']]):.2f} "
+         f"{best['model']} {best['artifact']} ({best['executed_precision']}, "
+         f"{drop_points(best, base[best['model']]):.2f} "
          f"points): {best['throughput_b1_ips']} img/s, {best.get('utilization_b1')} of {best.get('peak_of')} "
          f"{best.get('peak_gops')} GOP/s"),
         ("b8 speedup (throughput configuration) >= b1 speedup for every ONNX Runtime and OpenVINO artifact",

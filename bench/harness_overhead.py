@@ -66,10 +66,12 @@ def main() -> None:
                  for _ in range(args.repeats)]
     ratios = [a / b for a, b in pairs]
     result = {"pairs_ms": pairs, "ours_p50_ms": statistics.median(a for a, _ in pairs),
-              "benchmark_app_median_ms": statistics.median(b for _, b in pairs), "ratio_median": statistics.median(ratios),
+              "benchmark_app_median_ms": statistics.median(b for _, b in pairs),
+              "ratio_median": statistics.median(ratios),
               "ratios": ratios, "threads": args.threads}
     for ours_ms, theirs_ms in pairs:
-        print(f"ours p50 {ours_ms:7.2f} ms   benchmark_app median {theirs_ms:7.2f} ms   ratio {ours_ms / theirs_ms:.3f}")
+        print(f"ours p50 {ours_ms:7.2f} ms   benchmark_app median {theirs_ms:7.2f} ms   "
+              f"ratio {ours_ms / theirs_ms:.3f}")
     print(f"median ratio ours/benchmark_app: {result['ratio_median']:.3f} (goal: within 1.10)")
     save(args.save, "harness_overhead", result, args.threads)
 

@@ -19,8 +19,8 @@ import numpy as np
 from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.runtime.runners import open_runner
 from yolo_optimize.images import to_input
+from yolo_optimize.runtime.runners import open_runner
 
 SLOW = 1.25  # a window this much slower than the fastest one counts as the slow state
 

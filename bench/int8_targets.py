@@ -78,7 +78,8 @@ def main() -> None:
          f"{drop('openvino-bf16'):.2f} (executed {row('openvino-bf16')['executed_precision']})"),
         ("OpenVINO INT8 b1 speedup >= 4x", row("openvino-int8")["speedup_b1"] >= 4, row("openvino-int8")["speedup_b1"]),
         ("best b1 speedup >= 4.5x", best_b1["speedup_b1"] >= 4.5, f"{best_b1['artifact']} {best_b1['speedup_b1']}"),
-        ("best b8 speedup >= 6x", (best_b8.get("speedup_b8") or 0) >= 6, f"{best_b8['artifact']} {best_b8['speedup_b8']}"),
+        ("best b8 speedup >= 6x", (best_b8.get("speedup_b8") or 0) >= 6,
+         f"{best_b8['artifact']} {best_b8['speedup_b8']}"),
     ]
     for goal, met, value in goals:
         print(f"[{'met' if met else 'MISSED'}] {goal}: {value}")
@@ -89,7 +90,8 @@ def main() -> None:
 
 def print_utilization(rows: list[dict]) -> None:
     """Markdown: what each artifact achieves against the measured peak of the precision it runs in."""
-    print("| artifact | runs in | GFLOPs | b1 img/s | b1 GOP/s | b1 util. | b8 img/s | b8 GOP/s | b8 util. | peak (GOP/s) |")
+    print("| artifact | runs in | GFLOPs | b1 img/s | b1 GOP/s | b1 util. | b8 img/s | b8 GOP/s | b8 util. "
+          "| peak (GOP/s) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         cells = [f"{r[f'throughput_b{b}_ips']:.1f} | {r[f'achieved_gops_b{b}']:.1f} | {r[f'utilization_b{b}']:.1%}"

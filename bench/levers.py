@@ -41,10 +41,10 @@ from common import save, timing_parser
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import BLOCK_S, fast_state
-from yolo_optimize.runtime.runners.base import AUTO, LATENCY
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 from yolo_optimize.processes import in_own_process
+from yolo_optimize.runtime.runners.base import AUTO, LATENCY
 
 STEM = "node_conv2d"
 
@@ -67,7 +67,8 @@ def lever_pairs(root: Path, work: Path) -> dict[str, tuple[Variant, Variant]]:
     def variant(folder: Path, batch: int, **kwargs: Any) -> Variant:
         return Variant(folder, Manifest.read(folder), batch, **kwargs)
 
-    pairs = {f"throughput configuration, {name} b8": (variant(floats / name, 8, mode=LATENCY), variant(floats / name, 8))
+    pairs = {f"throughput configuration, {name} b8": (variant(floats / name, 8, mode=LATENCY),
+                                                       variant(floats / name, 8))
              for name in ("onnx-fp32", "onnx-int8", "openvino-fp32", "openvino-int8")}
     ov_int8 = variant(floats / "openvino-int8", 1)
     pairs["OpenVINO INT8 float parts in bf16, b1"] = (
@@ -151,7 +152,8 @@ def head_put_back(folder: Path, work: Path) -> Path:
         for node in (quantize, channels_last, matmul, rows, anchors_first):
             model.graph.node.remove(node)
         for offset, node in enumerate([
-                helper.make_node("Conv", [quantize.input[0], name + "_float_weight", *bias], [name + "_out"], name=name),
+                helper.make_node("Conv", [quantize.input[0], name + "_float_weight", *bias], [name + "_out"],
+                                 name=name),
                 helper.make_node("Reshape", [name + "_out", name + "_anchor_shape"], [name + "_view"]),
                 helper.make_node("Transpose", [name + "_view"], [anchors_first.output[0]], perm=[0, 1, 3, 4, 2])]):
             model.graph.node.insert(position - 2 + offset, node)
@@ -223,7 +225,8 @@ def stem_profile(variant: Variant, pixels: Path, threads: int) -> dict[str, floa
 def _stem_worker(variant: Variant, pixels: Path, threads: int) -> dict[str, float]:
     from yolo_optimize.runtime.runners import open_runner
 
-    with open_runner(variant.folder, variant.manifest, threads=threads) as runner, tempfile.TemporaryDirectory() as work:
+    with (open_runner(variant.folder, variant.manifest, threads=threads) as runner,
+          tempfile.TemporaryDirectory() as work):
         profile = runner.profile_layers(runner.input_of(np.load(pixels)[:1]), 20, Path(work) / "trace.json")
     total = sum(layer.ms for layer in profile.layers)
     stem = sum(layer.ms for layer in profile.layers if is_stem(layer.name))

@@ -60,7 +60,8 @@ TENSORRT_RANGES = {"tensorrt-minmax": "minmax", "tensorrt-entropy": "entropy",
                    "tensorrt-percentile-99.999-conv": "percentile:99.999", "tensorrt-minmax-conv": "minmax"}
 ORT_RANGES = {"ort-all-percentile": ("Percentile", {"CalibPercentile": 99.999}), "ort-all-entropy": ("Entropy", {})}
 ORT_FUSION = {"nncf-ort": FusionOptions(), "nncf-ort-no-floor": FusionOptions(silu_floor=None),
-              "nncf-ort-floor-8": FusionOptions(silu_floor=8.0), "nncf-ort-float-silu": FusionOptions(quantize_sigmoid=False)}
+              "nncf-ort-floor-8": FusionOptions(silu_floor=8.0),
+              "nncf-ort-float-silu": FusionOptions(quantize_sigmoid=False)}
 ROUTES = ("nncf-7bit", "nncf-8bit", "nncf-first-layer", *ORT_FUSION, "ort-all", "ort-conv", *ORT_RANGES,
           *TENSORRT_RANGES)
 
@@ -89,7 +90,8 @@ def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarra
         )
 
         fix = {"nncf-7bit": OverflowFix.ENABLE, "nncf-8bit": OverflowFix.DISABLE,
-               "nncf-first-layer": OverflowFix.FIRST_LAYER}.get(route, OverflowFix.DISABLE if has_vnni() else OverflowFix.ENABLE)
+               "nncf-first-layer": OverflowFix.FIRST_LAYER}.get(
+            route, OverflowFix.DISABLE if has_vnni() else OverflowFix.ENABLE)
         feeds = [{"images": x} for x in calibration]
         quantized = nncf.quantize(onnx.load(str(source)), nncf.Dataset(feeds),
                                   preset=nncf.QuantizationPreset.MIXED, subset_size=len(calibration),
@@ -121,7 +123,8 @@ def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarra
 
     method, options = ORT_RANGES.get(route, ("MinMax", {"CalibMovingAverage": True}))
     if route in ORT_RANGES:
-        options = {**options, "CalibStridedMinMax": 4}  # chunks of 4 images: histograms merge, activations do not pile up
+        # chunks of 4 images: histograms merge, activations do not pile up
+        options = {**options, "CalibStridedMinMax": 4}
     with tempfile.TemporaryDirectory() as work:  # quantize_static writes '<model>-inferred.onnx' beside its input
         private = Path(shutil.copy(source, work))
         quantize_static(str(private), str(target), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
@@ -139,7 +142,8 @@ def accuracy(folders: dict[str, Path], parent: Manifest, data: Path, threads: in
         record = GateRecord(gate.config, gate.score(folders["fp32"], parent), gate)
         for route, folder in folders.items():
             if route != "fp32":
-                manifest = candidate_manifest(parent, node="onnx-int8", metadata={**parent.metadata, "precision": "int8"})
+                manifest = candidate_manifest(parent, node="onnx-int8",
+                                              metadata={**parent.metadata, "precision": "int8"})
                 record.add(route, gate.score(folder, manifest))
     finally:
         gate.close()
@@ -151,9 +155,10 @@ def speed(folders: dict[str, Path], parent: Manifest, pixels: Path, args: Any) -
     for _ in range(args.repeats):
         for name, folder in folders.items():
             precision = "fp32" if name == "fp32" else "int8"
-            manifest = candidate_manifest(parent, node=f"onnx-{name}", metadata={**parent.metadata, "precision": precision})
-            measurement, _ = in_own_process(measure, MeasureJob(folder, manifest, pixels, (1, 8), args.seconds, args.threads,
-                                                        "cpu", predict=False))
+            manifest = candidate_manifest(parent, node=f"onnx-{name}",
+                                          metadata={**parent.metadata, "precision": precision})
+            job = MeasureJob(folder, manifest, pixels, (1, 8), args.seconds, args.threads, "cpu", predict=False)
+            measurement, _ = in_own_process(measure, job)
             for batch in measurement.batches:
                 found[name][f"b{batch.batch}"].append(batch.throughput_ips or 0.0)
     return found
@@ -187,8 +192,8 @@ def main() -> None:
         cells = []
         for key in ("gate", "coco_val128"):
             entry = result[key].get(route)
-            cells.append(f"{entry['drop_points']:.2f} ({entry['drop_90ci_points'][0]:.2f}..{entry['drop_90ci_points'][1]:.2f})"
-                         if entry else "reference")
+            low, high = entry["drop_90ci_points"] if entry else (0, 0)
+            cells.append(f"{entry['drop_points']:.2f} ({low:.2f}..{high:.2f})" if entry else "reference")
         b1, b8 = (f"{statistics.median(samples):9.2f}" if (samples := result["throughput_ips"][route][b]) else " " * 9
                   for b in ("b1", "b8"))
         print(f"{route:26} {cells[0]:>24} {cells[1]:>24} {b1} {b8}")

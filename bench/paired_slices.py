@@ -2,16 +2,15 @@
 
     python bench/paired_slices.py artifacts/ [--pairs 5] [--slice 0.4] [--rounds 1] [--runs 2]
 
-A measurement protocol tried on the Zen 4 host and not adopted (README, "Reproducibility"): the
-evaluator then took each speedup as the median over rounds of the ratio to the baseline of the
-same round, whose two measurements lie tens of seconds apart; it now compares rows in the
-host's fast state (``results.fast_state``), which this study's saved slices led to. Here the baseline and the artifact run in two live processes at
-once and take turns in short slices (``--slice`` seconds, the first inference of each slice
-discarded as its warm-up), so both sides of every ratio see the same host state; the speedup is
-the median over ``--pairs`` slice pairs (with ``--rounds`` above 1, the median of that over as many
-fresh pairs of processes). Runs the whole comparison ``--runs`` times and reports,
-like bench/reproducibility.py, whether the runs rank the artifacts alike and how far apart their
-speedups are. Every slice's samples are saved.
+A measurement protocol tried on the Zen 4 host and not adopted (README, "Reproducibility"): the evaluator then
+took each speedup as the median over rounds of the ratio to the baseline of the same round, whose two
+measurements lie tens of seconds apart; it now compares rows in the host's fast state
+(``results.fast_state``), which this study's saved slices led to. Here the baseline and the artifact run in
+two live processes at once and take turns in short slices (``--slice`` seconds, the first inference of each
+slice discarded as its warm-up), so both sides of every ratio see the same host state; the speedup is the
+median over ``--pairs`` slice pairs (with ``--rounds`` above 1, the median of that over as many fresh pairs of
+processes). Runs the whole comparison ``--runs`` times and reports, like bench/reproducibility.py, whether the
+runs rank the artifacts alike and how far apart their speedups are. Every slice's samples are saved.
 """
 
 from __future__ import annotations
@@ -29,8 +28,8 @@ from common import save
 from reproducibility import agreement
 
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover
-from yolo_optimize.runtime.runners import open_runner
 from yolo_optimize.images import to_input
+from yolo_optimize.runtime.runners import open_runner
 
 
 def serve(candidate: Candidate, batch_sizes: tuple[int, ...], threads: int, conn: Connection) -> None:
@@ -100,8 +99,9 @@ def one_round(candidates: list[Candidate], args: argparse.Namespace) -> dict[str
         rows = {}
         for candidate in (c for c in candidates if c.target != BASELINE_TARGET):
             rows[candidate.name] = compare(worker, candidate, args)
-            print(f"  {candidate.name:18}", "  ".join(f"b{b} {rows[candidate.name][f'speedup_b{b}']:.2f}x "
-                                                      f"{rows[candidate.name][f'ratios_b{b}']}" for b in args.batch_sizes))
+            row = rows[candidate.name]
+            print(f"  {candidate.name:18}", "  ".join(f"b{b} {row[f'speedup_b{b}']:.2f}x {row[f'ratios_b{b}']}"
+                                                      for b in args.batch_sizes))
     finally:
         worker.close()
     return rows

@@ -55,7 +55,8 @@ def agreement(first: dict[str, dict], second: dict[str, dict], batch: int) -> di
     met = not conflicts and gaps[worst] <= GOAL
     print(f"b{batch}: ranking {'agrees' if not conflicts else 'DIFFERS: ' + '; '.join(conflicts)}; largest speedup "
           f"disagreement {gaps[worst]:.1%} ({worst}); goal {'met' if met else 'MISSED'}")
-    return {"same_ranking": not conflicts, "rank_conflicts": conflicts, "largest_speedup_disagreement": round(gaps[worst], 4),
+    return {"same_ranking": not conflicts, "rank_conflicts": conflicts,
+            "largest_speedup_disagreement": round(gaps[worst], 4),
             "worst_artifact": worst, "speedups": {name: [first[name][key], second[name][key]] for name in sorted(gaps)},
             "goal_met": met}
 

@@ -46,7 +46,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         raise pytest.UsageError(f"test assets missing: {WEIGHTS} (set YOLO_OPTIMIZE_ASSETS to the assets folder)")
 
 
-def optimize(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def optimize(*args: str | Path, env: dict[str, str] | None = None,
+             timeout: float = 900) -> subprocess.CompletedProcess[str]:
     """Run the CLI exactly as a user would, in its own process."""
     return subprocess.run([sys.executable, "-m", "yolo_optimize", *map(str, args)], capture_output=True, text=True,
                           env={**os.environ, "YOLO_OPTIMIZE_OFFLINE": "1", **(env or {})}, timeout=timeout)

@@ -20,14 +20,16 @@ before = dict(os.environ)
 import yolo_optimize
 after_package = dict(os.environ) == before
 import yolo_optimize.api
-heavy = [name for name in ("torch", "onnxruntime", "openvino", "nncf", "cv2", "yolov5", "ultralytics") if name in sys.modules]
+heavy = [name for name in ("torch", "onnxruntime", "openvino", "nncf", "cv2", "yolov5", "ultralytics")
+         if name in sys.modules]
 print(json.dumps({"package": after_package, "api": dict(os.environ) == before, "heavy": heavy,
                   "telemetry_stub": "openvino_telemetry" in sys.modules}))
 """
 
 
 def test_importing_the_package_and_its_api_changes_nothing_and_imports_no_runtime() -> None:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("YOLO", "MPLCONFIGDIR", "ORT_", "NNCF"))}
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("YOLO", "MPLCONFIGDIR", "ORT_", "NNCF"))}
     result = subprocess.run([sys.executable, "-c", IMPORT_ONLY], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     found = json.loads(result.stdout)

@@ -81,6 +81,6 @@ def test_a_checkpoint_of_no_known_family_is_refused_before_unpickling(tmp_path: 
     other = tmp_path / "other.pt"
     torch.save({"model": torch.nn.Linear(2, 2).state_dict()}, other)
     with pytest.raises(UserError, match=r"not a checkpoint of a supported model family \(yolov5, yolov7, "
-                                        r"ultralytics, torchvision\): its pickle holds no model class of theirs \(nothing in it "
-                                        r"was run\)"):
+                                        r"ultralytics, torchvision\): its pickle holds no model class of theirs "
+                                        r"\(nothing in it was run\)"):
         resolve_source(str(other))

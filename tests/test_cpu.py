@@ -12,8 +12,10 @@ from yolo_optimize.cpu import _cgroup_quota, usable_cpus
 
 
 def test_a_process_pinned_to_one_cpu_uses_one() -> None:
-    script = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); from yolo_optimize.cpu import usable_cpus; print(usable_cpus())"
-    assert subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip() == "1"
+    script = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+              "from yolo_optimize.cpu import usable_cpus; print(usable_cpus())")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "1"
     import os
 
     assert usable_cpus() <= len(os.sched_getaffinity(0)) <= (os.cpu_count() or 1)

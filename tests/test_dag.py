@@ -52,7 +52,8 @@ def test_a_tensorrt_int8_engine_is_built_from_its_own_gated_symmetric_qdq_graph(
     nodes = {node.name: node for node in plan(request)}
     assert nodes["tensorrt-int8"].parents == ("onnx-int8-tensorrt", "reference")
     assert nodes["onnx-int8-tensorrt"].parents == ("onnx-fp32", "reference")
-    assert nodes["onnx-int8-tensorrt"].folder == ".cache/onnx-int8-tensorrt" and not nodes["onnx-int8-tensorrt"].requested
+    qdq = nodes["onnx-int8-tensorrt"]
+    assert qdq.folder == ".cache/onnx-int8-tensorrt" and not qdq.requested
     assert nodes["onnx-int8"].parents == ("onnx-fp32", "reference"), "the CPU INT8 ONNX stays NNCF's"
 
 
@@ -97,8 +98,8 @@ def test_a_stage_revision_rebuilds_its_subtree(monkeypatch) -> None:  # type: ig
     before = keys(REQUEST)
     monkeypatch.setattr(OnnxSimplify, "revision", OnnxSimplify.revision + 1)
     after = keys(REQUEST)
-    assert {name for name in before if before[name] != after[name]} == {"onnx-fp32", "onnx-fp16", "openvino-fp32", "openvino-fp16", "tensorrt-fp32",
-                                "tensorrt-fp16"}
+    assert {name for name in before if before[name] != after[name]} == {
+        "onnx-fp32", "onnx-fp16", "openvino-fp32", "openvino-fp16", "tensorrt-fp32", "tensorrt-fp16"}
 
 
 def test_a_tensorrt_upgrade_or_another_gpu_rebuilds_the_engines_and_nothing_else(monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -54,5 +54,6 @@ def test_a_layer_never_imports_the_layers_above_it(layer: str) -> None:
 def test_the_check_sees_lazy_imports(tmp_path: Path) -> None:
     """A function-level import counts as much as a module-level one."""
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from yolo_optimize.evaluate.measure import x\n    import yolo_optimize.runtime.runners\n")
+    module.write_text("def f():\n    from yolo_optimize.evaluate.measure import x\n"
+                      "    import yolo_optimize.runtime.runners\n")
     assert imports_of(module) == {"evaluate", "runtime"}

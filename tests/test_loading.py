@@ -10,10 +10,10 @@ import pytest
 
 from tests.conftest import brief, build_args, optimize
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.runtime.runners import open_runner
 from yolo_optimize.families import family_named
 from yolo_optimize.formats import FORMATS
 from yolo_optimize.parity import REFERENCE_FILE
+from yolo_optimize.runtime.runners import open_runner
 
 UINT8_TARGETS = ("torchscript", "aoti", "onnx", "openvino")
 
@@ -21,9 +21,11 @@ UINT8_TARGETS = ("torchscript", "aoti", "onnx", "openvino")
 @pytest.fixture(scope="module")
 def built_uint8(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("artifacts-uint8")
-    result = optimize(*build_args(out, "--targets", ",".join(UINT8_TARGETS), "--precisions", "fp32", "--input", "uint8"))
+    result = optimize(*build_args(out, "--targets", ",".join(UINT8_TARGETS), "--precisions", "fp32",
+                                  "--input", "uint8"))
     assert result.returncode == 0, brief(result)
-    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["yolov5n-uint8"]  # beside, never over
+    beside = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    assert beside == ["yolov5n-uint8"], "built beside the float model, never over it"
     return out / "yolov5n-uint8"
 
 

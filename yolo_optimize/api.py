@@ -23,14 +23,24 @@ from typing import Any
 
 from yolo_optimize import runtime_env
 from yolo_optimize.builder import BuildResult, run_build
-from yolo_optimize.config import (build_options, checked_values, choice, comma, flag, integer, number, optional, path,
-                                  text)
+from yolo_optimize.config import (
+    build_options,
+    checked_values,
+    choice,
+    comma,
+    flag,
+    integer,
+    number,
+    optional,
+    path,
+    text,
+)
 from yolo_optimize.dag import NodeResult
 from yolo_optimize.devices import DEVICES
 from yolo_optimize.errors import BuildFailed, UserError
-from yolo_optimize.formats import parse_batch_sizes
 from yolo_optimize.evaluate.recommend import RANKINGS, Budget, Candidate, Recommendation
 from yolo_optimize.evaluate.results import Report
+from yolo_optimize.formats import parse_batch_sizes
 from yolo_optimize.runtime.runners.base import MODES
 
 Progress = Callable[[str, int, int], None]  # (what is happening, steps done, steps in all)

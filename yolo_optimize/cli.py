@@ -202,13 +202,15 @@ def _say(text: str) -> None:
 @main.command(name="eval")
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--data", type=click.Path(path_type=Path),
-              help="YOLO dataset folder or COCO instances_*.json [default: the model package's sample images, no accuracy].")
+              help="YOLO dataset folder or COCO instances_*.json [default: the model package's sample images, "
+                   "no accuracy].")
 @click.option("--batch-sizes", default="1,8", show_default=True)
 @click.option("--out", default="reports", show_default=True, type=click.Path(path_type=Path))
 @click.option("--device", default="auto", show_default=True, type=click.Choice(DEVICE_CHOICES),
               help="auto: cuda where a GPU is visible (as for build).")
 @click.option("--threads", type=click.IntRange(1),
-              help="Threads every runtime gets [default: the CPUs this process may use: its affinity and cgroup quota].")
+              help="Threads every runtime gets [default: the CPUs this process may use: its affinity and cgroup "
+                   "quota].")
 @click.option("--min-time", default=1.0, show_default=True, type=click.FloatRange(0), help="Seconds per batch size.")
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1),
               help="Interleaved rounds: processes per artifact and per baseline.")
@@ -330,9 +332,9 @@ def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | No
         profile_markdown,
         write_profile,
     )
-    from yolo_optimize.runtime.runners import runner_class
     from yolo_optimize.families import family_named
     from yolo_optimize.images import list_images
+    from yolo_optimize.runtime.runners import runner_class
 
     manifest = verified_artifact(artifact)
     unavailable = runner_class(str(manifest.target)).unavailable_reason("cpu")  # profiles are taken on the CPU
@@ -399,8 +401,7 @@ def report(report_dir: Path, baseline_dir: Path | None, fail_on_regression: str 
     """Write REPORT's pages again from its results.json (report.html, matrix, figures); with --compare, against
     another eval, also comparison.md and a comparison section on the page."""
     from yolo_optimize.evaluate.compare import compare, describe
-    from yolo_optimize.evaluate.report import write_report
-    from yolo_optimize.evaluate.report import load_report
+    from yolo_optimize.evaluate.report import load_report, write_report
 
     threshold = _percent(fail_on_regression) if fail_on_regression else None
     if threshold is not None and baseline_dir is None:
@@ -449,9 +450,9 @@ def _evaluate_on_hosts(arguments: dict[str, Any], out: Path, address: str, on: s
     host's matrix and what to ship where."""
     from rich.table import Table
 
-    from yolo_optimize.evaluate.hosts import SHIP_COLUMNS, evaluate_on_hosts, ship_where
     from yolo_optimize.cluster.nodes import parse_selectors
     from yolo_optimize.console import progress_bar
+    from yolo_optimize.evaluate.hosts import SHIP_COLUMNS, evaluate_on_hosts, ship_where
     from yolo_optimize.evaluate.report import rich_table
     from yolo_optimize.evaluate.session import EvalRequest
 

@@ -77,7 +77,8 @@ def validate(nodes: list[Node]) -> None:
         if node.name in seen:
             raise ValueError(f"node {node.name} is declared twice")
         if set(node.inputs) != set(node.stage.inputs):
-            raise ValueError(f"node {node.name} wires {sorted(node.inputs)}; its stage reads {sorted(node.stage.inputs)}")
+            raise ValueError(f"node {node.name} wires {sorted(node.inputs)}; "
+                             f"its stage reads {sorted(node.stage.inputs)}")
         missing = [p for p in node.parents if p not in seen]
         if missing:
             raise ValueError(f"node {node.name} needs {', '.join(missing)}, which is not declared before it")
@@ -344,7 +345,8 @@ def _build_locked(job: NodeJob, final: Path) -> NodeResult:
     except Exception as err:  # noqa: BLE001 - reported as this node's failure
         with open(log, "a") as handle:
             traceback.print_exc(file=handle)
-        return NodeResult(job.node.name, FAILED, time.perf_counter() - started, reason=f"{classified(err)} (log: {log})")
+        return NodeResult(job.node.name, FAILED, time.perf_counter() - started,
+                          reason=f"{classified(err)} (log: {log})")
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already when published
     size = sum(f["bytes"] for f in manifest.files.values())

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from yolo_optimize.errors import UserError
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
-UNVERIFIED_ON_GPU = "experimental: written against TensorRT 10/11 but never run on a GPU with TensorRT (docs/tensorrt.md)"
+UNVERIFIED_ON_GPU = ("experimental: written against TensorRT 10/11 but never run on a GPU with TensorRT "
+                     "(docs/tensorrt.md)")
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,10 @@ FORMATS: dict[str, Format] = {
                "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
                "outputs = model(images)[0]  # images: {input}",
                "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
-               "queue, outputs = ov.AsyncInferQueue(model, {requests}), [None] * len(images)  # one request per stream\n"
-               "queue.set_callback(lambda request, i: outputs.__setitem__(i, request.get_output_tensor(0).data.copy()))\n"
+               "queue, outputs = ov.AsyncInferQueue(model, {requests}), [None] * len(images)"
+               "  # one request per stream\n"
+               "queue.set_callback(lambda request, i: outputs.__setitem__(i, "
+               "request.get_output_tensor(0).data.copy()))\n"
                "for i, image in enumerate(images):  # images: {input}, one per request\n"
                "    queue.start_async({{0: image[None]}}, i)\nqueue.wait_all()"),
         Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16", "int8"),

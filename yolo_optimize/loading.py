@@ -77,8 +77,8 @@ def input_spec(family_name: str, form: str) -> dict[str, Any]:
     if form == FLOAT_INPUT:
         return spec
     return {**spec, "dtype": "uint8", "layout": "NHWC",
-            "preprocess": f"{spec['preprocess'].replace(', /255', '')}; uint8 NHWC as prepared: the NCHW layout and the "
-                          f"/255 scaling are inside the graph"}
+            "preprocess": f"{spec['preprocess'].replace(', /255', '')}; uint8 NHWC as prepared: "
+                          f"the NCHW layout and the /255 scaling are inside the graph"}
 
 
 def export_module(source: Any, input_form: str) -> Any:

@@ -108,6 +108,7 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
     result["passed"] = stats.score_diff <= tolerance.max_score_diff and agrees
     if not result["passed"]:
         raise RuntimeError(f"parity failed (runs in {executed}, {tolerance.precision} tolerance): score diff "
-                           f"{stats.score_diff:.4g} (at most {tolerance.max_score_diff}), agreement of {family.agreement_of} "
+                           f"{stats.score_diff:.4g} (at most {tolerance.max_score_diff}), "
+                           f"agreement of {family.agreement_of} "
                            f"{result['agreement']:.3f} (at least {tolerance.min_agreement})")
     return result

@@ -119,7 +119,8 @@ def plan(request: BuildRequest) -> list[Node]:
 def _unsupported(request: BuildRequest) -> list[Node]:
     """Requested target x precision pairs that no stage produces: shown as skipped, with the reason."""
     def reason(target: str, precision: str) -> str:
-        return f"{precision.upper()} is not available for {target} (it supports {', '.join(FORMATS[target].precisions)})"
+        supported = ", ".join(FORMATS[target].precisions)
+        return f"{precision.upper()} is not available for {target} (it supports {supported})"
 
     return [Node(f"{t}-{p}", Unsupported(UnsupportedConfig(reason(t, p))), {}, f"{t}-{p}", requested=True)
             for t in request.targets for p in request.precisions if p not in FORMATS[t].precisions]

@@ -76,7 +76,8 @@ def _loopback_namespace() -> list[str]:
     """``unshare`` into a new user and network namespace whose only device is the loopback, when allowed."""
     probe = subprocess.run(["unshare", "--user", "--map-root-user", "--net", "true"], capture_output=True)
     if probe.returncode != 0:
-        print(f"no network namespace here ({probe.stderr.decode().strip()}): the cluster runs on this machine's own address")
+        print(f"no network namespace here ({probe.stderr.decode().strip()}): "
+              "the cluster runs on this machine's own address")
         return []
     return ["unshare", "--user", "--map-root-user", "--net", "sh", "-c", "ip link set lo up && exec \"$@\"", "sh"]
 
@@ -136,7 +137,8 @@ def _first_staging(folder: Path, process: subprocess.Popen[str], timeout: float 
 def _node_of(cluster: LocalCluster, kind: str) -> str:
     script = (f"import ray; ray.init(address={cluster.address!r}, logging_level='ERROR');"
               f"print([n['NodeID'] for n in ray.nodes() if n['Alive'] and n['Labels'].get('kind') == {kind!r}][0])")
-    return subprocess.run(cluster.python("-c", script), capture_output=True, text=True, check=True, env={**os.environ, **QUIET}).stdout.strip()
+    return subprocess.run(cluster.python("-c", script), capture_output=True, text=True, check=True,
+                          env={**os.environ, **QUIET}).stdout.strip()
 
 
 def _ours(stderr: str) -> list[str]:
@@ -158,7 +160,8 @@ def test_each_host_is_measured_alone_on_its_node_into_its_own_report_and_one_mer
         cluster: LocalCluster, small_artifacts: Path, tmp_path: Path) -> None:
     """Two evals at once, both wanting the kind=a node: its bench slot lets one measure there at a time. The ONNX
     artifact and its baseline (two rows keep it quick)."""
-    small_artifacts = shutil.copytree(small_artifacts, tmp_path / "artifacts", ignore=shutil.ignore_patterns("openvino-*"))
+    small_artifacts = shutil.copytree(small_artifacts, tmp_path / "artifacts",
+                                      ignore=shutil.ignore_patterns("openvino-*"))
     both, again = tmp_path / "both", tmp_path / "again"
     first = subprocess.Popen(cluster.command(*eval_args(small_artifacts, both, *QUICK_EVAL), "--executor", "ray",
                                              "--ray-address", cluster.address, "--on", "kind=a,kind=b"),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from yolo_optimize.runtime.accuracy import Accuracy
 from yolo_optimize.evaluate.report import build_report
 from yolo_optimize.evaluate.results import (
     BatchResult,
@@ -13,6 +12,7 @@ from yolo_optimize.evaluate.results import (
     Report,
     Row,
 )
+from yolo_optimize.runtime.accuracy import Accuracy
 
 SETTINGS = {"data": "coco_val128", "batch_sizes": [1], "threads": 2, "device": "cpu", "min_time_s": 1.0,
             "repeats": 3, "max_images": None, "accuracy": True, "imgsz": None, "profile_dir": None}
@@ -30,7 +30,8 @@ def row(name: str, round_ms: list[float], map50_95: float, memory_mb: float = 30
         path = _stats(end_to_end_ms[round_], rng) if end_to_end_ms else None
         measurements.append(Measurement(0.1, 0.1, [BatchResult(1, latency, round(1e3 / latency.p50_ms, 3),
                                                                execution=execution, end_to_end=path,
-                                                               end_to_end_ips=round(1e3 / path.p50_ms, 3) if path else None)],
+                                                               end_to_end_ips=round(1e3 / path.p50_ms, 3)
+                                                               if path else None)],
                                         memory_mb, None, precision, 2, None, round_))
     return Row(name, "yolov5n", target, precision, f"artifacts/yolov5n/{name}", 4.0, True,
                f"artifacts/yolov5n/{name}/{name}.file", "detect",

@@ -19,7 +19,6 @@ import pytest
 from tests.conftest import brief, optimize
 from yolo_optimize.evaluate.results import LatencyStats
 
-
 SLOWDOWN = 2.0  # beyond the spread of one eval's processes, so a correct comparison always flags it
 
 

@@ -10,9 +10,9 @@ from tests.conftest import VAL_DATA
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.end_to_end import EndToEnd, sequential
 from yolo_optimize.evaluate.results import BLOCK_S
-from yolo_optimize.runtime.runners import open_runner
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
+from yolo_optimize.runtime.runners import open_runner
 
 
 def test_the_pipeline_keeps_the_same_detections_as_the_sequential_path(small_artifacts: Path) -> None:

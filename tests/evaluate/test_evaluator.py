@@ -79,7 +79,8 @@ def test_speedups_are_fast_state_throughput_ratios_recomputable_from_the_raw_sam
             assert line[f"speedup_b{batch}"] == pytest.approx(fast.throughput_ips / base_fast.throughput_ips, abs=1e-3)
             ratios = [m["throughput_ips"] / b["throughput_ips"] for m, b in zip(mine, base) if m["round"] == b["round"]]
             assert line[f"speedup_b{batch}_range"] == [round(min(ratios), 3), round(max(ratios), 3)]
-        assert line["latency_b1_p50_ms"] == fast_state([m["latency"]["samples_ms"] for m in raw(name, 1)], 1).latency.p50_ms
+        latency = fast_state([m["latency"]["samples_ms"] for m in raw(name, 1)], 1).latency
+        assert line["latency_b1_p50_ms"] == latency.p50_ms
 
 
 def test_every_batch_size_records_the_configuration_it_ran_in(evaluated: Path) -> None:
@@ -91,11 +92,12 @@ def test_every_batch_size_records_the_configuration_it_ran_in(evaluated: Path) -
     for row in results["rows"]:
         for measurement in row["measurements"]:
             executions = {b["batch"]: b["execution"] for b in measurement["batches"]}
-            assert executions[1]["mode"] == "latency" and executions[1]["threads_per_stream"] == results["settings"]["threads"]
+            threads = results["settings"]["threads"]
+            assert executions[1]["mode"] == "latency" and executions[1]["threads_per_stream"] == threads
             throughput = row["target"] in ("onnx", "openvino")
             assert executions[2]["mode"] == ("throughput" if throughput else "latency"), row["name"]
             if throughput:
-                assert executions[2]["streams"] == results["settings"]["threads"] and executions[2]["request_batch"] == 1
+                assert executions[2]["streams"] == threads and executions[2]["request_batch"] == 1
             else:
                 assert executions[2]["note"] == f"{row['target']} has no throughput configuration: run as it is"
         assert rows[row["name"]]["mode_b2"] == row["measurements"][0]["batches"][1]["execution"]["label"]
@@ -117,7 +119,8 @@ def test_end_to_end_rates_are_the_pipelines_fast_state_recomputable_from_its_raw
             assert all(len(i) >= 1 for i in intervals) and sum(map(len, intervals)) >= 5, row["name"]
             fast = fast_state(intervals, batch)
             assert fast and line[f"end_to_end_b{batch}_ips"] == fast.throughput_ips
-            assert line[f"end_to_end_b{batch}_share"] == round(fast.throughput_ips / line[f"throughput_b{batch}_ips"], 3)
+            share = round(fast.throughput_ips / line[f"throughput_b{batch}_ips"], 3)
+            assert line[f"end_to_end_b{batch}_share"] == share
             assert 0.1 < line[f"end_to_end_b{batch}_share"] < 1.5, (row["name"], batch)
 
 

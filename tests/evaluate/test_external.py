@@ -41,9 +41,9 @@ def foreign(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.mark.slow
 def test_foreign_exports_join_the_matrix_measured_like_ours(small_artifacts: Path, foreign: dict[str, Path],
                                                             tmp_path: Path) -> None:
-    """The yolov5 ONNX joins our yolov5n group (our baseline, our ONNX file, images and rounds): measured, its mAP what ours gives,
-    its predictions agreeing with PyTorch's, labelled external with its sha256; the Ultralytics IR (another family,
-    named on its --add) gets a group of its own."""
+    """The yolov5 ONNX joins our yolov5n group (our baseline, our ONNX file, images and rounds): measured, its mAP
+    what ours gives, its predictions agreeing with PyTorch's, labelled external with its sha256; the Ultralytics IR
+    (another family, named on its --add) gets a group of its own."""
     out = tmp_path / "report"
     ours = shutil.copytree(small_artifacts, tmp_path / "artifacts", ignore=shutil.ignore_patterns("openvino-*"))
     result = optimize("eval", ours, "--data", VAL_DATA, "--max-images", "16", "--min-time", "0",

@@ -91,7 +91,8 @@ def test_every_convolution_has_its_operations_and_its_utilization_of_the_measure
     overall = profile["convolution_gflops"] / sum(r["ms"] for r in rates) * 1e3 / peak
     assert profile["convolution_utilization"] == pytest.approx(overall, abs=1e-3)
     assert 0 < profile["convolution_utilization"] <= 1.0
-    assert "| convolution | type | GFLOPs |" in (profiled / "profiles" / "yolov5n" / artifact / "profile.md").read_text()
+    profile_page = profiled / "profiles" / "yolov5n" / artifact / "profile.md"
+    assert "| convolution | type | GFLOPs |" in profile_page.read_text()
 
 
 def test_the_breakdown_parts_sum_to_the_end_to_end_time(profiled: Path) -> None:

@@ -6,17 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 import numpy as np
+import pytest
 import torch
 
 from tests.conftest import CALIB_DATA, VAL_DATA, brief, optimize
 from yolo_optimize.checkpoint import load_model, pickle_globals, resolve_source
-from yolo_optimize.runtime.accuracy import classification_accuracy
-from yolo_optimize.runtime.dataset import load_dataset
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images, to_input
+from yolo_optimize.runtime.accuracy import classification_accuracy
+from yolo_optimize.runtime.dataset import load_dataset
 
 CLASSIFIER = family_named("torchvision")
 

@@ -94,7 +94,8 @@ def test_an_ultralytics_classifier_checkpoint_is_refused_in_one_line(tmp_path: P
 @pytest.mark.slow
 def test_yolo11n_builds_to_every_cpu_target_with_parity_and_evaluates(tmp_path: Path) -> None:
     out = tmp_path / "artifacts"
-    result = optimize("build", "yolo11n", "--random-weights", "--imgsz", "320", "--targets", "torchscript,onnx,openvino",
+    result = optimize("build", "yolo11n", "--random-weights", "--imgsz", "320",
+                      "--targets", "torchscript,onnx,openvino",
                       "--precisions", "fp32,int8", "--batch-sizes", "1,2", "--out", out, "--parity-data", VAL_DATA,
                       "--calib-data", CALIB_DATA, "--calib-images", "4", "--gate-images", "8")
     assert result.returncode == 0, brief(result)

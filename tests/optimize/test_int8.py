@@ -1,4 +1,5 @@
-"""INT8: calibrated on real images, the Detect head's decode in float, gated on labelled images, honest about precision."""
+"""INT8: calibrated on real images, the Detect head's decode in float, gated on labelled images, honest about
+precision."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from yolo_optimize.artifact import Manifest, read_valid
 from yolo_optimize.cpu import has_native_bf16, has_vnni, usable_cpus
 from yolo_optimize.machine.choices import bf16_evidence, float_parts_precision
 from yolo_optimize.machine.peaks import cached_limits
+from yolo_optimize.optimize.int8_openvino import OpenVinoInt8
 from yolo_optimize.optimize.nncf_int8 import ACCURACY_CONTROL_ROUTE, ROUTE
 from yolo_optimize.runtime.runners.onnxruntime import INTEGER_CONVOLUTION_SUFFIX
 
@@ -73,7 +75,8 @@ def test_openvino_int8_says_how_its_float_parts_compute_and_its_gate_measured_th
     else:
         assert chosen == "fp32" and "no native bf16" in evidence["decided_by"]
     model = ov.Core().read_model(str(built_int8 / "openvino-int8" / "yolov5n_openvino_model" / "yolov5n.xml"))
-    assert model.get_rt_info(["model_info", "compile_config"]).astype(str) == f'{{"INFERENCE_PRECISION_HINT": "{hint}"}}'
+    compile_config = model.get_rt_info(["model_info", "compile_config"]).astype(str)
+    assert compile_config == f'{{"INFERENCE_PRECISION_HINT": "{hint}"}}'
 
 
 def test_onnx_int8_stem_runs_as_space_to_depth_on_int8_kernels(built_int8: Path) -> None:
@@ -97,7 +100,8 @@ def test_onnx_int8_keeps_the_decode_in_float_and_its_output_convolutions_unround
     produced_by = {out: n for n in model.graph.node for out in n.output}
     final = produced_by[model.graph.output[0].name]
     assert final.op_type == "Concat" and final.name in kept
-    sigmoid_inputs = [produced_by.get(n.input[0]) for n in model.graph.node if n.op_type == "Sigmoid" and n.name in kept]
+    sigmoid_inputs = [produced_by.get(n.input[0]) for n in model.graph.node
+                      if n.op_type == "Sigmoid" and n.name in kept]
     assert all(p is None or p.op_type != "DequantizeLinear" for p in sigmoid_inputs), "sigmoid fed by INT8 activations"
     assert manifest.info["integer_head"] is True
     assert not [n for n in model.graph.node if n.op_type == "Conv" and n.name in kept], "no float head convolution"
@@ -130,14 +134,24 @@ def test_onnx_int8_weights_fit_the_cpu_it_was_built_on(built_int8: Path) -> None
     assert session.get_outputs()[0].shape[1:] == [25200, 85]
 
 
-def test_openvino_int8_ir_is_quantized_and_runs_in_plain_openvino(built_int8: Path) -> None:
+def test_openvino_int8_quantizes_the_head_convolutions_and_keeps_the_decode_in_float(built_int8: Path) -> None:
+    """OpenVINO's recipe (histogram ranges, full bias correction) quantizes the Detect head's three output
+    convolutions like every other one; the sigmoid and box arithmetic after them read float."""
     model = ov.Core().read_model(str(built_int8 / "openvino-int8" / "yolov5n_openvino_model" / "yolov5n.xml"))
-    types = [op.get_type_name() for op in model.get_ordered_ops()]
-    assert types.count("FakeQuantize") > 20
+    ops = model.get_ordered_ops()
+    assert [op.get_type_name() for op in ops].count("FakeQuantize") > 20
     assert model.get_rt_info(["model_info", "precision"]).astype(str) == "int8"
-    kept = set(Manifest.read(built_int8 / "openvino-int8").info["kept_in_float"])
-    kept_types = {op.get_type_name() for op in model.get_ordered_ops() if op.get_friendly_name() in kept}
-    assert {"Sigmoid", "Convolution"} <= kept_types
+    manifest = Manifest.read(built_int8 / "openvino-int8")
+    assert manifest.info["gate"]["route"] == OpenVinoInt8.route
+    kept = set(manifest.info["kept_in_float"])
+    assert {op.get_type_name() for op in ops if op.get_friendly_name() in kept} >= {"Sigmoid"}
+    assert not [op for op in ops if op.get_type_name() == "Convolution" and op.get_friendly_name() in kept]
+    head = [op for op in ops if op.get_type_name() == "Convolution"
+            and op.get_output_partial_shape(0)[1].get_length() == 255]
+    assert len(head) == 3 and all(op.input_value(0).get_node().get_type_name() == "FakeQuantize" for op in head)
+    sigmoid_inputs = [op.input_value(0).get_node().get_type_name() for op in ops if op.get_type_name() == "Sigmoid"
+                      and op.get_friendly_name() in kept]
+    assert sigmoid_inputs and "FakeQuantize" not in sigmoid_inputs, "the decode reads int8 activations"
 
 
 def test_bf16_and_fp16_are_different_things_on_every_cpu(built_int8: Path) -> None:
@@ -156,7 +170,8 @@ def test_bf16_and_fp16_are_different_things_on_every_cpu(built_int8: Path) -> No
 
 
 def test_every_artifact_records_the_precision_it_executed_in(built_int8: Path) -> None:
-    labels = {"fp32": {"fp32"}, "fp16": {"fp32 (fp16 cast up)", "fp32 (fp16 weights)"}, "int8": {executed(t) for t in ("onnx", "openvino", "aoti")},
+    labels = {"fp32": {"fp32"}, "fp16": {"fp32 (fp16 cast up)", "fp32 (fp16 weights)"},
+              "int8": {executed(t) for t in ("onnx", "openvino", "aoti")},
               "bf16": {"bf16", "fp32 (no native bf16 on this CPU)"}}
     for folder in built_int8.iterdir():
         if (folder / "manifest.json").is_file():

@@ -19,7 +19,8 @@ GRID = (np.float32(0.02), np.uint8(30))  # the u8 grid another layer's quantizer
 def head_graph(permute: list[int], gridded: bool) -> onnx.ModelProto:
     """x -> Conv 1x1 -> Reshape [B, anchors, outputs, H, W] -> Transpose; with ``gridded``, a quantizer also reads x."""
     rng = np.random.default_rng(0)
-    initializers = [numpy_helper.from_array(rng.normal(size=(ANCHORS * OUTPUTS, CHANNELS, 1, 1)).astype(np.float32), "w"),
+    weight = rng.normal(size=(ANCHORS * OUTPUTS, CHANNELS, 1, 1)).astype(np.float32)
+    initializers = [numpy_helper.from_array(weight, "w"),
                     numpy_helper.from_array(rng.normal(size=ANCHORS * OUTPUTS).astype(np.float32), "b"),
                     numpy_helper.from_array(np.array([-1, ANCHORS, OUTPUTS, SIZE, SIZE], np.int64), "shape"),
                     numpy_helper.from_array(np.array(GRID[0], np.float32), "s"),

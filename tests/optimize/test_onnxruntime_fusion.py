@@ -40,7 +40,8 @@ def small_detector_body() -> onnx.ModelProto:
     pool = helper.make_node("MaxPool", ["c2.out"], ["pool"], name="pool", kernel_shape=[3, 3], pads=[1] * 4)
     concat = helper.make_node("Concat", ["c2.out", "pool"], ["cat"], name="cat", axis=1)
     nodes = parts[0][0] + parts[1][0] + [pool, concat] + parts[2][0] + parts[3][0]
-    graph = helper.make_graph(nodes, "body", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, SIZE, SIZE])],
+    graph = helper.make_graph(nodes, "body",
+                              [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, SIZE, SIZE])],
                               [helper.make_tensor_value_info("head.conv", TensorProto.FLOAT, [1, 4, SIZE, SIZE])],
                               [tensor for _, tensors in parts for tensor in tensors])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -160,8 +161,8 @@ def test_a_uint8_image_is_read_on_its_own_grid_by_an_int8_stem(stride_stem: bool
     import nncf
 
     from yolo_optimize.artifact import Manifest
-    from yolo_optimize.runtime.runners.onnxruntime import OnnxRuntimeRunner
     from yolo_optimize.optimize.onnxruntime_fusion import dequantize_after_layout, fold_uint8_input
+    from yolo_optimize.runtime.runners.onnxruntime import OnnxRuntimeRunner
 
     rng = np.random.default_rng(4)
     feeds = [{"images": rng.integers(0, 256, (1, SIZE, SIZE, 3), dtype=np.uint8)} for _ in range(8)]
@@ -177,7 +178,8 @@ def test_a_uint8_image_is_read_on_its_own_grid_by_an_int8_stem(stride_stem: bool
     assert fuse_for_onnxruntime(model, feeds, threads=1) == 1
     onnx.checker.check_model(model)
     ops = [node.op_type for node in model.graph.node]
-    assert not {"Cast", "Div"} & set(ops) and ops[:2] == ["Transpose", "SpaceToDepth" if stride_stem else "DequantizeLinear"]
+    assert not {"Cast", "Div"} & set(ops)
+    assert ops[:2] == ["Transpose", "SpaceToDepth" if stride_stem else "DequantizeLinear"]
     first = next(node for node in model.graph.node if node.op_type == "DequantizeLinear")
     grid = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     assert float(grid[first.input[1]]) == np.float32(1 / 255) and int(grid[first.input[2]]) == 0

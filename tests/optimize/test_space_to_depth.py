@@ -19,8 +19,9 @@ def conv_graph(channels: int, kernel: int, stride: int, pads: list[int], size: i
     bias = numpy_helper.from_array(rng.normal(size=8).astype(np.float32), "b")
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], name="stem", kernel_shape=[kernel, kernel],
                             strides=[stride, stride], pads=pads)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", channels, size, size])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8, "h", "w"])], [weight, bias])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", channels, size, size])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8, "h", "w"])
+    graph = helper.make_graph([node], "g", [x], [y], [weight, bias])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -66,7 +67,9 @@ def test_yolov5n_stem_is_the_one_convolution_rewritten_and_its_outputs_stay(buil
     assert rewrite_strided_stems(model) == ["node_conv2d"]
     x = np.random.default_rng(0).random((1, 3, 640, 640), np.float32)
     before = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"images": x})[0]
-    after = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"images": x})[0]
-    assert np.abs(after[..., :4] - before[..., :4]).max() < 2e-3 and np.abs(after[..., 4:] - before[..., 4:]).max() < 1e-5
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    after = session.run(None, {"images": x})[0]
+    assert np.abs(after[..., :4] - before[..., :4]).max() < 2e-3
+    assert np.abs(after[..., 4:] - before[..., 4:]).max() < 1e-5
     conv = next(node for node in model.graph.node if node.name == "node_conv2d")
     assert {a.name: list(a.ints) for a in conv.attribute if a.ints}["kernel_shape"] == [3, 3]

@@ -9,10 +9,10 @@ import torch
 
 from tests.conftest import CALIB_DATA, VAL_DATA, WEIGHTS
 from yolo_optimize.checkpoint import load_model, resolve_source
-from yolo_optimize.runtime.accuracy import coco_results, mean_average_precision
-from yolo_optimize.runtime.dataset import load_dataset, prepare_images
 from yolo_optimize.families import family_named
 from yolo_optimize.images import to_input
+from yolo_optimize.runtime.accuracy import coco_results, mean_average_precision
+from yolo_optimize.runtime.dataset import load_dataset, prepare_images
 
 ULTRALYTICS_MAP50_95, ULTRALYTICS_MAP50 = 0.343, 0.528
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from yolo_optimize.errors import UserError
 
-BENCH_SLOT = "bench_slot"  # the custom resource a measuring node offers once (`ray start --resources '{"bench_slot": 1}'`)
+# the custom resource a measuring node offers once (`ray start --resources '{"bench_slot": 1}'`)
+BENCH_SLOT = "bench_slot"
 SELECTOR = re.compile(r"^[A-Za-z0-9_.-]+=[A-Za-z0-9_.-]+$")
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from yolo_optimize.runtime.runners.base import Runner
 from yolo_optimize.families.base import Family
+from yolo_optimize.runtime.runners.base import Runner
 
 SETTINGS = {"reader_threads": 1, "prefetched_batches": 1, "opencv_threads": 1,
             "postprocess": "after each batch, on the inferring thread; PyTorch single-threaded unless the artifact "

@@ -22,6 +22,18 @@ import numpy as np
 from yolo_optimize.artifact import scratch_folder
 from yolo_optimize.cpu import has_vnni
 from yolo_optimize.errors import UserError
+from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate
+from yolo_optimize.evaluate.external import external_record
+from yolo_optimize.evaluate.facts import ModelFacts, recorded_model_facts
+from yolo_optimize.evaluate.interleave import ANSWER_TIMEOUT_S, LiveRow, take_turns, turns_for
+from yolo_optimize.evaluate.measure import MeasureJob
+from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Row
+from yolo_optimize.families import family_named
+from yolo_optimize.families.base import Family
+from yolo_optimize.formats import FORMATS
+from yolo_optimize.images import check_input_fits, describe_input
+from yolo_optimize.machine.peaks import MachineLimits
+from yolo_optimize.processes import one_line
 from yolo_optimize.runtime.accuracy import (
     RANDOM_WEIGHTS,
     Accuracy,
@@ -34,19 +46,7 @@ from yolo_optimize.runtime.dataset import (
     load_dataset,
     prepare_images,
 )
-from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate
-from yolo_optimize.evaluate.external import external_record
-from yolo_optimize.evaluate.facts import ModelFacts, recorded_model_facts
-from yolo_optimize.evaluate.interleave import ANSWER_TIMEOUT_S, LiveRow, take_turns, turns_for
-from yolo_optimize.evaluate.measure import MeasureJob
-from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Row
 from yolo_optimize.runtime.runners.base import AUTO
-from yolo_optimize.families import family_named
-from yolo_optimize.families.base import Family
-from yolo_optimize.formats import FORMATS
-from yolo_optimize.images import check_input_fits, describe_input
-from yolo_optimize.machine.peaks import MachineLimits
-from yolo_optimize.processes import one_line
 
 END_TO_END_IMAGES = 16  # image files the end-to-end path reads in turn (from the evaluation data)
 
@@ -121,7 +121,8 @@ def _agreement(family: Family, predictions: list[np.ndarray], baseline: list[np.
     predictions that agree with the baseline's (``Family.agreement_of``)."""
     matched, total = family.agreement(predictions, baseline)
     what = "top-1 classes" if family.task == "classify" else "detections scored 0.25 or more, same class, IoU 0.5"
-    return {"against": "pytorch-fp32", "images": len(baseline), "agreement": round(matched / total, 4) if total else 1.0,
+    return {"against": "pytorch-fp32", "images": len(baseline),
+            "agreement": round(matched / total, 4) if total else 1.0,
             "agreement_of": f"the evaluation's predictions: {what}"}
 
 

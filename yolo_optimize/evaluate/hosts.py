@@ -25,8 +25,15 @@ from typing import Any
 
 from yolo_optimize.artifact import written_whole
 from yolo_optimize.cluster.nodes import BENCH_SLOT, ClusterNode, choose_hosts, folder_name
-from yolo_optimize.cluster.ray_cluster import (check_shared, connect, driver_node, gathered, live_nodes, on_node,
-                                               shared_paths)
+from yolo_optimize.cluster.ray_cluster import (
+    check_shared,
+    connect,
+    driver_node,
+    gathered,
+    live_nodes,
+    on_node,
+    shared_paths,
+)
 from yolo_optimize.evaluate.recommend import Budget, Recommendation, recommend
 from yolo_optimize.evaluate.results import Report
 

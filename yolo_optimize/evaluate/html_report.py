@@ -157,7 +157,8 @@ def _environment_section(report: Report) -> str:
              ["cores", env["cores"]], ["threads", env["threads"]], ["OS", env["os"]], ["Python", env["python"]],
              ["date", env["date"]], *[[name, found] for name, found in env["packages"].items()]]
     if report.machine_limits:
-        facts += [[f"peak {p['runtime']} {p['operation']} {p['precision']}", f"{p['gops']} GOP/s (runs in {p['executed']})"]
+        facts += [[f"peak {p['runtime']} {p['operation']} {p['precision']}",
+                   f"{p['gops']} GOP/s (runs in {p['executed']})"]
                   for p in report.machine_limits["peaks"] if p["gops"]]
         facts.append(["memory bandwidth", f"{report.machine_limits['bandwidth_gb_s']:.1f} GB/s (triad)"])
     return "<h2 id='environment'>Environment</h2>" + _table(["", "value"], facts, sortable=False)

@@ -39,9 +39,9 @@ from yolo_optimize.evaluate.measure import (
     peak_rss,
 )
 from yolo_optimize.evaluate.results import BLOCK_S, END_TO_END, INFERENCE, BatchResult, Measurement
-from yolo_optimize.runtime.runners.base import Runner
 from yolo_optimize.families import family_named
 from yolo_optimize.processes import SPAWN, child_environment, configured_child, ended, oom_kills
+from yolo_optimize.runtime.runners.base import Runner
 
 
 def turns_for(min_time_s: float) -> int:

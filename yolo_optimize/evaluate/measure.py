@@ -14,11 +14,11 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.results import BatchResult, LatencyStats, Measurement
+from yolo_optimize.families import family_named
+from yolo_optimize.processes import one_line, resource_shortage
 from yolo_optimize.runtime.accuracy import predict_all
 from yolo_optimize.runtime.runners.base import LATENCY, Runner
 from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
-from yolo_optimize.families import family_named
-from yolo_optimize.processes import one_line, resource_shortage
 
 MIN_RUNS, WARMUP_RUNS = 5, 2
 

@@ -22,17 +22,17 @@ from pathlib import Path
 import numpy as np
 
 from yolo_optimize.artifact import Manifest, scratch_folder
-from yolo_optimize.runtime.layers import LayerProfile, LayerTime
+from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.evaluate.measure import MeasureJob, batch_input, measure, time_batch
 from yolo_optimize.evaluate.results import BLOCK_S, FAST_STATE_SPAN
 from yolo_optimize.evaluate.roofline import peak_precision
-from yolo_optimize.runtime.runners.base import Runner
-from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.families import family_named
 from yolo_optimize.formats import FORMATS
 from yolo_optimize.machine.energy import Energy, measure_energy, package_domains
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.processes import in_own_process, one_line
+from yolo_optimize.runtime.layers import LayerProfile, LayerTime
+from yolo_optimize.runtime.runners.base import Runner
 
 PROFILE_SCHEMA = 3
 PROFILED_RUNS = 10
@@ -207,7 +207,9 @@ def _hotspots(layers: list[LayerTime]) -> list[Hotspot]:
     """The TOP slowest layers with their share of the per-layer sum."""
     total = sum(layer.ms for layer in layers)
     slowest = sorted(layers, key=lambda layer: -layer.ms)[:TOP]
-    return [Hotspot(x.name, x.kind, x.ms, round(x.ms / total, 4), x.executed, x.kernel) for x in slowest] if total else []
+    if not total:
+        return []
+    return [Hotspot(x.name, x.kind, x.ms, round(x.ms / total, 4), x.executed, x.kernel) for x in slowest]
 
 
 def _layer_rates(layers: list[LayerTime], runtime: str | None, limits: MachineLimits | None) -> list[LayerRate]:

@@ -2,9 +2,10 @@
 latency and memory limits, with its spread, the runner-up, and a tie where the two are within measurement noise.
 
 Speed is each row's throughput in the host's fast state (``Row.fast_state``, the matrix's figure),
-inference alone or the pipelined end-to-end path (``Budget.by``), ranked; its spread is the row's throughput per interleaved round (every round one process per
-artifact). Two candidates are told apart only when the faster one wins in every round the two
-share and by more than TIE_MARGIN at the median: on these hosts a process runs in a fast or a
+inference alone or the pipelined end-to-end path (``Budget.by``), ranked; its spread is the row's
+throughput per interleaved round (every round one process per artifact). Two candidates are told
+apart only when the faster one wins in every round the two share and by more than TIE_MARGIN at
+the median: on these hosts a process runs in a fast or a
 1.4-1.65x slower mode, so a gap smaller than the rounds' spread is noise and is reported as a tie,
 not as a choice.
 """
@@ -17,8 +18,8 @@ from typing import Any
 
 from yolo_optimize.evaluate.discover import BASELINE_TARGET
 from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Report, Row
-from yolo_optimize.runtime.runners.base import THROUGHPUT
 from yolo_optimize.formats import FORMATS
+from yolo_optimize.runtime.runners.base import THROUGHPUT
 
 RANKINGS = {"inference": INFERENCE, "e2e": END_TO_END}  # --by: what a row's speed is
 
@@ -184,7 +185,8 @@ def snippet(target: str, precision: str, path: str, execution: dict[str, Any], i
     template = form.throughput_snippet if throughput else form.snippet
     streams = execution.get("streams", 1)
     return template.format(path=path, config=repr(execution.get("settings", {})), input=input_form,
-                           threads=streams * execution.get("threads_per_stream", 1), requests=execution.get("requests", 1),
+                           threads=streams * execution.get("threads_per_stream", 1),
+                           requests=execution.get("requests", 1),
                            dtype="float16" if precision == "fp16" else "float32")
 
 

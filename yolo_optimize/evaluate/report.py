@@ -15,6 +15,7 @@ from typing import Any
 from rich.table import Table
 
 from yolo_optimize.cpu import cpu_facts, cpu_model, usable_cpus
+from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.compare import Comparison
 from yolo_optimize.evaluate.discover import BASELINE_TARGET
 from yolo_optimize.evaluate.html_report import write_page
@@ -29,7 +30,6 @@ from yolo_optimize.evaluate.results import (
     from_json,
     read_results,
 )
-from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.roofline import roofline_cells
 from yolo_optimize.formats import FORMATS
 from yolo_optimize.machine.peaks import MachineLimits
@@ -166,7 +166,8 @@ def _unstable(row: Row, batch_sizes: list[int]) -> bool:
 
 def environment(threads: int) -> dict[str, Any]:
     return {
-        "cpu": cpu_model(), "cpu_facts": cpu_facts(), "cores": os.cpu_count(), "usable_cpus": usable_cpus(), "threads": threads, "os": platform.platform(),
+        "cpu": cpu_model(), "cpu_facts": cpu_facts(), "cores": os.cpu_count(), "usable_cpus": usable_cpus(),
+        "threads": threads, "os": platform.platform(),
         "python": platform.python_version(), "packages": {p: _version(p) for p in PACKAGES},
         "allocator": allocator_settings(),  # the measurement processes' malloc
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -205,7 +206,8 @@ def matrix_columns(report: Report) -> list[tuple[str, str]]:
     """(key, header) of the matrix, in display order; accuracy columns for the tasks of the rows present."""
     speed = [(f"speedup_b{b}", f"b{b} speedup") for b in report.settings["batch_sizes"]]
     rates = [column for b in report.settings["batch_sizes"] for column in (
-        (f"mode_b{b}", f"b{b} mode"), (f"throughput_b{b}_ips", f"b{b} img/s"), (f"end_to_end_b{b}_ips", f"b{b} e2e img/s"))
+        (f"mode_b{b}", f"b{b} mode"), (f"throughput_b{b}_ips", f"b{b} img/s"),
+        (f"end_to_end_b{b}_ips", f"b{b} e2e img/s"))
         if any(column[0] in line for line in report.matrix)]
     kept = [(f"fast_runs_b{b}", f"b{b} fast runs") for b in report.settings["batch_sizes"]]
     tasks = {line.get("task") for line in report.matrix}
@@ -216,8 +218,8 @@ def matrix_columns(report: Report) -> list[tuple[str, str]]:
                   if any(f"gpu_b{b}_ms" in line for line in report.matrix)]
     return [("model", "model"), ("artifact", "artifact"), ("executed_precision", "runs in"), *speed, *rates,
             ("latency_b1_p50_ms", "b1 p50 ms"), ("peak_rss_mb", "peak MB"), ("file_mb", "file MB"),
-            ("weights_mb", "weights MB"),
-            ("gflops_per_image", "GFLOPs"), *explained, *accuracy, *kept, ("status", "status"), ("cpu_note", "CPU note"), ("note", "note")]
+            ("weights_mb", "weights MB"), ("gflops_per_image", "GFLOPs"), *explained, *accuracy, *kept,
+            ("status", "status"), ("cpu_note", "CPU note"), ("note", "note")]
 
 
 def cell(line: dict[str, Any], key: str) -> str:
@@ -265,7 +267,8 @@ def _legend(report: Report) -> str:
             f"kept runs, so a speedup is exactly their ratio. In brackets: the range of the per-round ratios over "
             f"all runs (! = a row's processes differ by more than {UNSTABLE_SPREAD:.0%}). 'runs in' is "
             f"the precision the runtime reported computing in. GFLOPs per image count 2 per multiply-add (thop, at "
-            f"the row's input size). {_modes_legend(report)}{_utilization_legend(report)}{_gpu_legend(report)} {env['cpu']} "
+            f"the row's input size). {_modes_legend(report)}{_utilization_legend(report)}{_gpu_legend(report)} "
+            f"{env['cpu']} "
             f"({', '.join(env['cpu_facts']['isa']) or 'no AVX2'}), {env['threads']} threads, {env['date']}.")
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.runtime.accuracy import Accuracy
 from yolo_optimize.evaluate.facts import ModelFacts
+from yolo_optimize.runtime.accuracy import Accuracy
 
 SCHEMA_VERSION = 7  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
 #                    4: weight bytes per artifact, per-convolution utilization in profiles; 5: GPU rows' copy/compute;

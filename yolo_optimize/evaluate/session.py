@@ -13,13 +13,18 @@ from yolo_optimize.devices import resolve_device
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover
 from yolo_optimize.evaluate.evaluator import EvalSettings, Progress, evaluate
-from yolo_optimize.evaluate.external import (SUFFIXES, checkpoint_baseline, external_candidates, inspect_entries,
-                                             ir_files)
+from yolo_optimize.evaluate.external import (
+    SUFFIXES,
+    checkpoint_baseline,
+    external_candidates,
+    inspect_entries,
+    ir_files,
+)
 from yolo_optimize.evaluate.interleave import ANSWER_TIMEOUT_S
 from yolo_optimize.evaluate.report import build_report, write_report
 from yolo_optimize.evaluate.results import Report
-from yolo_optimize.runtime.runners.base import MODES
 from yolo_optimize.formats import parse_batch_sizes
+from yolo_optimize.runtime.runners.base import MODES
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,9 @@ def cannot_compile(device: str) -> str | None:
     if device == "cuda":
         return "the aoti target is compiled for the CPU here (--device cpu)"
     compiler = os.environ.get("CXX", "g++")
-    return None if shutil.which(compiler) else f"AOTInductor compiles C++: no {compiler} on PATH (install g++ or set CXX)"
+    if shutil.which(compiler):
+        return None
+    return f"AOTInductor compiles C++: no {compiler} on PATH (install g++ or set CXX)"
 
 
 def machine_environment() -> dict[str, str]:
@@ -68,8 +70,8 @@ def compile_package(program: Any, path: Path, metadata: dict[str, Any]) -> None:
 
     embedded = {key: value if isinstance(value, str) else json.dumps(value) for key, value in metadata.items()}
     with torch.no_grad():  # freezing applies only without autograd
-        torch._inductor.aoti_compile_and_package(program, package_path=str(path),
-                                                 inductor_configs={**INDUCTOR_CONFIGS, "aot_inductor.metadata": embedded})
+        configs = {**INDUCTOR_CONFIGS, "aot_inductor.metadata": embedded}
+        torch._inductor.aoti_compile_and_package(program, package_path=str(path), inductor_configs=configs)
 
 
 class AotiCompile(Stage):
@@ -86,7 +88,8 @@ class AotiCompile(Stage):
 
     def unavailable_reason(self, device: str) -> str | None:
         if self.config.precision == "bf16" and not has_native_bf16():
-            return "BF16 AOTInductor needs a CPU with native bf16 (AVX512-BF16 or AMX): PyTorch emulates it, slower than FP32"
+            return ("BF16 AOTInductor needs a CPU with native bf16 (AVX512-BF16 or AMX): PyTorch emulates it, "
+                    "slower than FP32")
         return cannot_compile(device)
 
     def run(self, ctx: StageContext) -> StageOutput:

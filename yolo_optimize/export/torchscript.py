@@ -28,7 +28,8 @@ class TorchScriptExport(Stage):
 
     def unavailable_reason(self, device: str) -> str | None:
         if self.config.precision == "fp16" and device != "cuda":
-            return "FP16 TorchScript needs a CUDA device (PyTorch's CPU half-precision convolutions are slower than FP32)"
+            return ("FP16 TorchScript needs a CUDA device (PyTorch's CPU half-precision convolutions are slower "
+                    "than FP32)")
         return None
 
     def run(self, ctx: StageContext) -> StageOutput:

@@ -161,7 +161,7 @@ class Family(ABC):
 
     @abstractmethod
     def openvino_float_ops(self, model: Any) -> list[str]:
-        """OpenVINO op friendly names INT8 passes must keep in float."""
+        """OpenVINO op friendly names OpenVINO's INT8 recipe must keep in float."""
 
     def installed_name(self, pickled: str) -> str:
         """A pickled ``module.Class`` under the installed package's module name."""

@@ -102,9 +102,9 @@ class Detector(Family):
         return onnx_head_nodes(model)
 
     def openvino_float_ops(self, model: Any) -> list[str]:
-        from yolo_optimize.families.head import openvino_head_ops
+        from yolo_optimize.families.head import openvino_decode_ops
 
-        return openvino_head_ops(model)
+        return openvino_decode_ops(model)
 
     def float_module(self, model: Any) -> str | None:
         """The Detect head (YOLOv5's and Ultralytics' ``Detect``, YOLOv7's ``IDetect``...): its output convolutions and

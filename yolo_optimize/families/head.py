@@ -3,10 +3,13 @@
 Quantizing the decode squashes the sigmoid confidences and the box arithmetic, and
 quantizing the output convolutions rounds the raw box and class logits before the
 decode (measured with ONNX Runtime on the coco128 gate: 1.5 points of mAP50-95 with
-them in float, 2.6 without), so INT8 passes keep the whole head out of their quantizers
-(an INT8 ONNX file then runs the output convolutions as integer GEMMs that write float:
-optimize/integer_head.py). It is found structurally, for any model size: the ops from
-which no further convolution can be reached.
+them in float, 2.6 without), so the ONNX and PyTorch INT8 passes keep the whole head out of
+their quantizers (an INT8 ONNX file then runs the output convolutions as integer GEMMs that
+write float: optimize/integer_head.py). OpenVINO has no such kernel, and its INT8 recipe
+quantizes the output convolutions' inputs with histogram ranges and full bias correction,
+which keeps their accuracy (optimize/int8_openvino.py), so only the decode stays in float
+there. The head is found structurally, for any model size: the ops from which no further
+convolution can be reached.
 """
 
 from __future__ import annotations
@@ -39,3 +42,9 @@ def openvino_head_ops(model: Any) -> list[str]:
     skip = {"Constant", "Parameter", "Result"}
     return [op.get_friendly_name() for op in ops
             if op.get_type_name() not in skip and not feeds_conv[op.get_friendly_name()]]
+
+
+def openvino_decode_ops(model: Any) -> list[str]:
+    """``openvino_head_ops`` less the output convolutions: the decode after them (their bias additions included)."""
+    kinds = {op.get_friendly_name(): op.get_type_name() for op in model.get_ordered_ops()}
+    return [name for name in openvino_head_ops(model) if kinds[name] != "Convolution"]

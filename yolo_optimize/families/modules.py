@@ -26,7 +26,8 @@ class FirstOutput(torch.nn.Module):
 class Normalized(torch.nn.Module):
     """Folds the per-channel mean/std normalization into the model, so it takes RGB in [0, 1] like every artifact."""
 
-    def __init__(self, model: torch.nn.Module, mean: tuple[float, ...], std: tuple[float, ...], names: list[str]) -> None:
+    def __init__(self, model: torch.nn.Module, mean: tuple[float, ...], std: tuple[float, ...],
+                 names: list[str]) -> None:
         super().__init__()
         self.model = model
         self.names = names

@@ -77,7 +77,8 @@ class TorchvisionClassifier(Family):
         return {"names": list(model.names), "nc": len(model.names)}
 
     def output_spec(self, facts: dict[str, Any]) -> dict[str, Any]:
-        return {"name": "output0", "shape": ["batch", facts["nc"]], "layout": "class logits (softmax for probabilities)"}
+        return {"name": "output0", "shape": ["batch", facts["nc"]],
+                "layout": "class logits (softmax for probabilities)"}
 
     def input_spec(self) -> dict[str, Any]:
         return {"name": "images", "layout": "NCHW", "dtype": "float32",

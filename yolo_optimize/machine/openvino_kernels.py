@@ -11,9 +11,8 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.cpu import has_native_bf16
-from yolo_optimize.runtime.runners.openvino import ov_precision
-from yolo_optimize.runtime.runners.openvino import EXECUTION_HINTS
 from yolo_optimize.machine.kernels import ConvShape, GemmShape, Kernel, Shape
+from yolo_optimize.runtime.runners.openvino import EXECUTION_HINTS, ov_precision
 
 PRECISIONS = ("fp32", "bf16", "int8")
 COMPUTE_LAYERS = ("FullyConnected", "MatMul", "Convolution")
@@ -32,7 +31,8 @@ def build(shape: Shape, precision: str, threads: int) -> Kernel:
     parameter, output = _gemm(shape, quantized) if isinstance(shape, GemmShape) else _conv(shape, quantized)
     core = ov.Core()
     compiled = core.compile_model(ov.Model([output], [parameter], "peak"), "CPU", {
-        "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": EXECUTION_HINTS[precision]})  # int8: from FakeQuantize
+        "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
+        "INFERENCE_PRECISION_HINT": EXECUTION_HINTS[precision]})  # int8: from FakeQuantize
     request = compiled.create_infer_request()
     data = np.random.default_rng(0).uniform(0, 2.55, tuple(parameter.get_partial_shape().to_shape())).astype(np.float32)
     return Kernel(lambda: request.infer({0: data}, share_inputs=True, share_outputs=True), _executed(compiled))

@@ -25,12 +25,13 @@ import numpy as np
 
 from yolo_optimize.cpu import cpu_facts, cpu_flags
 from yolo_optimize.files import write_atomically
-from yolo_optimize.versions import tool_versions
 from yolo_optimize.machine.kernels import SHAPES
 from yolo_optimize.processes import in_own_process
 from yolo_optimize.runtime_env import user_cache_dir
+from yolo_optimize.versions import tool_versions
 
-SCHEMA = 4  # 3: five rounds; 4: PyTorch bf16 and int8 kernels (AOTInductor packages); bump when what is measured or how changes: cached limits of another schema are measured again
+# bump when what is measured or how changes: cached limits of another schema are measured again
+SCHEMA = 4  # 3: five rounds; 4: PyTorch bf16 and int8 kernels (AOTInductor packages)
 RUNTIMES = {"onnxruntime": "yolo_optimize.machine.onnxruntime_kernels",
             "openvino": "yolo_optimize.machine.openvino_kernels",
             "torch": "yolo_optimize.machine.torch_kernels"}

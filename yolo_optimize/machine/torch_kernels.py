@@ -34,8 +34,9 @@ def build(shape: Shape, precision: str, threads: int) -> Kernel:
         b = torch.randn(shape.k, shape.n, generator=generator).to(dtype)
         return Kernel(lambda: _no_grad(torch.mm, a, b), precision)
     layout = torch.channels_last if precision == "bf16" else torch.contiguous_format
-    x = torch.randn(shape.batch, shape.channels, shape.size, shape.size, generator=generator).to(dtype, memory_format=layout)
-    w = torch.randn(shape.filters, shape.channels, shape.kernel, shape.kernel, generator=generator).to(dtype, memory_format=layout)
+    x = torch.randn(shape.batch, shape.channels, shape.size, shape.size, generator=generator)
+    w = torch.randn(shape.filters, shape.channels, shape.kernel, shape.kernel, generator=generator)
+    x, w = (t.to(dtype, memory_format=layout) for t in (x, w))
     return Kernel(lambda: _no_grad(torch.nn.functional.conv2d, x, w, padding=shape.kernel // 2), precision)
 
 

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.runtime.dataset import Dataset, PreparedImages
 from yolo_optimize.families.base import Family
+from yolo_optimize.runtime.dataset import Dataset, PreparedImages
 
 BOOTSTRAP_RESAMPLES = 100  # each costs one COCOeval of the gate set for detectors (about 0.3 s for 128 images)
 VACUOUS = "vacuous: the FP32 model scores 0 mAP on the gate set (random weights?), so no drop can show"

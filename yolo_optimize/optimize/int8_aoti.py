@@ -82,7 +82,7 @@ class AotiInt8(Stage):
     def _quantized(self, module: Any, kept: str | None, images: list[np.ndarray]) -> Any:
         """The quantized program: annotated (``kept`` left in float), calibrated on ``images``, converted, exported."""
         import torch
-        import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as x86  # also registers Inductor's int8 passes
+        import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as x86  # registers Inductor's int8 passes
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
         config = x86.get_default_x86_inductor_quantization_config(reduce_range=self.config.reduce_range)

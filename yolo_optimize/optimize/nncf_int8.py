@@ -2,9 +2,10 @@
 
 The recipe: the MIXED preset (symmetric per-channel weights, asymmetric activations),
 ranges from every calibration image, NNCF's fast bias correction, and what the family keeps
-in float (a detector's whole Detect head: its output convolutions and the decode after
-them). The candidate is scored on the gate set with the family's metric (optimize/gate.py)
-through the same runner as its FP32 parent; when the drop is over the limit, NNCF's
+in float (for ONNX a detector's whole Detect head: its output convolutions and the decode after
+them); a backend may change the ranges, the bias correction and what stays in float
+(OpenVINO's, optimize/int8_openvino.py). The candidate is scored on the gate set with the family's
+metric (optimize/gate.py) through the same runner as its FP32 parent; when the drop is over the limit, NNCF's
 accuracy-aware route (``quantize_with_accuracy_control``) reverts
 the most harmful quantizers until it fits or its iterations run out.
 """
@@ -38,6 +39,8 @@ class NncfInt8(Stage):
 
     inputs = (SOURCE, REFERENCE)
     config: Int8Config
+    route = ROUTE  # the first route's name in the gate record
+    fast_bias_correction = True  # False: NNCF's BiasCorrection, slower to build, for every layer
 
     def run(self, ctx: StageContext) -> StageOutput:
         import nncf
@@ -51,15 +54,18 @@ class NncfInt8(Stage):
         feeds = [self.model_input(x) for x in calibration_inputs(family, self.config.calib_images, self.config.imgsz,
                                                                   parent.metadata.get("input"))]
         settings = {"preset": nncf.QuantizationPreset.MIXED, "subset_size": len(self.config.calib_images),
+                    "fast_bias_correction": self.fast_bias_correction,
                     "ignored_scope": nncf.IgnoredScope(names=head, validate=False)}
         gate = Gate(self.config.gate, family, self.config.imgsz, ctx.threads)
         try:
             record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
-            quantized = self.for_runtime(nncf.quantize(model, nncf.Dataset(feeds), **settings,
-                                                       advanced_parameters=self.advanced_parameters()), feeds, ctx.threads)
-            if not record.add(ROUTE, self._score(quantized, ctx, gate, metadata)):
-                quantized = self.for_runtime(self._with_accuracy_control(model, nncf.Dataset(feeds), gate, settings,
-                                                                         parent.metadata.get("input")), feeds, ctx.threads)
+            candidate = nncf.quantize(model, nncf.Dataset(feeds), **settings,
+                                      advanced_parameters=self.advanced_parameters())
+            quantized = self.for_runtime(candidate, feeds, ctx.threads)
+            if not record.add(self.route, self._score(quantized, ctx, gate, metadata)):
+                candidate = self._with_accuracy_control(model, nncf.Dataset(feeds), gate, settings,
+                                                        parent.metadata.get("input"))
+                quantized = self.for_runtime(candidate, feeds, ctx.threads)
                 record.add(ACCURACY_CONTROL_ROUTE, self._score(quantized, ctx, gate, metadata))
         finally:
             gate.close()

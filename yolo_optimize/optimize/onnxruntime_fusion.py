@@ -150,7 +150,8 @@ def activations_to_u8(model: Any) -> None:
         zero_point = graph.array(quantize.input[2])
         if zero_point.dtype != np.int8:
             continue
-        unsigned = graph.add_initializer(quantize.input[2] + "_u8", (zero_point.astype(np.int16) + 128).astype(np.uint8))
+        zero_point_u8 = (zero_point.astype(np.int16) + 128).astype(np.uint8)
+        unsigned = graph.add_initializer(quantize.input[2] + "_u8", zero_point_u8)
         for node in [quantize, *graph.consumers.get(quantize.output[0], [])]:
             node.input[2] = unsigned
         shifted.add(quantize.output[0])
@@ -272,7 +273,8 @@ def _input_grid(graph: QdqGraph, tensor: str) -> tuple[Any, tuple[Any, ...]]:
     concat = graph.made_by(tensor, "Concat")
     sources = [_grid_source(graph, name) for name in (concat.input if concat is not None else [tensor])]
     dqs = [dq for dq, _ in sources]
-    if None in dqs or len({(graph.array(dq.input[1]).tobytes(), graph.array(dq.input[2]).tobytes()) for dq in dqs}) != 1:
+    if None in dqs or len({(graph.array(dq.input[1]).tobytes(), graph.array(dq.input[2]).tobytes())
+                           for dq in dqs}) != 1:
         return None, ()
     keeping = tuple(node for _, nodes in sources for node in nodes) + ((concat,) if concat is not None else ())
     return dqs[0], keeping
@@ -302,7 +304,8 @@ def observed_ranges(model: Any, tensors: list[str], feeds: list[dict[str, np.nda
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     del probe.graph.output[:]
-    probe.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None) for name in tensors)
+    probe.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+                              for name in tensors)
     settings = ort.SessionOptions()
     settings.intra_op_num_threads = threads
     session = ort.InferenceSession(probe.SerializeToString(), settings, providers=["CPUExecutionProvider"])

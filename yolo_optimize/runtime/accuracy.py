@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.runtime.dataset import Dataset, PreparedImages
 from yolo_optimize.families.base import Family
+from yolo_optimize.runtime.dataset import Dataset, PreparedImages
 from yolo_optimize.runtime.runners.base import Runner
 
 
@@ -104,7 +104,8 @@ class PairedBootstrap:
     def __init__(self, reference: list[dict[str, Any]], dataset: Dataset, resamples: int, seed: int = 0) -> None:
         assert dataset.ground_truth is not None
         rng = np.random.default_rng(seed)
-        self.draws = [rng.choice(dataset.image_ids, size=len(dataset.image_ids), replace=True) for _ in range(resamples)]
+        self.draws = [rng.choice(dataset.image_ids, size=len(dataset.image_ids), replace=True)
+                      for _ in range(resamples)]
         annotations = _by_image(dataset.ground_truth["annotations"])
         self.truths = [_resampled_truth(dataset.ground_truth, draw, annotations) for draw in self.draws]
         self.reference = self._scores(reference)

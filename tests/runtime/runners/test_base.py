@@ -9,10 +9,10 @@ import pytest
 
 from tests.conftest import VAL_DATA
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.runtime.runners import open_runner
-from yolo_optimize.runtime.runners.base import AUTO, LATENCY, THROUGHPUT, wanted_mode
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
+from yolo_optimize.runtime.runners import open_runner
+from yolo_optimize.runtime.runners.base import AUTO, LATENCY, THROUGHPUT, wanted_mode
 
 
 def test_auto_is_latency_for_one_image_and_throughput_for_more() -> None:

@@ -8,9 +8,9 @@ import numpy as np
 
 from tests.conftest import VAL_DATA
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.runtime.runners.openvino import OpenVinoRunner
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images, to_input
+from yolo_optimize.runtime.runners.openvino import OpenVinoRunner
 
 
 def test_a_batch_equals_its_images_one_by_one(built: Path) -> None:

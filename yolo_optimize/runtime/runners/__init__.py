@@ -6,8 +6,8 @@ from importlib import import_module
 from pathlib import Path
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.runtime.runners.base import LATENCY, Runner
 from yolo_optimize.formats import FORMATS
+from yolo_optimize.runtime.runners.base import LATENCY, Runner
 
 
 def runner_class(target: str) -> type[Runner]:

@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.images import model_input
 from yolo_optimize.runtime.layers import LayerProfile
 from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
-from yolo_optimize.images import model_input
 
 LATENCY, THROUGHPUT, AUTO = "latency", "throughput", "auto"
 MODES = (AUTO, LATENCY, THROUGHPUT)

@@ -45,7 +45,8 @@ PROVIDER_LABELS = {"TensorrtExecutionProvider": "TensorRT EP", "CUDAExecutionPro
 NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(uint8)": np.uint8}
 THROUGHPUT_REQUEST_BATCH = 1  # images per concurrent request
 
-INTEGER_CONVOLUTION_SUFFIX = "_as_integer_matmul"  # a 1x1 convolution as MatMulIntegerToFloat (optimize/integer_head.py)
+# a 1x1 convolution as MatMulIntegerToFloat (optimize/integer_head.py)
+INTEGER_CONVOLUTION_SUFFIX = "_as_integer_matmul"
 INTEGER_OPS = ("QLinearConv", "ConvInteger", "MatMulInteger", "QLinearMatMul", "MatMulIntegerToFloat",
                "DynamicQuantizeLinear", "QLinearAdd", "QLinearMul", "QLinearConcat", "QLinearSigmoid")
 
