@@ -1,8 +1,10 @@
-"""The package's layers import only downward: families -> export/optimize (the build side) -> runtime <- evaluate;
-cluster (Ray plumbing) below both sides.
+"""Every module of the package belongs to a layer, and a layer imports only the layers below it:
 
-Read from the source (every ``import`` of every module, lazy ones inside functions too), so a new import across a
-boundary fails here, not in a review."""
+    base < families < runtime < machine, cluster < build side | evaluate < entry points (api, cli)
+
+The build side and evaluation never import each other. Read from the source (every ``import`` of every module, lazy
+ones inside functions and those under ``TYPE_CHECKING`` too), so a new import across a boundary fails here, not in a
+review."""
 
 from __future__ import annotations
 
@@ -12,16 +14,26 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "yolo_optimize"
-BUILD_SIDE = ("export", "optimize", "pipeline", "dag", "builder", "parity", "config", "stage", "executor",
-              "ray_executor")
-# a layer (a subpackage or a module) -> the parts of the package it must never import
-FORBIDDEN = {
-    "families": ("export", "optimize", "runtime", "evaluate", "machine", *BUILD_SIDE, "api", "cli"),
-    "runtime": ("evaluate", "machine", *BUILD_SIDE, "api", "cli"),
-    "machine": ("evaluate", *BUILD_SIDE, "api", "cli"),
-    "cluster": ("evaluate", "runtime", "machine", *BUILD_SIDE, "api", "cli"),
-    "evaluate": ("export", "optimize", "pipeline", "dag", "builder", "parity", "stage", "api", "cli"),
-    **{side: ("evaluate", "api", "cli") for side in BUILD_SIDE},
+# a module or subpackage (its first name under the package) -> its layer
+LAYER_OF = {
+    **dict.fromkeys(("__version__", "errors", "files", "cpu", "devices", "runtime_env", "versions", "processes",
+                     "images", "formats", "artifact", "tensorrt_api"), "base"),
+    **dict.fromkeys(("families", "checkpoint", "metadata"), "families"),
+    "runtime": "runtime", "machine": "machine", "cluster": "cluster",
+    **dict.fromkeys(("export", "optimize", "builder", "pipeline", "dag", "stage", "executor", "ray_executor", "parity",
+                     "config", "loading"), "build"),
+    "evaluate": "evaluate",
+    **dict.fromkeys(("__init__", "__main__", "api", "cli", "console"), "entry"),
+}
+BELOW = {  # a layer -> the layers it may import besides itself
+    "base": set(),
+    "families": {"base"},
+    "runtime": {"base", "families"},
+    "machine": {"base", "families", "runtime"},
+    "cluster": {"base"},
+    "build": {"base", "families", "runtime", "machine", "cluster"},
+    "evaluate": {"base", "families", "runtime", "machine", "cluster"},
+    "entry": {"base", "families", "runtime", "machine", "cluster", "build", "evaluate"},
 }
 # The one crossing allowed: ``yolo_optimize.evaluate`` is also the API's function, so the subpackage calls it.
 ALLOWED = {"evaluate/__init__.py": {"api"}}
@@ -31,29 +43,53 @@ def imports_of(path: Path) -> set[str]:
     """The yolo_optimize parts (first name after the package) a module imports, anywhere in it."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "yolo_optimize":
+            found |= {alias.name for alias in node.names}  # from yolo_optimize import api, __version__
+            continue
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
             [node.module or ""] if isinstance(node, ast.ImportFrom) else []
         found |= {name.split(".")[1] for name in names if name.startswith("yolo_optimize.") and name.count(".")}
     return found
 
 
-def layer_of(path: Path) -> str:
+def part_of(path: Path) -> str:
     relative = path.relative_to(PACKAGE)
     return relative.parts[0] if len(relative.parts) > 1 else relative.stem
 
 
-@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
-def test_a_layer_never_imports_the_layers_above_it(layer: str) -> None:
-    modules = [p for p in PACKAGE.rglob("*.py") if layer_of(p) == layer]
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_of_the_package_has_a_layer() -> None:
+    assert not sorted({part_of(p) for p in MODULES} - set(LAYER_OF)), "add the new module to LAYER_OF"
+
+
+@pytest.mark.parametrize("layer", sorted(BELOW))
+def test_a_layer_imports_only_the_layers_below_it(layer: str) -> None:
+    modules = [p for p in MODULES if LAYER_OF.get(part_of(p)) == layer]
     assert modules, f"no module in layer {layer}"
-    crossing = {str(p.relative_to(PACKAGE)): sorted(imports_of(p) & set(FORBIDDEN[layer])
-                                                    - ALLOWED.get(str(p.relative_to(PACKAGE)), set())) for p in modules}
-    assert not {module: parts for module, parts in crossing.items() if parts}
+    crossing = {}
+    for path in modules:
+        name = str(path.relative_to(PACKAGE))
+        above = {part for part in imports_of(path) - ALLOWED.get(name, set())
+                 if LAYER_OF.get(part, "unknown") not in BELOW[layer] | {layer}}
+        if above:
+            crossing[name] = sorted(f"{part} ({LAYER_OF.get(part, 'unknown')})" for part in above)
+    assert not crossing
+
+
+def test_no_two_modules_of_the_package_import_each_other() -> None:
+    """Import cycles between the package's top-level modules (artifact <-> checkpoint was one)."""
+    graph = {part_of(p): set() for p in MODULES}
+    for path in MODULES:
+        graph[part_of(path)] |= imports_of(path) - {part_of(path)}
+    pairs = sorted({tuple(sorted((a, b))) for a, imported in graph.items() for b in imported if a in graph.get(b, ())})
+    assert pairs in ([], [("api", "evaluate")]), "the evaluate subpackage calls the API (ALLOWED) and nothing else"
 
 
 def test_the_check_sees_lazy_imports(tmp_path: Path) -> None:
     """A function-level import counts as much as a module-level one."""
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from yolo_optimize.evaluate.measure import x\n"
-                      "    import yolo_optimize.runtime.runners\n")
-    assert imports_of(module) == {"evaluate", "runtime"}
+                      "    import yolo_optimize.runtime.runners\n    from yolo_optimize import api\n")
+    assert imports_of(module) == {"evaluate", "runtime", "api"}

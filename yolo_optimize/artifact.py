@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from yolo_optimize.checkpoint import file_sha256
 from yolo_optimize.errors import UserError
+from yolo_optimize.files import file_sha256
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"

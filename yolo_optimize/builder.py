@@ -18,7 +18,6 @@ from yolo_optimize.dag import FAILED, Build, NodeResult
 from yolo_optimize.errors import UserError
 from yolo_optimize.executor import Executor, LocalExecutor
 from yolo_optimize.families.base import Family
-from yolo_optimize.loading import UINT8_INPUT
 from yolo_optimize.machine.choices import (
     BF16_RUNTIMES,
     Bf16Evidence,
@@ -27,6 +26,7 @@ from yolo_optimize.machine.choices import (
     float_parts_precision,
     slower_than_fp32_note,
 )
+from yolo_optimize.metadata import UINT8_INPUT
 from yolo_optimize.pipeline import BuildRequest
 
 VERDICTS = ".checkpoints"  # under --out: the family verdicts of the checkpoints built there

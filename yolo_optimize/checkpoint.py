@@ -28,7 +28,7 @@ from yolo_optimize.families import (
     names_hint,
 )
 from yolo_optimize.families.base import RANDOM_SEED, Family
-from yolo_optimize.files import write_atomically
+from yolo_optimize.files import file_sha256, write_atomically
 from yolo_optimize.runtime_env import user_cache_dir
 
 if TYPE_CHECKING:
@@ -181,14 +181,6 @@ def _random_source(family: Family, name: str) -> ModelSource:
     identity = hashlib.sha256(family.config_bytes(name) + f"seed={RANDOM_SEED}".encode()).hexdigest()
     return ModelSource(model_id=f"{name}-random", family=family.name, architecture=name, checkpoint=None,
                        pretrained=False, identity=identity)
-
-
-def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load_model(source: ModelSource) -> torch.nn.Module:

@@ -18,7 +18,7 @@ from yolo_optimize.cluster.nodes import parse_selectors
 from yolo_optimize.devices import DEVICES
 from yolo_optimize.errors import UserError
 from yolo_optimize.formats import parse_batch_sizes, parse_image_sizes, parse_precisions, parse_targets
-from yolo_optimize.loading import FLOAT_INPUT, INPUT_FORMS
+from yolo_optimize.metadata import FLOAT_INPUT, INPUT_FORMS
 
 DEFAULT_TARGETS = ("torchscript", "aoti", "onnx", "openvino")
 LOCAL, RAY = "local", "ray"

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from yolo_optimize.builder import BuildResult
+from typing import Any
 
 
 class UserError(Exception):
@@ -17,10 +14,11 @@ class StageSkipped(Exception):
 
 
 class BuildFailed(Exception):
-    """The API's word for a build in which a node failed (the command exits 1): ``result`` holds every node's result,
-    the message names each failed node and why."""
+    """The API's word for a build in which a node failed (the command exits 1): ``result`` (a ``builder.BuildResult``,
+    not imported here: every layer imports this module) holds every node's result, the message names each failed node
+    and why."""
 
-    def __init__(self, result: BuildResult) -> None:
+    def __init__(self, result: Any) -> None:
         self.result = result
         reasons = {f"{model.model}/{node.node}": node.reason for model in result.models for node in model.nodes
                    if node.node in model.failed}

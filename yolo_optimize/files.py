@@ -1,8 +1,9 @@
-"""Writing a file so that a reader never sees it half-written, even when the writer is killed or another process
-writes the same file at the same time."""
+"""Files as the store and the checkpoints need them: written so that a reader never sees one half-written, even
+when the writer is killed or another process writes the same file at the same time, and hashed."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -19,3 +20,12 @@ def write_atomically(path: Path, data: bytes | str) -> None:
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
+
+
+def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
+    """The file's sha256, read in ``chunk``-byte blocks (a weights file need not fit in memory twice)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()

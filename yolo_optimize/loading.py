@@ -7,10 +7,8 @@ from typing import Any
 
 from yolo_optimize import __version__
 from yolo_optimize.families import family_named
+from yolo_optimize.metadata import FLOAT_INPUT
 from yolo_optimize.stage import Stage, StageContext, StageOutput
-
-FLOAT_INPUT, UINT8_INPUT = "float", "uint8"
-INPUT_FORMS = (FLOAT_INPUT, UINT8_INPUT)  # what every exported artifact of a build takes (optimize build --input)
 
 
 @dataclass(frozen=True)
@@ -52,33 +50,6 @@ def describe(model: Any, ctx: StageContext) -> dict[str, Any]:
         "parameters": sum(p.numel() for p in model.parameters()),
         "gflops": {"imgsz": imgsz, "value": round(2 * macs / 1e9, 3)},
     }
-
-
-def artifact_metadata(base: dict[str, Any], *, target: str, precision: str, imgsz: int,
-                      max_batch: int | None = None, input_form: str | None = None) -> dict[str, Any]:
-    """What a deployed file must carry to be used without this package (``input_form``: what it takes; by default
-    what its parent's metadata says, else float)."""
-    family = family_named(base["family"])
-    return {
-        **base,
-        "format": target,
-        "precision": precision,
-        "imgsz": [imgsz, imgsz],
-        "batch": {"min": 1, "max": max_batch},  # max None: any batch size
-        "input": input_spec(family.name, input_form) if input_form else base.get("input") or family.input_spec(),
-        "output": family.output_spec(base),
-    }
-
-
-def input_spec(family_name: str, form: str) -> dict[str, Any]:
-    """The family's input description for an artifact that takes ``form``: with ``uint8`` the prepared image as it
-    is (NHWC, 0-255), its layout change and scaling inside the graph."""
-    spec = family_named(family_name).input_spec()
-    if form == FLOAT_INPUT:
-        return spec
-    return {**spec, "dtype": "uint8", "layout": "NHWC",
-            "preprocess": f"{spec['preprocess'].replace(', /255', '')}; uint8 NHWC as prepared: "
-                          f"the NCHW layout and the /255 scaling are inside the graph"}
 
 
 def export_module(source: Any, input_form: str) -> Any:

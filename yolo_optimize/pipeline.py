@@ -28,7 +28,8 @@ from yolo_optimize.export.torch_tensorrt import (
 )
 from yolo_optimize.export.torchscript import TorchScriptConfig, TorchScriptExport
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.loading import FLOAT_INPUT, LoadConfig, LoadStage
+from yolo_optimize.loading import LoadConfig, LoadStage
+from yolo_optimize.metadata import FLOAT_INPUT
 from yolo_optimize.optimize.fp16 import OnnxFp16, OnnxFp16Config
 from yolo_optimize.optimize.gate import GateConfig
 from yolo_optimize.optimize.int8_aoti import AotiInt8, AotiInt8Config

@@ -24,7 +24,7 @@ from yolo_optimize.artifact import Manifest, hash_files
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate
 from yolo_optimize.families import family_named
-from yolo_optimize.loading import FLOAT_INPUT, UINT8_INPUT, input_spec
+from yolo_optimize.metadata import FLOAT_INPUT, UINT8_INPUT, input_spec
 
 EXTERNAL = "external"
 SUFFIXES = {".onnx": "onnx", ".xml": "openvino", ".torchscript": "torchscript", ".pt2": "aoti"}

@@ -21,7 +21,8 @@ from typing import Any
 
 from yolo_optimize.cpu import cpu_facts, has_native_bf16
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.loading import FLOAT_INPUT, artifact_metadata, example_input, export_module
+from yolo_optimize.loading import example_input, export_module
+from yolo_optimize.metadata import FLOAT_INPUT, artifact_metadata
 from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 
 MAX_BATCH = 1024  # the exporter needs a bound; the compiled code takes any batch up to it

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from yolo_optimize.loading import FLOAT_INPUT, example_input, export_module, input_spec
+from yolo_optimize.loading import example_input, export_module
+from yolo_optimize.metadata import FLOAT_INPUT, input_spec
 from yolo_optimize.stage import MODEL, Stage, StageContext, StageOutput
 
 MAX_BATCH = 1024  # the exporter needs a bound; the graph itself has none

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.loading import artifact_metadata
+from yolo_optimize.metadata import artifact_metadata
 from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.tensorrt_api import (
     TORCH_TENSORRT_HINT,

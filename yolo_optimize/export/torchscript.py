@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass
 
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.loading import FLOAT_INPUT, artifact_metadata, example_input, export_module
+from yolo_optimize.loading import example_input, export_module
+from yolo_optimize.metadata import FLOAT_INPUT, artifact_metadata
 from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 
 METADATA_FILE = "config.txt"

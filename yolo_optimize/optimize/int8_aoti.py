@@ -26,7 +26,8 @@ import numpy as np
 from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.export.aoti import cannot_compile, compile_package, exported, machine_environment
 from yolo_optimize.families import family_named
-from yolo_optimize.loading import FLOAT_INPUT, example_input, export_module
+from yolo_optimize.loading import example_input, export_module
+from yolo_optimize.metadata import FLOAT_INPUT
 from yolo_optimize.optimize.calibration import Int8Config, calibration_inputs, candidate_manifest
 from yolo_optimize.optimize.gate import Gate, GateRecord
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from yolo_optimize.formats import FORMATS
-from yolo_optimize.loading import artifact_metadata
+from yolo_optimize.metadata import artifact_metadata
 from yolo_optimize.optimize.onnx_io import save_onnx
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
