@@ -70,6 +70,8 @@ def test_the_api_refuses_bad_input_in_one_sentence_naming_it(tmp_path: Path) -> 
         yo.build("yolov5n", batch_size=2)
     with pytest.raises(UserError, match="build\\(\\): jobs: must be an integer >= 1, got 0"):
         yo.build("yolov5n", jobs=0)
+    with pytest.raises(UserError, match="evaluate\\(\\): unknown key 'batch_size'"):
+        yo.evaluate(tmp_path, batch_size=2)
     with pytest.raises(UserError, match="evaluate\\(\\): mode: must be one of auto, latency, throughput, got 'fast'"):
         yo.evaluate(tmp_path, mode="fast")
     with pytest.raises(UserError, match="evaluate\\(\\): repeats: must be an integer >= 1, got 'x'"):

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "yolo_optimize"
 # a module or subpackage (its first name under the package) -> its layer
 LAYER_OF = {
     **dict.fromkeys(("__version__", "errors", "files", "cpu", "devices", "runtime_env", "versions", "processes",
-                     "images", "formats", "artifact", "tensorrt_api"), "base"),
+                     "images", "formats", "artifact", "tensorrt_api", "options"), "base"),
     **dict.fromkeys(("families", "checkpoint", "metadata"), "families"),
     "runtime": "runtime", "machine": "machine", "cluster": "cluster",
     **dict.fromkeys(("export", "optimize", "builder", "pipeline", "dag", "stage", "executor", "ray_executor", "parity",

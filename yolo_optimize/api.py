@@ -7,8 +7,8 @@
     best = yo.recommend(report, max_map_drop=1.0, batch_size=1)
     print(best.artifact, best.speedup, best.load_snippet)
 
-Every keyword is the command's option of the same name (``optimize build --help``); ``yo.build`` also
-takes ``config=`` (a TOML file or a dict), overridden by the keywords. Silent by default:
+Every keyword is the command's option of the same name (``optimize build --help``, ``optimize eval --help``);
+both also take ``config=`` (a TOML file or a dict), overridden by the keywords. Silent by default:
 ``progress(text, done, total)`` receives each step. The process-wide settings the tools need (offline,
 no telemetry, nothing written to ``$HOME``, the measuring processes' allocator) hold only while a call
 runs and in the processes it starts: your ``os.environ`` is the same after the call as before.
@@ -16,32 +16,19 @@ runs and in the processes it starts: your ``os.environ`` is the same after the c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from yolo_optimize import runtime_env
 from yolo_optimize.builder import BuildResult, run_build
-from yolo_optimize.config import (
-    build_options,
-    checked_values,
-    choice,
-    comma,
-    flag,
-    integer,
-    number,
-    optional,
-    path,
-    text,
-)
+from yolo_optimize.config import build_options
 from yolo_optimize.dag import NodeResult
-from yolo_optimize.devices import DEVICES
 from yolo_optimize.errors import BuildFailed, UserError
 from yolo_optimize.evaluate.recommend import RANKINGS, Budget, Candidate, Recommendation
 from yolo_optimize.evaluate.results import Report
-from yolo_optimize.formats import parse_batch_sizes
-from yolo_optimize.runtime.runners.base import MODES
+from yolo_optimize.options import LOCAL, checked_values, choice, integer, number, optional, text
 
 Progress = Callable[[str, int, int], None]  # (what is happening, steps done, steps in all)
 
@@ -71,33 +58,23 @@ def _node_progress(progress: Progress) -> Callable[[str, NodeResult | None], Non
     return event
 
 
-def evaluate(root: str | Path, *, data: str | Path | None = None, out: str | Path | None = None,
-             batch_sizes: Sequence[int] = (1, 8), device: str = "auto", threads: int | None = None,
-             min_time: float = 1.0, repeats: int = 3, max_images: int | None = None, accuracy: bool = True,
-             imgsz: int | None = None, mode: str = "auto", end_to_end: bool = True, profile: bool = False,
-             add: Sequence[str | Path] = (), family: str | None = None, checkpoint: str | Path | None = None,
-             row_timeout: float = 600.0, progress: Progress | None = None) -> Report:
+def evaluate(root: str | Path | None = None, *, config: str | Path | Mapping[str, Any] | None = None,
+             progress: Progress | None = None, **options: Any) -> Report:
     """Measure every artifact under ``root`` (and the ``add``-ed model files) with the evaluation protocol; with
-    ``out``, also write the report's files there."""
+    ``out``, also write the report's files there. The options are ``EvalOptions``' (evaluate/options.py), as the
+    command names them; ``config=`` as for ``build``."""
+    from yolo_optimize.evaluate.options import eval_options
     from yolo_optimize.evaluate.session import EvalRequest, run_evaluation
 
-    given = dict(root=root, data=data, out=out, batch_sizes=batch_sizes, device=device, threads=threads,
-                 min_time=min_time, repeats=repeats, max_images=max_images, accuracy=accuracy, imgsz=imgsz, mode=mode,
-                 end_to_end=end_to_end, profile=profile, add=add, family=family, checkpoint=checkpoint,
-                 row_timeout=row_timeout)
-    request = EvalRequest.checked(**checked_values(given, EVALUATE_ARGUMENTS, "evaluate()"))
+    if root is not None:
+        options["root"] = root
+    values = eval_options(Path(config) if isinstance(config, str) else config, options, "evaluate()")
+    if values.executor != LOCAL or values.on:
+        raise UserError("evaluate(): measures on this machine; on a Ray cluster's hosts use "
+                        "'optimize eval --executor ray --on ...'")
+    request = EvalRequest.of(values)
     with runtime_env.configured():
         return run_evaluation(request, progress or (lambda text, done, total: None))
-
-
-EVALUATE_ARGUMENTS: dict[str, Callable[[Any], Any]] = {  # evaluate()'s arguments, checked as the build's options are
-    "root": lambda value: Path(text(str(value) if isinstance(value, Path) else value)), "data": path, "out": path,
-    "batch_sizes": lambda value: parse_batch_sizes(comma(value)),
-    "device": choice(DEVICES), "threads": optional(integer(1)), "min_time": number(), "repeats": integer(1),
-    "max_images": optional(integer(1)), "accuracy": flag, "imgsz": optional(integer(32)), "mode": choice(MODES),
-    "end_to_end": flag, "profile": flag, "family": optional(text), "checkpoint": path, "row_timeout": number(1),
-    "add": lambda value: tuple(str(path(item)) for item in ([value] if isinstance(value, (str, Path)) else value)),
-}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from yolo_optimize.artifact import check_writable
-from yolo_optimize.config import LOCAL, BuildOptions
+from yolo_optimize.config import BuildOptions
 from yolo_optimize.dag import FAILED, Build, NodeResult
 from yolo_optimize.errors import UserError
 from yolo_optimize.executor import Executor, LocalExecutor
@@ -27,6 +27,7 @@ from yolo_optimize.machine.choices import (
     slower_than_fp32_note,
 )
 from yolo_optimize.metadata import UINT8_INPUT
+from yolo_optimize.options import LOCAL
 from yolo_optimize.pipeline import BuildRequest
 
 VERDICTS = ".checkpoints"  # under --out: the family verdicts of the checkpoints built there

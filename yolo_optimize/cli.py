@@ -9,7 +9,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,16 +18,18 @@ from rich.console import Console
 
 from yolo_optimize import __version__
 from yolo_optimize.artifact import check_writable, written_whole
-from yolo_optimize.config import EXECUTORS, LOCAL, RAY
 from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.devices import DEVICES as DEVICE_CHOICES
 from yolo_optimize.errors import UserError
 from yolo_optimize.machine.peaks import ROUNDS
+from yolo_optimize.options import EXECUTORS, RAY
 
 if TYPE_CHECKING:
+    from yolo_optimize.evaluate.options import EvalOptions
     from yolo_optimize.machine.peaks import MachineLimits
 
 console = Console(width=None if sys.stdout.isatty() else 160)
+DEFAULT_REPORTS = "reports"  # where optimize eval writes (yo.evaluate writes only where asked)
 
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -200,29 +202,32 @@ def _say(text: str) -> None:
 
 
 @main.command(name="eval")
-@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("directory", required=False, type=click.Path(path_type=Path))
+@click.option("--config", "config_file", type=click.Path(path_type=Path),
+              help="A TOML file of these options (keys as named here: batch-sizes = [1, 8], directory = \"...\"); "
+                   "options given on the command line override it.")
 @click.option("--data", type=click.Path(path_type=Path),
               help="YOLO dataset folder or COCO instances_*.json [default: the model package's sample images, "
                    "no accuracy].")
-@click.option("--batch-sizes", default="1,8", show_default=True)
-@click.option("--out", default="reports", show_default=True, type=click.Path(path_type=Path))
-@click.option("--device", default="auto", show_default=True, type=click.Choice(DEVICE_CHOICES),
-              help="auto: cuda where a GPU is visible (as for build).")
+@click.option("--batch-sizes", help="[default: 1,8]")
+@click.option("--out", type=click.Path(path_type=Path), help=f"[default: {DEFAULT_REPORTS}]")
+@click.option("--device", type=click.Choice(DEVICE_CHOICES),
+              help="[default: auto: cuda where a GPU is visible, as for build]")
 @click.option("--threads", type=click.IntRange(1),
               help="Threads every runtime gets [default: the CPUs this process may use: its affinity and cgroup "
                    "quota].")
-@click.option("--min-time", default=1.0, show_default=True, type=click.FloatRange(0), help="Seconds per batch size.")
-@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1),
-              help="Interleaved rounds: processes per artifact and per baseline.")
+@click.option("--min-time", type=click.FloatRange(0), help="Seconds per batch size [default: 1.0].")
+@click.option("--repeats", type=click.IntRange(1),
+              help="Interleaved rounds: processes per artifact and per baseline [default: 3].")
 @click.option("--max-images", type=click.IntRange(1), help="Evaluate accuracy on the first N images only.")
-@click.option("--no-accuracy", is_flag=True, help="Measure speed and memory only.")
+@click.option("--no-accuracy", "accuracy", flag_value=False, default=None, help="Measure speed and memory only.")
 @click.option("--imgsz", type=int, help="Refuse artifacts built for another input size; the input size of --add files "
                                         "whose input shape is not fixed.")
-@click.option("--mode", type=click.Choice(["auto", "latency", "throughput"]), default="auto", show_default=True,
+@click.option("--mode", type=click.Choice(["auto", "latency", "throughput"]),
               help="How each batch size runs: auto = latency at batch 1 (one request on every thread), throughput "
                    "above (the runtime's own: OpenVINO's THROUGHPUT hint, concurrent ONNX Runtime requests on "
-                   "one-thread sessions; PyTorch as it is); or one of them for every batch size.")
-@click.option("--no-end-to-end", is_flag=True,
+                   "one-thread sessions; PyTorch as it is); or one of them for every batch size [default: auto].")
+@click.option("--no-end-to-end", "end_to_end", flag_value=False, default=None,
               help="Time inference only, not also the pipelined path from image files to kept predictions.")
 @click.option("--add", multiple=True, metavar="[FAMILY=]PATH",
               help="A model file this tool did not build (.onnx, an OpenVINO .xml or its folder, .torchscript, .pt2), "
@@ -232,41 +237,39 @@ def _say(text: str) -> None:
                                "torchvision).")
 @click.option("--checkpoint", type=click.Path(path_type=Path),
               help="The PyTorch checkpoint of --add files that join no model under DIRECTORY: their baseline.")
-@click.option("--row-timeout", default=600.0, show_default=True, type=click.FloatRange(1),
+@click.option("--row-timeout", type=click.FloatRange(1),
               help="Seconds a row's measuring process may stay silent (a hung runtime) before it is stopped and the "
-                   "row marked 'timed out'; the other rows go on.")
-@click.option("--profile", is_flag=True,
+                   "row marked 'timed out'; the other rows go on [default: 600].")
+@click.option("--profile", is_flag=True, default=None,
               help="Explain the numbers: model facts against this machine's measured peaks (optimize info), the "
                    "roofline, and per artifact per-layer time, a trace, the end-to-end breakdown, threads, energy.")
-@click.option("--executor", type=click.Choice(EXECUTORS), default=LOCAL, show_default=True,
+@click.option("--executor", type=click.Choice(EXECUTORS),
               help="ray: the whole evaluation once per --on selector, each on a Ray node with that label, alone there "
-                   "(pip install -e \".[ray]\"; DIRECTORY, --data and --out at the same path on every node).")
-@click.option("--ray-address", default="auto", show_default=True, help="The Ray cluster to connect to.")
+                   "(pip install -e \".[ray]\"; DIRECTORY, --data and --out at the same path on every node) "
+                   "[default: local].")
+@click.option("--ray-address", help="The Ray cluster to connect to [default: auto].")
 @click.option("--on", help="With --executor ray: one measuring node per label=value selector, comma list "
                            "(kind=avx2,kind=avx512); reports go to OUT/kind-avx2/...")
 @user_errors
-def evaluate_command(directory: Path, data: Path | None, batch_sizes: str, out: Path, device: str, threads: int | None,
-                     min_time: float, repeats: int, max_images: int | None, no_accuracy: bool, imgsz: int | None,
-                     mode: str, no_end_to_end: bool, add: tuple[str, ...], family: str | None,
-                     checkpoint: Path | None, row_timeout: float, profile: bool, executor: str, ray_address: str,
-                     on: str | None) -> None:
+def evaluate_command(directory: Path | None, config_file: Path | None, add: tuple[str, ...], **given: Any) -> None:
     """Measure every artifact under DIRECTORY (and any --add model file) and write the speedup matrix."""
     from yolo_optimize.console import progress_bar
+    from yolo_optimize.evaluate.options import eval_options
     from yolo_optimize.evaluate.recommend import Budget, brief, recommend
     from yolo_optimize.evaluate.report import rich_table
     from yolo_optimize.evaluate.session import EvalRequest, run_evaluation
-    from yolo_optimize.formats import parse_batch_sizes
 
-    arguments = dict(root=directory, data=data, batch_sizes=parse_batch_sizes(batch_sizes), device=device,
-                     threads=threads, min_time=min_time, repeats=repeats, max_images=max_images,
-                     accuracy=not no_accuracy, imgsz=imgsz, mode=mode, end_to_end=not no_end_to_end, profile=profile,
-                     add=add, family=family, checkpoint=checkpoint, row_timeout=row_timeout)
-    if executor == RAY:
-        _evaluate_on_hosts(arguments, out, ray_address, on)
+    given = {**given, "root": directory, "add": add or None}
+    options = eval_options(config_file, {key: value for key, value in given.items() if value is not None},
+                           "command line")
+    options = replace(options, out=options.out or Path(DEFAULT_REPORTS))
+    out = options.out
+    if options.executor == RAY:
+        _evaluate_on_hosts(options)
         return
-    if on:
+    if options.on:
         raise UserError("--on goes with --executor ray")
-    request = EvalRequest.checked(**arguments, out=out)
+    request = EvalRequest.of(options)
     try:
         with progress_bar(console) as bar:
             task = bar.add_task("evaluating", total=None)
@@ -445,28 +448,27 @@ def _measured_limits(threads: int) -> MachineLimits:
         return machine_limits(threads)
 
 
-def _evaluate_on_hosts(arguments: dict[str, Any], out: Path, address: str, on: str | None) -> None:
+def _evaluate_on_hosts(options: EvalOptions) -> None:
     """``eval --executor ray``: each selector's host measured on its own node, one progress line per host, then each
     host's matrix and what to ship where."""
     from rich.table import Table
 
-    from yolo_optimize.cluster.nodes import parse_selectors
     from yolo_optimize.console import progress_bar
     from yolo_optimize.evaluate.hosts import SHIP_COLUMNS, evaluate_on_hosts, ship_where
     from yolo_optimize.evaluate.report import rich_table
     from yolo_optimize.evaluate.session import EvalRequest
 
-    if not on:
+    if not options.on:
         raise UserError("--executor ray measures on the nodes --on names (label=value, comma list)")
-    selectors = parse_selectors(on)
-    EvalRequest.checked(**{**arguments, "device": "auto"}, out=out)  # bad input refused here; device on each node
+    selectors, out = options.on, options.out
+    EvalRequest.of(replace(options, device="auto"))  # bad input refused here; the device is each node's
     with progress_bar(console) as bar:
         tasks = {selector: bar.add_task(selector, total=None) for selector in selectors}
 
         def progress(selector: str, text: str, done: int, total: int) -> None:
             _progress(bar, tasks[selector], f"{selector}: {text}", done, total)
 
-        runs = evaluate_on_hosts(arguments, out, address, selectors, progress)
+        runs = evaluate_on_hosts(options, progress)
     for run in runs:
         console.print(f"{run.selector} on {run.node.describe()}: {run.folder}")
         console.print(rich_table(run.report))

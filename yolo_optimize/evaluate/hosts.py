@@ -34,6 +34,7 @@ from yolo_optimize.cluster.ray_cluster import (
     on_node,
     shared_paths,
 )
+from yolo_optimize.evaluate.options import EvalOptions
 from yolo_optimize.evaluate.recommend import Budget, Recommendation, recommend
 from yolo_optimize.evaluate.results import Report
 
@@ -53,24 +54,24 @@ class HostRun:
     finished: float
 
 
-def evaluate_on_hosts(arguments: dict[str, Any], out: Path, address: str, selectors: tuple[str, ...],
-                      progress: HostProgress) -> list[HostRun]:
-    """Every selector's evaluation on its node, at once; the runs in selector order, merged files in ``out``."""
+def evaluate_on_hosts(options: EvalOptions, progress: HostProgress) -> list[HostRun]:
+    """Every ``options.on`` selector's evaluation on its node, at once; the runs in selector order, merged files in
+    ``options.out``."""
     from ray.util.queue import Queue
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    ray = connect(address)
+    ray, out = connect(options.ray_address), options.out
     here = driver_node(ray)
-    chosen = choose_hosts(selectors, live_nodes(ray), here)
+    chosen = choose_hosts(options.on, live_nodes(ray), here)
     for selector, node in chosen.items():
         progress(selector, f"measuring on {node.describe()}", 0, 0)
-    inputs = {"DIRECTORY": arguments["root"], "--data": arguments["data"], "--checkpoint": arguments["checkpoint"],
-              **{f"--add {path}": Path(str(path).rpartition("=")[2]) for path in arguments["add"]}}
+    inputs = {"DIRECTORY": options.root, "--data": options.data, "--checkpoint": options.checkpoint,
+              **{f"--add {path}": Path(str(path).rpartition("=")[2]) for path in options.add}}
     check_shared(ray, list(chosen.values()), shared_paths(out, inputs))
     queue = Queue(actor_options={"num_cpus": 0,
                                  "scheduling_strategy": NodeAffinitySchedulingStrategy(here, soft=False)})
-    refs = {selector: on_node(ray, node, evaluate_here, arguments, out.absolute() / folder_name(selector), selector,
-                              node, queue, cpus=node.cpus, gpus=node.gpus, resources={BENCH_SLOT: 1})
+    refs = {selector: on_node(ray, node, evaluate_here, replace(options, out=out.absolute() / folder_name(selector)),
+                              selector, node, queue, cpus=node.cpus, gpus=node.gpus, resources={BENCH_SLOT: 1})
             for selector, node in chosen.items()}
     pending = list(refs.values())
     while pending:
@@ -82,12 +83,12 @@ def evaluate_on_hosts(arguments: dict[str, Any], out: Path, address: str, select
     return runs
 
 
-def evaluate_here(arguments: dict[str, Any], out: Path, selector: str, node: ClusterNode, queue: Any) -> HostRun:
+def evaluate_here(options: EvalOptions, selector: str, node: ClusterNode, queue: Any) -> HostRun:
     """The measuring node's side: the request checked here (device and threads are this node's), measured, written."""
     from yolo_optimize.evaluate.report import write_report
     from yolo_optimize.evaluate.session import EvalRequest, run_evaluation
 
-    request = EvalRequest.checked(**arguments, out=out)
+    request, out = EvalRequest.of(options), options.out
     load_before, started = os.getloadavg(), time.time()
     report = run_evaluation(replace(request, out=None),
                             lambda text, done, total: queue.put((selector, text, done, total)))

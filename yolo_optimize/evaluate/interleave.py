@@ -38,6 +38,7 @@ from yolo_optimize.evaluate.measure import (
     finished,
     peak_rss,
 )
+from yolo_optimize.evaluate.options import ROW_TIMEOUT_S
 from yolo_optimize.evaluate.results import BLOCK_S, END_TO_END, INFERENCE, BatchResult, Measurement
 from yolo_optimize.families import family_named
 from yolo_optimize.processes import SPAWN, child_environment, configured_child, ended, oom_kills
@@ -65,14 +66,13 @@ def take_turns(rows: list[LiveRow], batch: int, turns: int, show: Callable[[int]
         turn += 1
 
 
-ANSWER_TIMEOUT_S = 600.0  # a row's process silent this long (a hung runtime) is stopped; the others go on
 
 
 class LiveRow:
     """One row's measurement process, driven block by block; ``error`` is set once it has failed: ``crashed``
     (its process died), ``timed out`` (no answer within ``timeout_s``: it is killed), or what ``serve`` reported."""
 
-    def __init__(self, job: MeasureJob, timeout_s: float = ANSWER_TIMEOUT_S) -> None:
+    def __init__(self, job: MeasureJob, timeout_s: float = ROW_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
         self._oom_kills = oom_kills()
         self._conn, child = SPAWN.Pipe()

@@ -20,11 +20,9 @@ from yolo_optimize.evaluate.external import (
     inspect_entries,
     ir_files,
 )
-from yolo_optimize.evaluate.interleave import ANSWER_TIMEOUT_S
+from yolo_optimize.evaluate.options import EvalOptions
 from yolo_optimize.evaluate.report import build_report, write_report
 from yolo_optimize.evaluate.results import Report
-from yolo_optimize.formats import parse_batch_sizes
-from yolo_optimize.runtime.runners.base import MODES
 
 
 @dataclass(frozen=True)
@@ -37,27 +35,23 @@ class EvalRequest:
     checkpoint: Path | None = None  # the PyTorch baseline of --add files that join no model under root
 
     @classmethod
-    def checked(cls, root: Path, *, data: Path | None, out: Path | None, batch_sizes: tuple[int, ...], device: str,
-                threads: int | None, min_time: float, repeats: int, max_images: int | None, accuracy: bool,
-                imgsz: int | None, mode: str, end_to_end: bool, profile: bool, add: tuple[str, ...] = (),
-                family: str | None = None, checkpoint: Path | None = None,
-                row_timeout: float = ANSWER_TIMEOUT_S) -> EvalRequest:
-        """The request, every value checked (a UserError names the bad one); a model file as ``root`` is measured
-        like an --add file."""
-        if mode not in MODES:
-            raise UserError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        if threads is not None and threads < 1 or repeats < 1 or min_time < 0:
-            raise UserError("threads and repeats must be at least 1 and min_time not negative")
+    def of(cls, options: EvalOptions) -> EvalRequest:
+        """The request for checked ``options``, resolved on this machine (its device and CPUs); a model file as
+        ``root`` is measured like an --add file. A UserError when something needs another option."""
+        root, add = options.root, options.add
+        if root is None:
+            raise UserError("nothing to evaluate: give a folder of artifacts or a model file")
         if root.is_file() or root.suffix in SUFFIXES or _model_folder(root):
-            root, add = None, (str(root), *add)  # type: ignore[assignment]
-        settings = EvalSettings(data=data, batch_sizes=parse_batch_sizes(",".join(map(str, batch_sizes))),
-                                threads=threads or usable_cpus(), device=resolve_device(device), min_time_s=min_time,
-                                repeats=repeats, max_images=max_images, accuracy=accuracy, imgsz=imgsz,
-                                profile_dir=out / "profiles" if profile and out else None, mode=mode,
-                                end_to_end=end_to_end, row_timeout_s=row_timeout)
-        if profile and out is None:
+            root, add = None, (str(root), *add)
+        if options.profile and options.out is None:
             raise UserError("profile needs a folder to write the profiles to: pass out=")
-        return cls(root, settings, out, add, family, checkpoint)
+        settings = EvalSettings(data=options.data, batch_sizes=options.batch_sizes,
+                                threads=options.threads or usable_cpus(), device=resolve_device(options.device),
+                                min_time_s=options.min_time, repeats=options.repeats, max_images=options.max_images,
+                                accuracy=options.accuracy, imgsz=options.imgsz,
+                                profile_dir=options.out / "profiles" if options.profile and options.out else None,
+                                mode=options.mode, end_to_end=options.end_to_end, row_timeout_s=options.row_timeout)
+        return cls(root, settings, options.out, add, options.family, options.checkpoint)
 
 
 def _model_folder(path: Path) -> bool:
