@@ -6,9 +6,15 @@ import functools
 import os
 import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from yolo_optimize.builder import BuildResult
 
 ASSETS = Path(os.environ.get("YOLO_OPTIMIZE_ASSETS", Path(__file__).resolve().parents[2] / "shared" / "assets"))
 WEIGHTS = ASSETS / "weights" / "yolov5n.pt"
@@ -21,8 +27,6 @@ def pytest_configure(config: pytest.Config) -> None:
     """The test process is ours, like the CLI's: the tools stay offline and out of $HOME (the package no longer does
     this on import). Every command and API call of the session shares one fresh cache (XDG_CACHE_HOME): this
     machine's limits, which builds of bf16 and int8 read, are measured once (``machine_cache``, in LIMIT_ROUNDS)."""
-    import tempfile
-
     from yolo_optimize.runtime_env import configure
 
     configure()
@@ -46,23 +50,43 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         raise pytest.UsageError(f"test assets missing: {WEIGHTS} (set YOLO_OPTIMIZE_ASSETS to the assets folder)")
 
 
-def optimize(*args: str | Path, env: dict[str, str] | None = None,
-             timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    """Run the CLI exactly as a user would, in its own process."""
-    return subprocess.run([sys.executable, "-m", "yolo_optimize", *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, "YOLO_OPTIMIZE_OFFLINE": "1", **(env or {})}, timeout=timeout)
+@dataclass
+class Run:
+    """A finished command: what subprocess.run returns, and for a build the typed result it wrote (``--result``)."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    build: BuildResult | None = None  # None: not a build, or one refused or interrupted before writing it
 
 
-def brief(result: subprocess.CompletedProcess[str]) -> str:
+def optimize(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 900) -> Run:
+    """Run the CLI exactly as a user would, in its own process; a build also writes its typed result (``--result``),
+    which the tests read instead of the console's table."""
+    from yolo_optimize.builder import BuildResult
+
+    command = [sys.executable, "-m", "yolo_optimize", *map(str, args)]
+    with tempfile.TemporaryDirectory(prefix="yolo-optimize-result-") as folder:
+        result_file = Path(folder) / "result.json"
+        if args[:1] == ("build",) and not {"--help", "--result"} & set(args):
+            command += ["--result", str(result_file)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "YOLO_OPTIMIZE_OFFLINE": "1", **(env or {})})
+        built = BuildResult.from_json(result_file.read_text()) if result_file.is_file() else None
+    return Run(command, done.returncode, done.stdout, done.stderr, built)
+
+
+def brief(result: Run | subprocess.CompletedProcess[str]) -> str:
     """What a failed command said, short enough to read when a session fixture fails every test that uses it."""
     failed = [line for line in result.stdout.splitlines() if " failed" in line or "error" in line.lower()]
     return "\n".join([f"exit {result.returncode}", *failed[:10], *result.stderr.strip().splitlines()[-10:]])
 
 
-def statuses(stdout: str) -> dict[str, str]:
-    """node -> status from the build's final table."""
-    rows = [line.split("│") for line in stdout.splitlines() if line.startswith("│")]
-    return {cells[1].strip(): cells[2].strip() for cells in rows if len(cells) > 3 and cells[1].strip()}
+def statuses(run: Run) -> dict[str, str]:
+    """node -> status, from the build's typed result."""
+    assert run.build is not None, f"the build wrote no result: {brief(run)}"
+    return run.build.statuses()
 
 
 def build_args(out: Path, *extra: str | Path) -> list[str | Path]:

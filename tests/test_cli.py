@@ -41,7 +41,8 @@ def test_second_build_rebuilds_nothing(built: Path, tmp_path: Path) -> None:
     stored = {p: p.stat().st_mtime_ns for p in (tmp_path / "yolov5n" / ".store").rglob(MANIFEST)}
     result = optimize(*build_args(tmp_path, "--targets", "torchscript,onnx,openvino", "--precisions", "fp32,fp16"))
     assert result.returncode == 0, brief(result)
-    table = statuses(result.stdout)
+    table = statuses(result)
+    assert result.build is not None and result.build.ok and result.build.models[0].folder == tmp_path / "yolov5n"
     assert {table[n] for n in (*ARTIFACTS, "load", "reference")} == {"cached"}, table
     assert table["torchscript-fp16"] == "skipped" and table["onnx-export"] in ("cached", "not needed")
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "yolov5n" / ".store").rglob(MANIFEST)} == stored
@@ -53,7 +54,7 @@ def test_an_unneeded_node_that_no_longer_verifies_is_shown_as_not_needed(built: 
     shutil.copytree(built.parent, tmp_path, dirs_exist_ok=True)
     for manifest in (tmp_path / "yolov5n" / ".store" / "onnx-export").rglob(MANIFEST):
         (manifest.parent / "yolov5n.onnx").write_bytes(b"corrupted")
-    table = statuses(optimize(*build_args(tmp_path, "--targets", "onnx", "--precisions", "fp32")).stdout)
+    table = statuses(optimize(*build_args(tmp_path, "--targets", "onnx", "--precisions", "fp32")))
     assert table["onnx-fp32"] == "cached" and table["onnx-export"] == "not needed", table
 
 
@@ -62,7 +63,7 @@ def test_changed_parameter_rebuilds_only_its_subtree(built: Path, tmp_path: Path
     result = optimize(*build_args(tmp_path, "--targets", "torchscript,onnx,openvino", "--precisions", "fp32",
                                   "--opset", "19"))
     assert result.returncode == 0, brief(result)
-    table = statuses(result.stdout)
+    table = statuses(result)
     assert table["torchscript-fp32"] == "cached" and table["reference"] == "cached" and table["load"] == "cached"
     assert {table[n] for n in ("onnx-export", "onnx-fp32", "openvino-fp32")} == {"built"}, table
     assert Manifest.read(tmp_path / "yolov5n" / "onnx-fp32").params == {"imgsz": 640, "precision": "fp32"}
@@ -73,7 +74,7 @@ def test_force_rebuilds_every_node_the_request_needs_although_all_are_cached(bui
     shutil.copytree(built.parent, tmp_path, dirs_exist_ok=True)  # every node cached
     result = optimize(*build_args(tmp_path, "--targets", "torchscript", "--precisions", "fp32", "--force"))
     assert result.returncode == 0, brief(result)
-    table = statuses(result.stdout)
+    table = statuses(result)
     assert {table[n] for n in ("load", "reference", "torchscript-fp32")} == {"built"}, table
 
 
@@ -102,7 +103,7 @@ def test_killed_build_leaves_no_valid_looking_partial_artifact_and_resumes(built
     assert not (model_dir / "onnx-fp32" / MANIFEST).exists()
     resumed = optimize(*build_args(tmp_path, "--targets", "onnx", "--precisions", "fp32"))
     assert resumed.returncode == 0, brief(resumed)
-    table = statuses(resumed.stdout)
+    table = statuses(resumed)
     assert table["load"] == "cached" and table["onnx-fp32"] == "built"
     assert not list(model_dir.rglob(".tmp-*"))
 
@@ -116,6 +117,7 @@ def test_killed_build_leaves_no_valid_looking_partial_artifact_and_resumes(built
     (["build", WEIGHTS, "--parity-data", "/nonexistent"], "image folder not found"),
     (["build", "/nonexistent/yolov5n.pt"], "checkpoint not found"),
     (["build", WEIGHTS, "--imgsz", "100000"], "100000x100000 images in batches of 8 need more than"),
+    (["build", WEIGHTS, "--result", "/"], "--result / is a folder"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(args: list[str], message: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -173,7 +175,7 @@ def test_ctrl_c_stops_cleanly_in_one_line_and_the_next_build_resumes(built: Path
     assert stderr.strip().startswith("interrupted:") and len(stderr.strip().splitlines()) == 1, stderr
     assert "Traceback" not in stdout + stderr
     assert not list(model_dir.rglob(".tmp-*")), "staging folders must be removed"
-    resumed = statuses(optimize(*build_args(tmp_path, "--targets", "onnx", "--precisions", "fp32")).stdout)
+    resumed = statuses(optimize(*build_args(tmp_path, "--targets", "onnx", "--precisions", "fp32")))
     assert resumed["load"] == "cached" and resumed["onnx-export"] == "built"
 
 
@@ -192,7 +194,7 @@ def test_failing_node_skips_its_descendants_and_exits_nonzero(tmp_path: Path) ->
     """No exporter can write opset 99; the torchscript branch still finishes."""
     result = optimize(*build_args(tmp_path, "--targets", "torchscript,openvino", "--precisions", "fp32",
                                   "--imgsz", "320", "--opset", "99"))
-    table = statuses(result.stdout)
+    table = statuses(result)
     assert result.returncode == 1 and "onnx-export" in result.stderr
     assert table["onnx-export"] == "failed" and table["torchscript-fp32"] == "built"
     assert table["onnx-fp32"] == "skipped" and table["openvino-fp32"] == "skipped"
@@ -205,7 +207,7 @@ def test_a_full_disk_fails_its_nodes_in_one_line_each_and_publishes_nothing(tmp_
     result, left = on_a_small_disk(disk, 12_000, "-m", "yolo_optimize", *build_args(
         disk / "out", "--targets", "onnx", "--precisions", "fp32", "--imgsz", "320", "--batch-sizes", "1"))
     assert result.returncode == 1, brief(result)
-    table = statuses(result.stdout)
+    table = statuses(result)
     assert table["onnx-export"] == "failed" and table["onnx-fp32"] == "skipped", result.stdout
     assert "disk full: [Errno 28] No space left on device" in result.stdout
     lines = result.stderr.strip().splitlines()

@@ -35,7 +35,7 @@ def test_a_config_file_builds_like_the_command_line_and_flags_override_it(built:
                                             f'batch-sizes = [1, 8]\nparity-data = "{VAL_DATA}"\nout = "{out}"\n')
     result = optimize("build", "--config", config, "--targets", "onnx,openvino")
     assert result.returncode == 0, brief(result)
-    found = statuses(result.stdout)
+    found = statuses(result)
     assert found["onnx-fp32"] == found["openvino-fp32"] == "cached" and "torchscript-fp32" not in found
     import yolo_optimize as yo
 

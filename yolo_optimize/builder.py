@@ -6,9 +6,10 @@ wrong is found before anything is written (a ``UserError``); a node that fails d
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from yolo_optimize.dag import FAILED, Build, NodeResult
 from yolo_optimize.errors import UserError
 from yolo_optimize.executor import Executor, LocalExecutor
 from yolo_optimize.families.base import Family
+from yolo_optimize.files import write_atomically
 from yolo_optimize.machine.choices import (
     BF16_RUNTIMES,
     Bf16Evidence,
@@ -65,6 +67,23 @@ class BuildResult:
     @property
     def ok(self) -> bool:
         return not self.failed
+
+    def statuses(self) -> dict[str, str]:
+        """node -> status; ``model/node`` when the build made several models."""
+        several = len(self.models) > 1
+        return {f"{model.model}/{node.node}" if several else node.node: node.status
+                for model in self.models for node in model.nodes}
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=str, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> BuildResult:
+        """The result ``to_json`` wrote (``optimize build --result``)."""
+        found = json.loads(text)
+        models = [ModelBuild(m["model"], Path(m["folder"]), m["imgsz"], [NodeResult(**n) for n in m["nodes"]])
+                  for m in found["models"]]
+        return cls(Path(found["out"]), models, found["notes"])
 
 
 def requests_for(options: BuildOptions, executor: Executor) -> tuple[list[BuildRequest], BuildingHost]:
@@ -123,7 +142,10 @@ def run_build(options: BuildOptions, on_event: OnEvent | None = None,
     else:
         built = [_built(request, dag, options, on_model(request, dag.order) if on_model else _Quiet(on_event))
                  for request, dag in dags]
-    return BuildResult(options.out, built, notes)
+    result = BuildResult(options.out, built, notes)
+    if options.result is not None:
+        write_atomically(options.result, result.to_json())
+    return result
 
 
 def _built(request: BuildRequest, dag: Build, options: BuildOptions, display: Any) -> ModelBuild:
@@ -214,6 +236,8 @@ def check_options(options: BuildOptions) -> None:
         raise UserError("no model: name one (yolov5n, a .pt path...) on the command line or as 'model' in the config")
     check_input_form(options.input, options.targets)
     check_writable(options.out)
+    if options.result is not None and options.result.is_dir():
+        raise UserError(f"--result {options.result} is a folder: name the JSON file to write")
     for folder in (options.parity_data, options.gate_data):
         if folder is not None:
             list_images(folder)

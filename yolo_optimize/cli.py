@@ -122,6 +122,9 @@ def main() -> None:
                    "--out and the inputs at the same path on every node) [default: local].")
 @click.option("--ray-address", help="The Ray cluster to connect to [default: auto, the one this machine is part of].")
 @click.option("--on", help="With --executor ray: build only on nodes with these labels (label=value, comma list).")
+@click.option("--result", type=click.Path(path_type=Path),
+              help="Also write every node's result to this JSON file (what the API's build returns), whole, once the "
+                   "build ends; not when it is refused or interrupted.")
 @user_errors
 def build(model: str | None, config_file: Path | None, input_form: str | None, **given: Any) -> None:
     """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, a torchvision classifier such as resnet18, a YOLOv7 model

@@ -58,6 +58,7 @@ class BuildOptions:
     executor: str = LOCAL
     ray_address: str | None = None  # None: "auto", the cluster this machine is part of
     on: tuple[str, ...] = ()  # label=value selectors of the building nodes (Ray)
+    result: Path | None = None  # where every node's result is written as JSON (BuildResult.to_json)
 
     def updated(self, values: Mapping[str, Any], origin: str) -> BuildOptions:
         """These options with ``values`` (keys as in Python or on the command line) checked and applied."""
@@ -82,6 +83,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "max_map_drop": number(), "input": choice(INPUT_FORMS), "executor": choice(EXECUTORS),
     "ray_address": optional(text),
     "on": lambda value: parse_selectors(value if isinstance(value, list) else text(value)),
+    "result": path,
 }
 DESCRIPTIONS = {"targets": "a list of targets", "precisions": "a list of precisions", "imgsz": "a list of sizes",
                 "batch_sizes": "a list of batch sizes"}

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import QUICK_EVAL, brief, build_args, eval_args, optimize, statuses
+from tests.conftest import QUICK_EVAL, brief, build_args, eval_args, optimize
 from yolo_optimize.artifact import STORE, Manifest, read_valid
+from yolo_optimize.builder import BuildResult
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install -e \".[ray]\"): the cluster tests need it")
 
@@ -105,8 +106,9 @@ def test_a_build_through_ray_keys_and_stores_what_a_local_build_does_and_retries
     """Built on the kind=a node only; its worker killed while it stages the ONNX export: run again (attempt 2), and
     nothing half-written was published. The session's local build made the same nodes with the same parameters."""
     out = tmp_path / "ray"
+    result_file = tmp_path / "result.json"
     process = subprocess.Popen(cluster.command(*build_args(out, *SMALL_BUILD, "--executor", "ray", "--ray-address",
-                                                           cluster.address, "--on", "kind=a")),
+                                                           cluster.address, "--on", "kind=a", "--result", result_file)),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **QUIET})
     staging = _first_staging(out / "yolov5n" / STORE / "onnx-export", process)
     os.kill(int(staging.name.rsplit("-", 2)[-2]), signal.SIGKILL)  # the Ray worker building it
@@ -115,11 +117,12 @@ def test_a_build_through_ray_keys_and_stores_what_a_local_build_does_and_retries
     found = _keys(out / "yolov5n")
     assert set(found) == {"load", "reference", "onnx-export", "onnx-fp32"}
     assert found == {node: key for node, key in _keys(built).items() if node in found}
-    assert set(statuses(stdout).values()) == {"built"}
-    rows = [line for line in stdout.splitlines() if line.startswith("│")]
+    result = BuildResult.from_json(result_file.read_text())
+    assert set(result.statuses().values()) == {"built"}
+    nodes = {node.node: node for node in result.models[0].nodes}
     kind_a = _node_of(cluster, "a")[:8]
-    assert all(f"/{kind_a}" in line for line in rows), ("every node built on the kind=a node", rows)
-    assert "(attempt 2)" in next(line for line in rows if "onnx-export" in line)
+    assert all(node.host.endswith(f"/{kind_a}") for node in nodes.values()), ("built on the kind=a node", nodes)
+    assert nodes["onnx-export"].attempt == 2 and {node.attempt for node in nodes.values()} == {1, 2}
     assert not list((out / "yolov5n").rglob(".tmp-*")), "the killed attempt's staging folder was swept"
 
 

@@ -29,7 +29,7 @@ def test_build_reports_why_tensorrt_and_torch_tensorrt_are_skipped(tmp_path: Pat
     result = optimize(*build_args(tmp_path, "--targets", "trt,torch-tensorrt", "--precisions", "fp32", "--imgsz",
                                   "320"))
     assert result.returncode == 0, brief(result)
-    assert statuses(result.stdout)["tensorrt-fp32"] == statuses(result.stdout)["torch-tensorrt-fp32"] == "skipped"
+    assert statuses(result)["tensorrt-fp32"] == statuses(result)["torch-tensorrt-fp32"] == "skipped"
     lines = result.stdout.splitlines()  # the build picks the CPU on a host without CUDA (REASON says none is usable)
     assert "tensorrt-fp32: skipped TensorRT needs a CUDA device; this build runs on cpu" in lines
     assert "torch-tensorrt-fp32: skipped torch-tensorrt needs a CUDA device; this build runs on cpu" in lines

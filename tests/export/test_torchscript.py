@@ -24,8 +24,8 @@ def test_fp16_needs_cuda_and_says_so_without_building_anything_for_it(tmp_path: 
     result = optimize(*build_args(tmp_path, "--targets", "torchscript", "--precisions", "fp16"))
     assert result.returncode == 0, brief(result)
     if torch.cuda.is_available():
-        assert statuses(result.stdout)["torchscript-fp16"] == "built"
+        assert statuses(result)["torchscript-fp16"] == "built"
     else:
-        assert statuses(result.stdout)["torchscript-fp16"] == "skipped"
+        assert statuses(result)["torchscript-fp16"] == "skipped"
         assert "FP16 TorchScript needs a CUDA device" in result.stdout
         assert not (tmp_path / "yolov5n" / ".store").exists(), "nothing is built for a node that cannot run"

@@ -107,7 +107,7 @@ def test_yolo11n_builds_to_every_cpu_target_with_parity_and_evaluates(tmp_path: 
     assert list(kept.values()).count("Conv") >= 4, "the class convolutions and the DFL convolution stay in float"
     shutil.rmtree(out / "yolo11n-random" / "onnx-int8")  # measured elsewhere; keep the evaluation below short
     shutil.rmtree(out / "yolo11n-random" / "openvino-int8")
-    assert {statuses(result.stdout)[n] for n in ("torchscript-fp32", "onnx-fp32", "openvino-fp32")} == {"built"}
+    assert {statuses(result)[n] for n in ("torchscript-fp32", "onnx-fp32", "openvino-fp32")} == {"built"}
     for node in ("torchscript-fp32", "onnx-fp32", "openvino-fp32"):
         manifest = json.loads((out / "yolo11n-random" / node / "manifest.json").read_text())
         assert manifest["metadata"]["family"] == "ultralytics" and not manifest["metadata"]["pretrained"]
