@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import WEIGHTS, brief, build_args, on_a_small_disk, optimize, statuses
 from yolo_optimize.artifact import MANIFEST, STORE, Manifest, read_valid
+from yolo_optimize.builder import BuildResult
 
 ARTIFACTS = {f"{t}-{p}" for t in ("torchscript", "onnx", "openvino") for p in ("fp32", "fp16")} - {"torchscript-fp16"}
 
@@ -204,10 +205,12 @@ def test_a_full_disk_fails_its_nodes_in_one_line_each_and_publishes_nothing(tmp_
     """A 12 MB --out: the load node fits, the exported graph does not (nor, at times, the reference built beside
     it). Its node says 'disk full' (not 'worker died'), the build exits 1 naming it, no staging folder is left."""
     disk = tmp_path / "disk"
+    written = tmp_path / "result.json"  # beside the small disk, which is gone with the command
     result, left = on_a_small_disk(disk, 12_000, "-m", "yolo_optimize", *build_args(
-        disk / "out", "--targets", "onnx", "--precisions", "fp32", "--imgsz", "320", "--batch-sizes", "1"))
+        disk / "out", "--targets", "onnx", "--precisions", "fp32", "--imgsz", "320", "--batch-sizes", "1",
+        "--result", written))
     assert result.returncode == 1, brief(result)
-    table = statuses(result)
+    table = BuildResult.from_json(written.read_text()).statuses()
     assert table["onnx-export"] == "failed" and table["onnx-fp32"] == "skipped", result.stdout
     assert "disk full: [Errno 28] No space left on device" in result.stdout
     lines = result.stderr.strip().splitlines()

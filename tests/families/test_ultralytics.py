@@ -16,6 +16,7 @@ from yolo_optimize.checkpoint import load_model, pickle_globals, resolve_source
 from yolo_optimize.errors import UserError
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images, to_input
+from yolo_optimize.optimize.int8_openvino import DEFAULT_RANGES_ROUTE, OpenVinoInt8
 
 ULTRALYTICS = family_named("ultralytics")
 
@@ -105,6 +106,9 @@ def test_yolo11n_builds_to_every_cpu_target_with_parity_and_evaluates(tmp_path: 
     kept = {node.name: node.op_type for node in graph.node if node.name in int8["info"]["kept_in_float"]}
     assert next(n.name for n in graph.node if "output0" in n.output) in kept, "the decode stays in float"
     assert list(kept.values()).count("Conv") >= 4, "the class convolutions and the DFL convolution stay in float"
+    ov_int8 = json.loads((out / "yolo11n-random" / "openvino-int8" / "manifest.json").read_text())
+    fallback = f"{DEFAULT_RANGES_ROUTE} ({OpenVinoInt8.route} could not calibrate: "  # numpy's words follow
+    assert ov_int8["info"]["gate"]["route"].startswith(fallback), "random weights' activations have no histogram"
     shutil.rmtree(out / "yolo11n-random" / "onnx-int8")  # measured elsewhere; keep the evaluation below short
     shutil.rmtree(out / "yolo11n-random" / "openvino-int8")
     assert {statuses(result)[n] for n in ("torchscript-fp32", "onnx-fp32", "openvino-fp32")} == {"built"}

@@ -53,14 +53,14 @@ class OnnxInt8(NncfInt8):
     target = "onnx"
     config: OnnxInt8Config
 
-    def advanced_parameters(self) -> Any:
+    def recipes(self) -> list[tuple[str, Any]]:
         from nncf.quantization.advanced_parameters import (
             AdvancedQuantizationParameters,
             OverflowFix,
         )
 
         fix = OverflowFix.ENABLE if self.config.weight_bits == 7 else OverflowFix.DISABLE
-        return AdvancedQuantizationParameters(overflow_fix=fix)
+        return [(self.route, AdvancedQuantizationParameters(overflow_fix=fix))]
 
     def rewritten(self, model: Any) -> tuple[Any, dict[str, Any]]:
         facts: dict[str, Any] = {"integer_head": self.config.integer_head}

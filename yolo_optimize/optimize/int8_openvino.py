@@ -34,6 +34,7 @@ from yolo_optimize.optimize.calibration import Int8Config
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
 
 FLOAT_HINTS = {"bf16": "bf16", "fp32": "f32"}  # the float parts' precision -> OpenVINO's hint
+DEFAULT_RANGES_ROUTE = "NNCF MIXED, default activation ranges, bias correction"
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,14 @@ class OpenVinoInt8(NncfInt8):
     route = "NNCF MIXED, histogram activation ranges, bias correction"
     fast_bias_correction = False
 
-    def advanced_parameters(self) -> Any:
+    def recipes(self) -> list[tuple[str, Any]]:
+        """Histogram ranges; NNCF's default ranges where a histogram cannot be made (an activation whose values are
+        too large for 2048 finite bins, as in random-weights models)."""
         from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters
-        from nncf.quantization.range_estimator import RangeEstimatorParametersSet
+        from nncf.quantization.range_estimator import RangeEstimatorParametersSet as Ranges
 
-        return AdvancedQuantizationParameters(activations_range_estimator_params=RangeEstimatorParametersSet.HISTOGRAM)
+        histogram = AdvancedQuantizationParameters(activations_range_estimator_params=Ranges.HISTOGRAM)
+        return [(self.route, histogram), (DEFAULT_RANGES_ROUTE, None)]
 
     def cpu_metadata(self) -> dict[str, Any]:
         return {"float_precision": self.config.float_precision, "float_precision_evidence": evidence_here("openvino"),

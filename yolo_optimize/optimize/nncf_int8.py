@@ -59,11 +59,10 @@ class NncfInt8(Stage):
         gate = Gate(self.config.gate, family, self.config.imgsz, ctx.threads)
         try:
             record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
-            candidate = nncf.quantize(model, nncf.Dataset(feeds), **settings,
-                                      advanced_parameters=self.advanced_parameters())
+            route, advanced, candidate = self._calibrated(model, feeds, settings)
             quantized = self.for_runtime(candidate, feeds, ctx.threads)
-            if not record.add(self.route, self._score(quantized, ctx, gate, metadata)):
-                candidate = self._with_accuracy_control(model, nncf.Dataset(feeds), gate, settings,
+            if not record.add(route, self._score(quantized, ctx, gate, metadata)):
+                candidate = self._with_accuracy_control(model, nncf.Dataset(feeds), gate, settings, advanced,
                                                         parent.metadata.get("input"))
                 quantized = self.for_runtime(candidate, feeds, ctx.threads)
                 record.add(ACCURACY_CONTROL_ROUTE, self._score(quantized, ctx, gate, metadata))
@@ -73,6 +72,25 @@ class NncfInt8(Stage):
         self.save(quantized, ctx.out_dir / str(parent.entry), metadata)
         return StageOutput(entry=parent.entry, metadata=metadata, info={"gate": record.result(), **facts})
 
+    def _calibrated(self, model: Any, feeds: list[Any], settings: dict[str, Any]) -> tuple[str, Any, Any]:
+        """(route, its advanced parameters, the quantized model) of the first of ``recipes`` NNCF can calibrate; a
+        later one only when the one before raises a ValueError (numpy's histogram on a degenerate activation range:
+        a random-weights model's exploding activations), named with why."""
+        import nncf
+
+        *preferred, last_resort = self.recipes()
+        failed = ""
+        for route, advanced in preferred:
+            try:
+                quantized = nncf.quantize(model, nncf.Dataset(feeds), **settings, advanced_parameters=advanced)
+                return f"{route} ({failed})" if failed else route, advanced, quantized
+            except ValueError as err:
+                failed = f"{failed}; " if failed else ""
+                failed += f"{route} could not calibrate: {err}"
+        route, advanced = last_resort
+        quantized = nncf.quantize(model, nncf.Dataset(feeds), **settings, advanced_parameters=advanced)
+        return f"{route} ({failed})" if failed else route, advanced, quantized
+
     def _score(self, quantized: Any, ctx: StageContext, gate: Gate, metadata: dict[str, Any]) -> Any:
         """Save the candidate into the staging folder and measure it like any artifact (as it will run: ``metadata``
         says how)."""
@@ -81,7 +99,7 @@ class NncfInt8(Stage):
         return gate.score(ctx.out_dir, manifest)
 
     def _with_accuracy_control(self, model: Any, calibration: Any, gate: Gate, settings: dict[str, Any],
-                               spec: dict[str, Any] | None) -> Any:
+                               advanced: Any, spec: dict[str, Any] | None) -> Any:
         import nncf
         from nncf.quantization.advanced_parameters import (
             AdvancedAccuracyRestorerParameters,
@@ -93,17 +111,18 @@ class NncfInt8(Stage):
         return nncf.quantize_with_accuracy_control(
             model, calibration, nncf.Dataset([self.model_input(x) for x in gate.inputs(spec)]), validate,
             max_drop=self.config.gate.max_map_drop / 100, drop_type=nncf.DropType.ABSOLUTE, **settings,
-            advanced_quantization_parameters=self.advanced_parameters(),
+            advanced_quantization_parameters=advanced,
             advanced_accuracy_restorer_parameters=AdvancedAccuracyRestorerParameters(
                 max_num_iterations=ACCURACY_CONTROL_ITERATIONS, ranking_subset_size=RANKING_IMAGES))
 
-    def advanced_parameters(self) -> Any:
-        """This backend's ``AdvancedQuantizationParameters`` (None: NNCF's defaults), given to both NNCF routes.
+    def recipes(self) -> list[tuple[str, Any]]:
+        """(route name, ``AdvancedQuantizationParameters`` or None for NNCF's defaults) to calibrate with, in order
+        (``_calibrated``); the accuracy-aware route reuses the one that worked.
 
         ``nncf.quantize`` calls them ``advanced_parameters`` and ``quantize_with_accuracy_control``
         ``advanced_quantization_parameters``, hence a typed object rather than keyword arguments.
         """
-        return None
+        return [(self.route, None)]
 
     def for_runtime(self, quantized: Any, feeds: list[Any], threads: int) -> Any:
         """What this backend's runtime needs done to NNCF's model to run it in int8 (nothing, unless overridden);
