@@ -11,11 +11,9 @@ import pytest
 from tests.conftest import brief, build_args, optimize
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.families import family_named
-from yolo_optimize.formats import FORMATS
+from yolo_optimize.formats import FORMATS, UINT8_TARGETS
 from yolo_optimize.parity import REFERENCE_FILE
 from yolo_optimize.runtime.runners import open_runner
-
-UINT8_TARGETS = ("torchscript", "aoti", "onnx", "openvino")
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from yolo_optimize.errors import UserError
 from yolo_optimize.executor import Executor, LocalExecutor
 from yolo_optimize.families.base import Family
 from yolo_optimize.files import write_atomically
+from yolo_optimize.formats import UINT8_TARGETS
 from yolo_optimize.machine.choices import (
     BF16_RUNTIMES,
     Bf16Evidence,
@@ -35,7 +36,6 @@ from yolo_optimize.pipeline import BuildRequest
 VERDICTS = ".checkpoints"  # under --out: the family verdicts of the checkpoints built there
 #                           (checkpoint.remember_family)
 
-UINT8_TARGETS = ("torchscript", "aoti", "onnx", "openvino")  # the targets --input uint8 is built and checked for
 OnEvent = Callable[[str, NodeResult | None], None]  # (node, None) when it starts, (node, result) when it ends
 
 

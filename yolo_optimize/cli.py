@@ -21,6 +21,7 @@ from yolo_optimize.artifact import check_writable, written_whole
 from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.devices import DEVICES as DEVICE_CHOICES
 from yolo_optimize.errors import UserError
+from yolo_optimize.formats import foreign_files_help, targets_help
 from yolo_optimize.machine.peaks import ROUNDS
 from yolo_optimize.options import EXECUTORS, RAY
 
@@ -82,9 +83,7 @@ def main() -> None:
 @click.option("--config", "config_file", type=click.Path(path_type=Path),
               help="A TOML file of these options (keys as named here: batch-sizes = [1, 8]); options given on the "
                    "command line override it.")
-@click.option("--targets", help="Comma list: torchscript (ts), aoti (AOTInductor .pt2), onnx, openvino (ov), and "
-                                "EXPERIMENTAL (never run on a GPU with TensorRT): tensorrt (trt), torch-tensorrt "
-                                "(torchtrt) [default: torchscript,aoti,onnx,openvino].")
+@click.option("--targets", help=targets_help())
 @click.option("--precisions", help="Comma list: fp32, fp16, bf16, int8 [default: fp32,fp16].")
 @click.option("--imgsz", help="Square input size(s), multiples of 32, comma-separated [default: the family's: 640 "
                                "for detectors, 224 for classifiers]; with several, each goes to <out>/<model>-<size>.")
@@ -233,9 +232,8 @@ def _say(text: str) -> None:
 @click.option("--no-end-to-end", "end_to_end", flag_value=False, default=None,
               help="Time inference only, not also the pipelined path from image files to kept predictions.")
 @click.option("--add", multiple=True, metavar="[FAMILY=]PATH",
-              help="A model file this tool did not build (.onnx, an OpenVINO .xml or its folder, .torchscript, .pt2), "
-                   "measured beside the artifacts of its model under DIRECTORY; repeatable. DIRECTORY may itself be "
-                   "such a file.")
+              help=f"A model file this tool did not build ({foreign_files_help()}), measured beside the artifacts "
+                   "of its model under DIRECTORY; repeatable. DIRECTORY may itself be such a file.")
 @click.option("--family", help="The model family of --add files that name none (yolov5, yolov7, ultralytics, "
                                "torchvision).")
 @click.option("--checkpoint", type=click.Path(path_type=Path),

@@ -10,7 +10,13 @@ from typing import Any
 
 from yolo_optimize.cluster.nodes import parse_selectors
 from yolo_optimize.devices import DEVICES
-from yolo_optimize.formats import parse_batch_sizes, parse_image_sizes, parse_precisions, parse_targets
+from yolo_optimize.formats import (
+    DEFAULT_TARGETS,
+    parse_batch_sizes,
+    parse_image_sizes,
+    parse_precisions,
+    parse_targets,
+)
 from yolo_optimize.metadata import FLOAT_INPUT, INPUT_FORMS
 from yolo_optimize.options import (
     EXECUTORS,
@@ -26,8 +32,6 @@ from yolo_optimize.options import (
     path,
     text,
 )
-
-DEFAULT_TARGETS = ("torchscript", "aoti", "onnx", "openvino")
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ class Format:
     aliases: tuple[str, ...]
     entry: str  # artifact entry point, relative to the artifact dir; {model} is the model id
     precisions: tuple[str, ...]
-    runner: str  # "module:Class" implementing evaluate.runners.base.Runner
+    runner: str  # "module:Class" implementing runtime.runners.base.Runner
     kernels: str | None  # whose measured CPU peaks bound it (machine/peaks.py RUNTIMES); None: not a CPU runtime
     # Lines that load {path} with the plain runtime as measured in the latency configuration, and (runtimes with one)
     # in the throughput configuration. {config}: the runtime's settings as measured; {threads}, {requests}: threads
@@ -28,6 +28,10 @@ class Format:
     throughput_snippet: str = ""
     buildable: bool = True  # False: the evaluation baseline, run from the checkpoint itself
     experimental: str = ""  # why its results are not yet to be trusted (shown in --help, the README and the matrix)
+    default: bool = False  # built when --targets is not given
+    uint8_input: bool = False  # built and checked with --input uint8 too (the layout and /255 inside the graph)
+    foreign_suffix: str = ""  # how a model file this tool did not build is recognized (eval --add), "" for none
+    description: str = ""  # its files in a few words, for eval --add's help (default: foreign_suffix)
 
     def entry_for(self, model_id: str) -> str:
         return self.entry.format(model=model_id)
@@ -44,12 +48,14 @@ FORMATS: dict[str, Format] = {
         Format("torchscript", ("ts",), "{model}.torchscript", ("fp32", "fp16"),
                "yolo_optimize.runtime.runners.torchscript:TorchScriptRunner", "torch",
                "import torch\ntorch.set_num_threads({threads})\nmodel = torch.jit.load(\"{path}\").eval()\n"
-               "outputs = model(torch.from_numpy(images))  # images: {dtype} NCHW in [0, 1]"),
+               "outputs = model(torch.from_numpy(images))  # images: {dtype} NCHW in [0, 1]",
+               default=True, uint8_input=True, foreign_suffix=".torchscript"),
         Format("aoti", ("aotinductor", "pt2"), "{model}.pt2", ("fp32", "bf16", "int8"),
                "yolo_optimize.runtime.runners.aoti:AotiRunner", "torch",
                "import torch\ntorch.set_num_threads({threads})\n"
                "model = torch._inductor.aoti_load_package(\"{path}\")  # compiled C++ and weights, no model code\n"
-               "outputs = model(torch.from_numpy(images))  # images: {input}"),
+               "outputs = model(torch.from_numpy(images))  # images: {input}",
+               default=True, uint8_input=True, foreign_suffix=".pt2", description="AOTInductor .pt2"),
         Format("onnx", (), "{model}.onnx", ("fp32", "fp16", "int8"),
                "yolo_optimize.runtime.runners.onnxruntime:OnnxRuntimeRunner", "onnxruntime",
                "import onnxruntime as ort\noptions = ort.SessionOptions(); options.intra_op_num_threads = {threads}\n"
@@ -61,7 +67,8 @@ FORMATS: dict[str, Format] = {
                "name = session.get_inputs()[0].name\n"
                "with ThreadPoolExecutor({requests}) as pool:  # {requests} one-image requests at once\n"
                "    outputs = list(pool.map(lambda image: session.run(None, {{name: image[None]}})[0], images))"
-               "  # images: {input}"),
+               "  # images: {input}",
+               default=True, uint8_input=True, foreign_suffix=".onnx"),
         Format("openvino", ("ov",), "{model}_openvino_model/{model}.xml", ("fp32", "fp16", "bf16", "int8"),
                "yolo_optimize.runtime.runners.openvino:OpenVinoRunner", "openvino",
                "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
@@ -72,7 +79,9 @@ FORMATS: dict[str, Format] = {
                "queue.set_callback(lambda request, i: outputs.__setitem__(i, "
                "request.get_output_tensor(0).data.copy()))\n"
                "for i, image in enumerate(images):  # images: {input}, one per request\n"
-               "    queue.start_async({{0: image[None]}}, i)\nqueue.wait_all()"),
+               "    queue.start_async({{0: image[None]}}, i)\nqueue.wait_all()",
+               default=True, uint8_input=True, foreign_suffix=".xml",
+               description="an OpenVINO .xml or its folder"),
         Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16", "int8"),
                "yolo_optimize.runtime.runners.tensorrt:TensorRTRunner", None,
                "import tensorrt as trt\nengine = trt.Runtime(trt.Logger()).deserialize_cuda_engine("
@@ -88,6 +97,25 @@ FORMATS: dict[str, Format] = {
 }
 
 _ALIASES = {alias: f.target for f in FORMATS.values() if f.buildable for alias in (f.target, *f.aliases)}
+DEFAULT_TARGETS = tuple(f.target for f in FORMATS.values() if f.default)
+UINT8_TARGETS = tuple(f.target for f in FORMATS.values() if f.uint8_input)
+FOREIGN_SUFFIXES = {f.foreign_suffix: f.target for f in FORMATS.values() if f.foreign_suffix}
+
+
+def targets_help() -> str:
+    """--targets' help, from the rows: every buildable target with its aliases, the experimental ones apart."""
+    def named(f: Format) -> str:
+        return f"{f.target} ({f.aliases[0]})" if f.aliases else f.target
+
+    ready = [named(f) for f in FORMATS.values() if f.buildable and not f.experimental]
+    experimental = [named(f) for f in FORMATS.values() if f.buildable and f.experimental]
+    return (f"Comma list: {', '.join(ready)}, and EXPERIMENTAL (never run on a GPU with TensorRT): "
+            f"{', '.join(experimental)} [default: {','.join(DEFAULT_TARGETS)}].")
+
+
+def foreign_files_help() -> str:
+    """What eval --add takes, from the rows."""
+    return ", ".join(f.description or f.foreign_suffix for f in FORMATS.values() if f.foreign_suffix)
 
 
 def parse_targets(text: str) -> list[str]:

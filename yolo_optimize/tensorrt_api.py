@@ -1,4 +1,4 @@
-"""Importing TensorRT and hearing from it, shared by the engine build (export/) and the runner (evaluate/).
+"""Importing TensorRT and hearing from it, shared by the engine build (export/) and the runner (runtime/runners/).
 
 ``tensorrt`` and ``torch`` are imported lazily so every module imports everywhere; callers ask
 ``tensorrt_unavailable_reason()`` before building or running.

@@ -14,7 +14,6 @@ from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover
 from yolo_optimize.evaluate.evaluator import EvalSettings, Progress, evaluate
 from yolo_optimize.evaluate.external import (
-    SUFFIXES,
     checkpoint_baseline,
     external_candidates,
     inspect_entries,
@@ -23,6 +22,7 @@ from yolo_optimize.evaluate.external import (
 from yolo_optimize.evaluate.options import EvalOptions
 from yolo_optimize.evaluate.report import build_report, write_report
 from yolo_optimize.evaluate.results import Report
+from yolo_optimize.formats import FOREIGN_SUFFIXES
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class EvalRequest:
         root, add = options.root, options.add
         if root is None:
             raise UserError("nothing to evaluate: give a folder of artifacts or a model file")
-        if root.is_file() or root.suffix in SUFFIXES or _model_folder(root):
+        if root.is_file() or root.suffix in FOREIGN_SUFFIXES or _model_folder(root):
             root, add = None, (str(root), *add)
         if options.profile and options.out is None:
             raise UserError("profile needs a folder to write the profiles to: pass out=")

@@ -1,4 +1,4 @@
-"""TensorRT export: build a serialized engine from the ONNX export (evaluate/runners/tensorrt.py runs it).
+"""TensorRT export: build a serialized engine from the ONNX export (runtime/runners/tensorrt.py runs it).
 
 Written against the TensorRT 10.x and 11.x Python APIs; TensorRT is imported lazily (yolo_optimize/tensorrt_api.py).
 
