@@ -22,6 +22,8 @@ EXECUTORS = (LOCAL, RAY)  # where a build's nodes or an evaluation's hosts run
 
 
 class Updatable(Protocol):
+    """An options record (``BuildOptions``, ``EvalOptions``): a copy with ``values`` checked and applied."""
+
     def updated(self, values: Mapping[str, Any], origin: str) -> Any: ...
 
 
