@@ -44,13 +44,14 @@ from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 from yolo_optimize.optimize.calibration import calibration_inputs, candidate_manifest
-from yolo_optimize.optimize.gate import Gate, GateConfig
+from yolo_optimize.optimize.gate import Gate
 from yolo_optimize.optimize.int8_tensorrt import quantize_symmetric
 from yolo_optimize.optimize.onnxruntime_fusion import (
     FusionOptions,
     fuse_for_onnxruntime,
 )
 from yolo_optimize.processes import in_own_process
+from yolo_optimize.request import GateConfig
 
 TENSORRT_RANGES = {"tensorrt-minmax": "minmax", "tensorrt-entropy": "entropy",
                    "tensorrt-percentile-99.99": "percentile:99.99", "tensorrt-percentile-99.999": "percentile:99.999",

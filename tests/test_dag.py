@@ -18,9 +18,9 @@ from yolo_optimize.checkpoint import resolve_source
 from yolo_optimize.dag import cache_keys, node_facts
 from yolo_optimize.export.tensorrt import TensorRTBuild
 from yolo_optimize.images import list_images
-from yolo_optimize.optimize.gate import GateConfig
 from yolo_optimize.optimize.simplify import OnnxSimplify
-from yolo_optimize.pipeline import BuildRequest, plan
+from yolo_optimize.pipeline import plan
+from yolo_optimize.request import BuildRequest, GateConfig
 from yolo_optimize.tensorrt_api import engine_facts
 
 REQUEST = BuildRequest(source=resolve_source(str(WEIGHTS)), targets=("torchscript", "onnx", "openvino", "tensorrt"),

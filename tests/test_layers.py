@@ -21,7 +21,7 @@ LAYER_OF = {
     **dict.fromkeys(("families", "checkpoint", "metadata"), "families"),
     "runtime": "runtime", "machine": "machine", "cluster": "cluster",
     **dict.fromkeys(("export", "optimize", "builder", "pipeline", "dag", "stage", "executor", "ray_executor", "parity",
-                     "config", "loading"), "build"),
+                     "config", "loading", "request"), "build"),
     "evaluate": "evaluate",
     **dict.fromkeys(("__init__", "__main__", "api", "cli", "console"), "entry"),
 }

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import brief, build_args, optimize
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.families import family_named
-from yolo_optimize.formats import FORMATS, UINT8_TARGETS
+from yolo_optimize.formats import format_named, uint8_targets
 from yolo_optimize.parity import REFERENCE_FILE
 from yolo_optimize.runtime.runners import open_runner
 
@@ -19,7 +19,7 @@ from yolo_optimize.runtime.runners import open_runner
 @pytest.fixture(scope="module")
 def built_uint8(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("artifacts-uint8")
-    result = optimize(*build_args(out, "--targets", ",".join(UINT8_TARGETS), "--precisions", "fp32",
+    result = optimize(*build_args(out, "--targets", ",".join(uint8_targets()), "--precisions", "fp32",
                                   "--input", "uint8"))
     assert result.returncode == 0, brief(result)
     beside = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
@@ -27,12 +27,12 @@ def built_uint8(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / "yolov5n-uint8"
 
 
-@pytest.mark.parametrize("target", UINT8_TARGETS)
+@pytest.mark.parametrize("target", uint8_targets())
 def test_an_artifact_taking_the_uint8_image_detects_what_the_float_path_detects(built_uint8: Path, target: str) -> None:
     """The prepared uint8 NHWC images straight into the artifact against PyTorch on the same images converted outside
     (float32 NCHW / 255): the same detections after the deployment's NMS, boxes within a hundredth of a pixel."""
     folder = built_uint8 / f"{target}-fp32"
-    assert (folder / FORMATS[target].entry_for("yolov5n-uint8")).is_file()
+    assert (folder / format_named(target).entry_for("yolov5n-uint8")).is_file()
     manifest = Manifest.read(folder)
     assert manifest.metadata["input"]["dtype"] == "uint8" and manifest.metadata["input"]["layout"] == "NHWC"
     assert "inside the graph" in manifest.metadata["input"]["preprocess"] and manifest.parity["passed"]

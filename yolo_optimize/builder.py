@@ -20,7 +20,7 @@ from yolo_optimize.errors import UserError
 from yolo_optimize.executor import Executor, LocalExecutor
 from yolo_optimize.families.base import Family
 from yolo_optimize.files import write_atomically
-from yolo_optimize.formats import UINT8_TARGETS
+from yolo_optimize.formats import uint8_targets
 from yolo_optimize.machine.choices import (
     BF16_RUNTIMES,
     Bf16Evidence,
@@ -31,7 +31,7 @@ from yolo_optimize.machine.choices import (
 )
 from yolo_optimize.metadata import UINT8_INPUT
 from yolo_optimize.options import LOCAL
-from yolo_optimize.pipeline import BuildRequest
+from yolo_optimize.request import BuildRequest
 
 VERDICTS = ".checkpoints"  # under --out: the family verdicts of the checkpoints built there
 #                           (checkpoint.remember_family)
@@ -249,16 +249,17 @@ def check_options(options: BuildOptions) -> None:
 
 def check_input_form(input_form: str, targets: tuple[str, ...]) -> None:
     """TensorRT engines take float input here (their uint8 input handling is unverified without a GPU)."""
-    other = [t for t in targets if t not in UINT8_TARGETS]
+    other = [t for t in targets if t not in uint8_targets()]
     if input_form == UINT8_INPUT and other:
-        raise UserError(f"--input uint8 is built for {', '.join(UINT8_TARGETS)}, not {', '.join(other)}: build "
+        raise UserError(f"--input uint8 is built for {', '.join(uint8_targets())}, not {', '.join(other)}: build "
                         f"those with --input float")
 
 
 def int8_inputs(family: Family, options: BuildOptions) -> dict[str, Any]:
     """Calibration images and a gate set (labelled, where the family's gate metric needs labels), checked."""
     from yolo_optimize.images import checked_images, list_images
-    from yolo_optimize.optimize.gate import GateConfig, gate_metric_class
+    from yolo_optimize.optimize.gate import gate_metric_class
+    from yolo_optimize.request import GateConfig
     from yolo_optimize.runtime.dataset import load_dataset
 
     calibration = checked_images(list_images(options.calib_data)[:options.calib_images])  # type: ignore[arg-type]

@@ -1,14 +1,34 @@
-"""The format table: the single source of truth for targets, precisions and file names."""
+"""The format table: the single source of truth for what the code asks about a format, its targets, precisions,
+file names, build steps, runner and snippets.
+
+A format is one row here, or one row another package registers under the ``yolo_optimize.formats`` entry point
+group (``formats``): the build plans it, evaluation measures it and ``recommend`` ships it with no other code. Rows
+name their stages and runners as "module:Class" strings, imported when first used, so the table imports nothing."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import EntryPoint, entry_points
 
 from yolo_optimize.errors import UserError
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+LOAD = "load"  # the node every plan starts from: the model itself
+ENTRY_POINT_GROUP = "yolo_optimize.formats"  # where another package registers its Format rows
 UNVERIFIED_ON_GPU = ("experimental: written against TensorRT 10/11 but never run on a GPU with TensorRT "
                      "(docs/tensorrt.md)")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One node of a format's build plan: the stage that makes it and the node it is made from (pipeline.plan)."""
+
+    precision: str  # the precision it makes
+    stage: str  # "module:Class", a Stage with a classmethod ``planned(request, precision)`` that configures it
+    parent: str = LOAD  # the node it is made from: LOAD (the model) or another step's node
+    intermediate: str = ""  # the node's name when not deployable (kept under .cache/); "": {target}-{precision}
+    gated: bool = False  # INT8: planned only when the build has calibration images and an accuracy gate
 
 
 @dataclass(frozen=True)
@@ -26,80 +46,140 @@ class Format:
     # of the latency request, requests at once; {input}: what the images are; {dtype}: a PyTorch file's input type.
     snippet: str = ""
     throughput_snippet: str = ""
-    buildable: bool = True  # False: the evaluation baseline, run from the checkpoint itself
     experimental: str = ""  # why its results are not yet to be trusted (shown in --help, the README and the matrix)
     default: bool = False  # built when --targets is not given
     uint8_input: bool = False  # built and checked with --input uint8 too (the layout and /255 inside the graph)
     foreign_suffix: str = ""  # how a model file this tool did not build is recognized (eval --add), "" for none
     description: str = ""  # its files in a few words, for eval --add's help (default: foreign_suffix)
+    steps: tuple[Step, ...] = ()  # how a build makes it, parents before children (none: it is not built)
+    runs: str = ""  # a runtime configuration of another format's files (an execution provider): that format's target
 
     def entry_for(self, model_id: str) -> str:
         return self.entry.format(model=model_id)
 
+    @property
+    def buildable(self) -> bool:
+        """False for the evaluation baseline (run from the checkpoint itself) and for runtime configurations."""
+        return bool(self.steps)
 
-FORMATS: dict[str, Format] = {
-    f.target: f
-    for f in (
-        Format("pytorch", (), "", ("fp32",), "yolo_optimize.runtime.runners.torch_eager:TorchEagerRunner",
-               "torch", "# the PyTorch checkpoint itself ({path}): nothing exported to load;\n"
-               "# ship the checkpoint with its family's own code (yolov5, ultralytics, torchvision)\n"
-               "# and run model(torch.from_numpy(images)) under torch.inference_mode() ({threads} threads)",
-               buildable=False),
-        Format("torchscript", ("ts",), "{model}.torchscript", ("fp32", "fp16"),
-               "yolo_optimize.runtime.runners.torchscript:TorchScriptRunner", "torch",
-               "import torch\ntorch.set_num_threads({threads})\nmodel = torch.jit.load(\"{path}\").eval()\n"
-               "outputs = model(torch.from_numpy(images))  # images: {dtype} NCHW in [0, 1]",
-               default=True, uint8_input=True, foreign_suffix=".torchscript"),
-        Format("aoti", ("aotinductor", "pt2"), "{model}.pt2", ("fp32", "bf16", "int8"),
-               "yolo_optimize.runtime.runners.aoti:AotiRunner", "torch",
-               "import torch\ntorch.set_num_threads({threads})\n"
-               "model = torch._inductor.aoti_load_package(\"{path}\")  # compiled C++ and weights, no model code\n"
-               "outputs = model(torch.from_numpy(images))  # images: {input}",
-               default=True, uint8_input=True, foreign_suffix=".pt2", description="AOTInductor .pt2"),
-        Format("onnx", (), "{model}.onnx", ("fp32", "fp16", "int8"),
-               "yolo_optimize.runtime.runners.onnxruntime:OnnxRuntimeRunner", "onnxruntime",
-               "import onnxruntime as ort\noptions = ort.SessionOptions(); options.intra_op_num_threads = {threads}\n"
-               "session = ort.InferenceSession(\"{path}\", options, providers=[\"CPUExecutionProvider\"])\n"
-               "outputs = session.run(None, {{session.get_inputs()[0].name: images}})[0]  # images: {input}",
-               "import onnxruntime as ort\nfrom concurrent.futures import ThreadPoolExecutor\n"
-               "options = ort.SessionOptions(); options.intra_op_num_threads = 1  # one thread per request\n"
-               "session = ort.InferenceSession(\"{path}\", options, providers=[\"CPUExecutionProvider\"])\n"
-               "name = session.get_inputs()[0].name\n"
-               "with ThreadPoolExecutor({requests}) as pool:  # {requests} one-image requests at once\n"
-               "    outputs = list(pool.map(lambda image: session.run(None, {{name: image[None]}})[0], images))"
-               "  # images: {input}",
-               default=True, uint8_input=True, foreign_suffix=".onnx"),
-        Format("openvino", ("ov",), "{model}_openvino_model/{model}.xml", ("fp32", "fp16", "bf16", "int8"),
-               "yolo_optimize.runtime.runners.openvino:OpenVinoRunner", "openvino",
-               "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
-               "outputs = model(images)[0]  # images: {input}",
-               "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
-               "queue, outputs = ov.AsyncInferQueue(model, {requests}), [None] * len(images)"
-               "  # one request per stream\n"
-               "queue.set_callback(lambda request, i: outputs.__setitem__(i, "
-               "request.get_output_tensor(0).data.copy()))\n"
-               "for i, image in enumerate(images):  # images: {input}, one per request\n"
-               "    queue.start_async({{0: image[None]}}, i)\nqueue.wait_all()",
-               default=True, uint8_input=True, foreign_suffix=".xml",
-               description="an OpenVINO .xml or its folder"),
-        Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16", "int8"),
-               "yolo_optimize.runtime.runners.tensorrt:TensorRTRunner", None,
-               "import tensorrt as trt\nengine = trt.Runtime(trt.Logger()).deserialize_cuda_engine("
-               "open(\"{path}\", \"rb\").read())\n"
-               "context = engine.create_execution_context()  # bind device buffers, context.execute_async_v3(stream)",
-               experimental=UNVERIFIED_ON_GPU),
-        Format("torch-tensorrt", ("torch_tensorrt", "torchtrt"), "{model}_torchtrt.ep", ("fp32", "fp16"),
-               "yolo_optimize.runtime.runners.torch_tensorrt:TorchTensorRTRunner", None,
-               "import torch, torch_tensorrt\nmodel = torch_tensorrt.load(\"{path}\").module()\n"
-               "outputs = model(torch.from_numpy(images).cuda())  # images: {dtype} NCHW in [0, 1]",
-               experimental=UNVERIFIED_ON_GPU),
-    )
-}
 
-_ALIASES = {alias: f.target for f in FORMATS.values() if f.buildable for alias in (f.target, *f.aliases)}
-DEFAULT_TARGETS = tuple(f.target for f in FORMATS.values() if f.default)
-UINT8_TARGETS = tuple(f.target for f in FORMATS.values() if f.uint8_input)
-FOREIGN_SUFFIXES = {f.foreign_suffix: f.target for f in FORMATS.values() if f.foreign_suffix}
+EXPORT, OPTIMIZE = "yolo_optimize.export", "yolo_optimize.optimize"
+_BUILT_IN: tuple[Format, ...] = (
+    Format("pytorch", (), "", ("fp32",), "yolo_optimize.runtime.runners.torch_eager:TorchEagerRunner",
+           "torch", "# the PyTorch checkpoint itself ({path}): nothing exported to load;\n"
+           "# ship the checkpoint with its family's own code (yolov5, ultralytics, torchvision)\n"
+           "# and run model(torch.from_numpy(images)) under torch.inference_mode() ({threads} threads)"),
+    Format("torchscript", ("ts",), "{model}.torchscript", ("fp32", "fp16"),
+           "yolo_optimize.runtime.runners.torchscript:TorchScriptRunner", "torch",
+           "import torch\ntorch.set_num_threads({threads})\nmodel = torch.jit.load(\"{path}\").eval()\n"
+           "outputs = model(torch.from_numpy(images))  # images: {dtype} NCHW in [0, 1]",
+           default=True, uint8_input=True, foreign_suffix=".torchscript",
+           steps=(Step("fp32", f"{EXPORT}.torchscript:TorchScriptExport"),
+                  Step("fp16", f"{EXPORT}.torchscript:TorchScriptExport"))),
+    Format("aoti", ("aotinductor", "pt2"), "{model}.pt2", ("fp32", "bf16", "int8"),
+           "yolo_optimize.runtime.runners.aoti:AotiRunner", "torch",
+           "import torch\ntorch.set_num_threads({threads})\n"
+           "model = torch._inductor.aoti_load_package(\"{path}\")  # compiled C++ and weights, no model code\n"
+           "outputs = model(torch.from_numpy(images))  # images: {input}",
+           default=True, uint8_input=True, foreign_suffix=".pt2", description="AOTInductor .pt2",
+           steps=(Step("fp32", f"{EXPORT}.aoti:AotiCompile"), Step("bf16", f"{EXPORT}.aoti:AotiCompile"),
+                  Step("int8", f"{OPTIMIZE}.int8_aoti:AotiInt8", "aoti-fp32", gated=True))),
+    Format("onnx", (), "{model}.onnx", ("fp32", "fp16", "int8"),
+           "yolo_optimize.runtime.runners.onnxruntime:OnnxRuntimeRunner", "onnxruntime",
+           "import onnxruntime as ort\noptions = ort.SessionOptions(); options.intra_op_num_threads = {threads}\n"
+           "session = ort.InferenceSession(\"{path}\", options, providers=[\"CPUExecutionProvider\"])\n"
+           "outputs = session.run(None, {{session.get_inputs()[0].name: images}})[0]  # images: {input}",
+           "import onnxruntime as ort\nfrom concurrent.futures import ThreadPoolExecutor\n"
+           "options = ort.SessionOptions(); options.intra_op_num_threads = 1  # one thread per request\n"
+           "session = ort.InferenceSession(\"{path}\", options, providers=[\"CPUExecutionProvider\"])\n"
+           "name = session.get_inputs()[0].name\n"
+           "with ThreadPoolExecutor({requests}) as pool:  # {requests} one-image requests at once\n"
+           "    outputs = list(pool.map(lambda image: session.run(None, {{name: image[None]}})[0], images))"
+           "  # images: {input}",
+           default=True, uint8_input=True, foreign_suffix=".onnx",
+           steps=(Step("fp32", f"{EXPORT}.onnx:OnnxExport", intermediate="onnx-export"),
+                  Step("fp32", f"{OPTIMIZE}.simplify:OnnxSimplify", "onnx-export"),
+                  Step("fp16", f"{OPTIMIZE}.fp16:OnnxFp16", "onnx-fp32"),
+                  Step("int8", f"{OPTIMIZE}.int8_onnx:OnnxInt8", "onnx-fp32", gated=True))),
+    Format("openvino", ("ov",), "{model}_openvino_model/{model}.xml", ("fp32", "fp16", "bf16", "int8"),
+           "yolo_optimize.runtime.runners.openvino:OpenVinoRunner", "openvino",
+           "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
+           "outputs = model(images)[0]  # images: {input}",
+           "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
+           "queue, outputs = ov.AsyncInferQueue(model, {requests}), [None] * len(images)"
+           "  # one request per stream\n"
+           "queue.set_callback(lambda request, i: outputs.__setitem__(i, "
+           "request.get_output_tensor(0).data.copy()))\n"
+           "for i, image in enumerate(images):  # images: {input}, one per request\n"
+           "    queue.start_async({{0: image[None]}}, i)\nqueue.wait_all()",
+           default=True, uint8_input=True, foreign_suffix=".xml",
+           description="an OpenVINO .xml or its folder",
+           steps=(*(Step(p, f"{EXPORT}.openvino:OpenVinoExport", "onnx-fp32") for p in ("fp32", "fp16", "bf16")),
+                  Step("int8", f"{OPTIMIZE}.int8_openvino:OpenVinoInt8", "openvino-fp32", gated=True))),
+    Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16", "int8"),
+           "yolo_optimize.runtime.runners.tensorrt:TensorRTRunner", None,
+           "import tensorrt as trt\nengine = trt.Runtime(trt.Logger()).deserialize_cuda_engine("
+           "open(\"{path}\", \"rb\").read())\n"
+           "context = engine.create_execution_context()  # bind device buffers, context.execute_async_v3(stream)",
+           experimental=UNVERIFIED_ON_GPU,
+           steps=(Step("int8", f"{OPTIMIZE}.int8_tensorrt:TensorRTInt8Qdq", "onnx-fp32",
+                       intermediate="onnx-int8-tensorrt", gated=True),
+                  Step("fp32", f"{EXPORT}.tensorrt:TensorRTBuild", "onnx-fp32"),
+                  Step("fp16", f"{EXPORT}.tensorrt:TensorRTBuild", "onnx-fp16"),
+                  Step("int8", f"{EXPORT}.tensorrt:TensorRTBuild", "onnx-int8-tensorrt", gated=True))),
+    Format("torch-tensorrt", ("torch_tensorrt", "torchtrt"), "{model}_torchtrt.ep", ("fp32", "fp16"),
+           "yolo_optimize.runtime.runners.torch_tensorrt:TorchTensorRTRunner", None,
+           "import torch, torch_tensorrt\nmodel = torch_tensorrt.load(\"{path}\").module()\n"
+           "outputs = model(torch.from_numpy(images).cuda())  # images: {dtype} NCHW in [0, 1]",
+           experimental=UNVERIFIED_ON_GPU,
+           steps=(Step("fp32", f"{EXPORT}.torch_tensorrt:TorchTensorRTCompile"),
+                  Step("fp16", f"{EXPORT}.torch_tensorrt:TorchTensorRTCompile"))),
+)
+
+DEFAULT_TARGETS = tuple(f.target for f in _BUILT_IN if f.default)  # a registered row is built when named
+
+
+@cache
+def formats() -> dict[str, Format]:
+    """Every format by target: the built-in rows, then the rows other packages register under ENTRY_POINT_GROUP
+    (an entry point names a Format or a tuple of them), read once per process."""
+    table = {f.target: f for f in _BUILT_IN}
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        for row in _loaded_rows(point):
+            if row.target in table:
+                raise UserError(f"format plugin {point.value}: target {row.target!r} is taken")
+            table[row.target] = row
+    return table
+
+
+def _loaded_rows(point: EntryPoint) -> tuple[Format, ...]:
+    try:
+        loaded = point.load()
+    except Exception as err:  # noqa: BLE001 - any failure of a plugin is the user's to fix, in one line
+        raise UserError(f"format plugin {point.value} does not load: {err}") from None
+    rows = tuple(loaded) if isinstance(loaded, (tuple, list)) else (loaded,)
+    if not all(isinstance(row, Format) for row in rows):
+        raise UserError(f"format plugin {point.value} is not a Format row (or a tuple of them)")
+    return rows
+
+
+def format_named(target: str) -> Format:
+    """The row of ``target`` (a built-in or registered one); a KeyError names an unknown one."""
+    return formats()[target]
+
+
+def uint8_targets() -> tuple[str, ...]:
+    return tuple(f.target for f in formats().values() if f.uint8_input)
+
+
+def foreign_suffixes() -> dict[str, str]:
+    """The file suffix of every format eval --add recognizes, and its target."""
+    return {f.foreign_suffix: f.target for f in formats().values() if f.foreign_suffix}
+
+
+def runtime_configurations(target: str) -> tuple[Format, ...]:
+    """The rows that run ``target``'s files another way (an execution provider of the same runtime)."""
+    return tuple(f for f in formats().values() if f.runs == target)
 
 
 def targets_help() -> str:
@@ -107,25 +187,26 @@ def targets_help() -> str:
     def named(f: Format) -> str:
         return f"{f.target} ({f.aliases[0]})" if f.aliases else f.target
 
-    ready = [named(f) for f in FORMATS.values() if f.buildable and not f.experimental]
-    experimental = [named(f) for f in FORMATS.values() if f.buildable and f.experimental]
+    ready = [named(f) for f in formats().values() if f.buildable and not f.experimental]
+    experimental = [named(f) for f in formats().values() if f.buildable and f.experimental]
     return (f"Comma list: {', '.join(ready)}, and EXPERIMENTAL (never run on a GPU with TensorRT): "
             f"{', '.join(experimental)} [default: {','.join(DEFAULT_TARGETS)}].")
 
 
 def foreign_files_help() -> str:
     """What eval --add takes, from the rows."""
-    return ", ".join(f.description or f.foreign_suffix for f in FORMATS.values() if f.foreign_suffix)
+    return ", ".join(f.description or f.foreign_suffix for f in formats().values() if f.foreign_suffix)
 
 
 def parse_targets(text: str) -> list[str]:
     """Comma list of targets (aliases allowed) in table order; unknown names are a UserError."""
+    aliases = {alias: f.target for f in formats().values() if f.buildable for alias in (f.target, *f.aliases)}
     names = _split(text)
-    unknown = [n for n in names if n not in _ALIASES]
+    unknown = [n for n in names if n not in aliases]
     if unknown:
-        raise UserError(f"unknown target {', '.join(unknown)!s}; choose from {', '.join(_ALIASES)}")
-    wanted = {_ALIASES[n] for n in names}
-    return [t for t in FORMATS if t in wanted]
+        raise UserError(f"unknown target {', '.join(unknown)!s}; choose from {', '.join(aliases)}")
+    wanted = {aliases[n] for n in names}
+    return [t for t in formats() if t in wanted]
 
 
 def parse_precisions(text: str) -> list[str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from yolo_optimize.artifact import MANIFEST, Manifest, verify_files
 from yolo_optimize.errors import UserError
-from yolo_optimize.formats import FORMATS, PRECISIONS
+from yolo_optimize.formats import PRECISIONS, formats
 
 BASELINE_TARGET = "pytorch"
 
@@ -91,7 +91,7 @@ def _baseline(load_folder: Path, model: str, imgsz: list[int]) -> Candidate:
 
 
 def _order(candidate: Candidate) -> tuple[str, int, int, str]:
-    targets = list(FORMATS)
+    targets = list(formats())
     return (candidate.model, targets.index(candidate.target) if candidate.target in targets else len(targets),
             PRECISIONS.index(candidate.precision) if candidate.precision in PRECISIONS else len(PRECISIONS),
             candidate.name)

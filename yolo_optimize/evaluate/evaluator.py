@@ -31,7 +31,7 @@ from yolo_optimize.evaluate.options import ROW_TIMEOUT_S
 from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Row
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import Family
-from yolo_optimize.formats import FORMATS
+from yolo_optimize.formats import formats
 from yolo_optimize.images import check_input_fits, describe_input
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.processes import one_line
@@ -194,7 +194,7 @@ def _row(candidate: Candidate, settings: EvalSettings) -> Row:
 def _skip_reason(candidate: Candidate, device: str) -> str:
     """Why a row is not measured in this evaluation on purpose: its runtime cannot run on this device here (a
     GPU-only format on a CPU evaluation is never measured against a CPU baseline)."""
-    if candidate.manifest is None or candidate.target not in FORMATS:
+    if candidate.manifest is None or candidate.target not in formats():
         return ""
     from yolo_optimize.runtime.runners import runner_class
 

@@ -24,7 +24,7 @@ from yolo_optimize.artifact import Manifest, hash_files
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate
 from yolo_optimize.families import family_named
-from yolo_optimize.formats import FOREIGN_SUFFIXES, foreign_files_help
+from yolo_optimize.formats import foreign_files_help, foreign_suffixes
 from yolo_optimize.metadata import FLOAT_INPUT, UINT8_INPUT, input_spec
 
 EXTERNAL = "external"
@@ -97,7 +97,7 @@ def family_of(entry: str, default: str | None) -> tuple[Path, str]:
 def inspect_file(path: Path, imgsz: int | None) -> ExternalFile:
     """What the file is, read from it; a UserError for a file this tool cannot run."""
     path = _entry(path)
-    target = FOREIGN_SUFFIXES.get(path.suffix.lower())
+    target = foreign_suffixes().get(path.suffix.lower())
     if target is None:
         raise UserError(f"--add {path}: not a model file this tool runs ({foreign_files_help()})")
     reader = {"onnx": _onnx_facts, "openvino": _openvino_facts}.get(target, _torch_facts)

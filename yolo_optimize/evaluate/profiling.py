@@ -27,7 +27,7 @@ from yolo_optimize.evaluate.measure import MeasureJob, batch_input, measure, tim
 from yolo_optimize.evaluate.results import BLOCK_S, FAST_STATE_SPAN
 from yolo_optimize.evaluate.roofline import peak_precision
 from yolo_optimize.families import family_named
-from yolo_optimize.formats import FORMATS
+from yolo_optimize.formats import format_named
 from yolo_optimize.machine.energy import Energy, measure_energy, package_domains
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.processes import in_own_process, one_line
@@ -176,7 +176,7 @@ def profile_artifact(request: ProfileRequest) -> ArtifactProfile:
         energy = in_own_process(_energy_worker, request, pixels) if domains else Energy(None, [], no_energy)
     executed, layers = timing.executed, timing.layers
     manifest = request.manifest
-    runtime = FORMATS[manifest.target].kernels
+    runtime = format_named(manifest.target).kernels
     rates = _layer_rates(layers, runtime, request.limits)
     weighted_ms, weighted_gflops = sum(r.ms for r in rates), sum(r.gflops for r in rates)
     precision = peak_precision(executed)

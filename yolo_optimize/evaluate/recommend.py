@@ -18,7 +18,7 @@ from typing import Any
 
 from yolo_optimize.evaluate.discover import BASELINE_TARGET
 from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Report, Row
-from yolo_optimize.formats import FORMATS
+from yolo_optimize.formats import format_named
 from yolo_optimize.runtime.runners.base import THROUGHPUT
 
 RANKINGS = {"inference": INFERENCE, "e2e": END_TO_END}  # --by: what a row's speed is
@@ -180,7 +180,7 @@ def _accuracy_text(row: Row, baseline: Row | None) -> str:
 def snippet(target: str, precision: str, path: str, execution: dict[str, Any], input_form: str) -> str:
     """A few lines that load ``path`` with its plain runtime in the configuration it was measured in (the format
     table's template for that configuration; ``execution``: the row's ``runners.base.Execution``)."""
-    form = FORMATS[target]
+    form = format_named(target)
     throughput = execution.get("mode") == THROUGHPUT and form.throughput_snippet
     template = form.throughput_snippet if throughput else form.snippet
     streams = execution.get("streams", 1)

@@ -31,7 +31,7 @@ from yolo_optimize.evaluate.results import (
     read_results,
 )
 from yolo_optimize.evaluate.roofline import roofline_cells
-from yolo_optimize.formats import FORMATS
+from yolo_optimize.formats import formats
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.processes import allocator_settings
 from yolo_optimize.runtime.runners.cuda_phases import PHASES
@@ -147,7 +147,8 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> dict[s
 
 def _note(row: Row) -> str:
     """What to know before trusting the row: an experimental format, a model file this tool did not build."""
-    notes = [FORMATS[row.target].experimental] if row.target in FORMATS and FORMATS[row.target].experimental else []
+    row_format = formats().get(row.target)
+    notes = [row_format.experimental] if row_format and row_format.experimental else []
     if row.external:
         notes.append(f"external: {row.external['path']} (sha256 {row.external['sha256'][:12]}...)")
     return "; ".join(notes)

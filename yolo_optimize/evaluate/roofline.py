@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.evaluate.results import Row
-from yolo_optimize.formats import FORMATS
+from yolo_optimize.formats import format_named
 from yolo_optimize.machine.peaks import MachineLimits
 
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
@@ -32,7 +32,7 @@ def roofline_cells(row: Row, line: dict[str, Any], batch_sizes: list[int],
     if row.facts is None:
         return {"gflops_per_image": None}
     cells: dict[str, Any] = {"gflops_per_image": row.facts.gflops_per_image}
-    runtime, precision = FORMATS[row.target].kernels, peak_precision(line["executed_precision"])
+    runtime, precision = format_named(row.target).kernels, peak_precision(line["executed_precision"])
     peak = limits.peak_gops(runtime, precision) if limits and runtime else None
     if limits:
         cells.update(peak_gops=peak, peak_of=f"{runtime} {precision}" if peak else

@@ -22,7 +22,7 @@ from yolo_optimize.evaluate.external import (
 from yolo_optimize.evaluate.options import EvalOptions
 from yolo_optimize.evaluate.report import build_report, write_report
 from yolo_optimize.evaluate.results import Report
-from yolo_optimize.formats import FOREIGN_SUFFIXES
+from yolo_optimize.formats import foreign_suffixes
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class EvalRequest:
         root, add = options.root, options.add
         if root is None:
             raise UserError("nothing to evaluate: give a folder of artifacts or a model file")
-        if root.is_file() or root.suffix in FOREIGN_SUFFIXES or _model_folder(root):
+        if root.is_file() or root.suffix in foreign_suffixes() or _model_folder(root):
             root, add = None, (str(root), *add)
         if options.profile and options.out is None:
             raise UserError("profile needs a folder to write the profiles to: pass out=")

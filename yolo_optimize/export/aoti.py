@@ -17,13 +17,16 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from yolo_optimize.cpu import cpu_facts, has_native_bf16
-from yolo_optimize.formats import FORMATS
+from yolo_optimize.formats import format_named
 from yolo_optimize.loading import example_input, export_module
 from yolo_optimize.metadata import FLOAT_INPUT, artifact_metadata
 from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
+
+if TYPE_CHECKING:
+    from yolo_optimize.request import BuildRequest
 
 MAX_BATCH = 1024  # the exporter needs a bound; the compiled code takes any batch up to it
 # freezing: constant folding and oneDNN weight prepacking (PyTorch's advice for CPU inference); dynamic threads: the
@@ -84,6 +87,10 @@ class AotiCompile(Stage):
     target = "aoti"
     config: AotiConfig
 
+    @classmethod
+    def planned(cls, request: BuildRequest, precision: str) -> AotiCompile:
+        return cls(AotiConfig(request.imgsz, precision, request.input_form))
+
     def environment(self) -> dict[str, str]:
         return machine_environment()
 
@@ -102,7 +109,7 @@ class AotiCompile(Stage):
             module = Bfloat16Body(module, family_named(ctx.source.family).float_module(module)).eval()
         metadata = artifact_metadata(ctx.manifest(MODEL).metadata, target=self.target, precision=self.config.precision,
                                      imgsz=self.config.imgsz, max_batch=MAX_BATCH, input_form=self.config.input_form)
-        entry = FORMATS[self.target].entry_for(ctx.source.model_id)
+        entry = format_named(self.target).entry_for(ctx.source.model_id)
         compile_package(exported(module, example_input(self.config.input_form, 2, self.config.imgsz)),
                         ctx.out_dir / entry, metadata)
         return StageOutput(entry=entry, metadata=metadata, info={"built_on_cpu": cpu_facts()})

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from yolo_optimize.loading import example_input, export_module
 from yolo_optimize.metadata import FLOAT_INPUT, input_spec
 from yolo_optimize.stage import MODEL, Stage, StageContext, StageOutput
+
+if TYPE_CHECKING:
+    from yolo_optimize.request import BuildRequest
 
 MAX_BATCH = 1024  # the exporter needs a bound; the graph itself has none
 
@@ -26,6 +30,10 @@ class OnnxExport(Stage):
     revision = 2  # 2: traced at batch 2
     inputs = (MODEL,)
     tools = ("torch", "onnx", "onnxscript")
+
+    @classmethod
+    def planned(cls, request: BuildRequest, precision: str) -> OnnxExport:
+        return cls(OnnxExportConfig(request.imgsz, request.opset, request.input_form))
 
     def run(self, ctx: StageContext) -> StageOutput:
         import torch

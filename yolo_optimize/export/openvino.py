@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from yolo_optimize.formats import FORMATS
+from yolo_optimize.formats import format_named
 from yolo_optimize.runtime.runners.openvino import EXECUTION_HINTS
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+
+if TYPE_CHECKING:
+    from yolo_optimize.request import BuildRequest
 
 RT_INFO_SECTION = "model_info"
 @dataclass(frozen=True)
@@ -23,6 +26,10 @@ class OpenVinoExport(Stage):
     tools = ("openvino",)
     target = "openvino"
 
+    @classmethod
+    def planned(cls, request: BuildRequest, precision: str) -> OpenVinoExport:
+        return cls(OpenVinoConfig(precision))
+
     def run(self, ctx: StageContext) -> StageOutput:
         import openvino as ov
 
@@ -31,7 +38,7 @@ class OpenVinoExport(Stage):
                     "precision": self.config.precision,
                     "compile_config": {"INFERENCE_PRECISION_HINT": EXECUTION_HINTS[self.config.precision]}}
         embed_metadata(model, metadata)
-        entry = FORMATS[self.target].entry_for(ctx.source.model_id)
+        entry = format_named(self.target).entry_for(ctx.source.model_id)
         (ctx.out_dir / entry).parent.mkdir()
         ov.save_model(model, str(ctx.out_dir / entry), compress_to_fp16=self.config.precision == "fp16")
         return StageOutput(entry=entry, metadata=metadata)

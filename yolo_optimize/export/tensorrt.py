@@ -18,13 +18,13 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
 from yolo_optimize.artifact import machine_id
 from yolo_optimize.errors import StageSkipped
-from yolo_optimize.formats import FORMATS
+from yolo_optimize.formats import format_named
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.tensorrt_api import (
     INSTALL_HINT,
@@ -35,6 +35,9 @@ from yolo_optimize.tensorrt_api import (
     require_tensorrt,
     tensorrt_unavailable_reason,
 )
+
+if TYPE_CHECKING:
+    from yolo_optimize.request import BuildRequest
 
 PRECISIONS = ("fp32", "fp16", "int8")
 METADATA_FILE = "metadata.json"  # engines cannot carry metadata; it sits beside the plain engine
@@ -190,6 +193,10 @@ class TensorRTBuild(Stage):
     exclusive_gpu = True
     revision = 2  # strongly typed on 10 too, TF32 off, one profile per batch size, timing cache
 
+    @classmethod
+    def planned(cls, request: BuildRequest, precision: str) -> TensorRTBuild:
+        return cls(TensorRTConfig(request.imgsz, precision, request.batch_sizes))
+
     def environment(self) -> dict[str, str]:
         """An engine is valid only for the TensorRT version and GPU that built it: they enter its key."""
         return engine_environment()
@@ -201,7 +208,7 @@ class TensorRTBuild(Stage):
         reason = tensorrt_unavailable_reason()
         if reason:
             raise StageSkipped(reason)
-        entry = FORMATS[self.target].entry_for(ctx.source.model_id)
+        entry = format_named(self.target).entry_for(ctx.source.model_id)
         assert ctx.shared_dir is not None, "the DAG gives every stage the model's shared folder"
         info = build_engine(ctx.entry(SOURCE), ctx.out_dir / entry, precision=self.config.precision,
                             batch_sizes=self.config.batch_sizes, imgsz=self.config.imgsz,

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from yolo_optimize.errors import StageSkipped
-from yolo_optimize.formats import FORMATS
+from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import artifact_metadata
 from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.tensorrt_api import (
@@ -24,6 +25,9 @@ from yolo_optimize.tensorrt_api import (
     gpu_build_unavailable,
     torch_tensorrt_unavailable_reason,
 )
+
+if TYPE_CHECKING:
+    from yolo_optimize.request import BuildRequest
 
 METADATA_FILE = "config.txt"  # an extra file inside the saved ExportedProgram, as TorchScript's
 
@@ -41,6 +45,10 @@ class TorchTensorRTCompile(Stage):
     tools = ("torch", "torch-tensorrt")
     target = "torch-tensorrt"
     exclusive_gpu = True  # it times kernels like any TensorRT build
+
+    @classmethod
+    def planned(cls, request: BuildRequest, precision: str) -> TorchTensorRTCompile:
+        return cls(TorchTensorRTConfig(request.imgsz, precision, request.batch_sizes))
 
     def environment(self) -> dict[str, str]:
         """Compiled engines are valid only for the TensorRT version and GPU that built them."""
@@ -73,7 +81,7 @@ class TorchTensorRTCompile(Stage):
         metadata = artifact_metadata(ctx.manifest(MODEL).metadata, target=self.target,
                                      precision=self.config.precision, imgsz=size)
         metadata["input"]["dtype"] = "float16" if dtype == torch.float16 else "float32"
-        entry = FORMATS[self.target].entry_for(ctx.source.model_id)
+        entry = format_named(self.target).entry_for(ctx.source.model_id)
         # The Input specs, not the example tensor: the saved program keeps the dynamic batch they describe.
         torch_tensorrt.save(compiled, str(ctx.out_dir / entry), output_format="exported_program",
                             arg_inputs=inputs, extra_files={METADATA_FILE: json.dumps(metadata)})

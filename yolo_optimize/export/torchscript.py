@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from yolo_optimize.formats import FORMATS
+from yolo_optimize.formats import format_named
 from yolo_optimize.loading import example_input, export_module
 from yolo_optimize.metadata import FLOAT_INPUT, artifact_metadata
 from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
+
+if TYPE_CHECKING:
+    from yolo_optimize.request import BuildRequest
 
 METADATA_FILE = "config.txt"
 
@@ -26,6 +30,10 @@ class TorchScriptExport(Stage):
     inputs = (MODEL, REFERENCE)
     tools = ("torch",)
     target = "torchscript"
+
+    @classmethod
+    def planned(cls, request: BuildRequest, precision: str) -> TorchScriptExport:
+        return cls(TorchScriptConfig(request.imgsz, precision, request.device, request.input_form))
 
     def unavailable_reason(self, device: str) -> str | None:
         if self.config.precision == "fp16" and device != "cuda":
@@ -49,6 +57,6 @@ class TorchScriptExport(Stage):
             metadata["input"]["dtype"] = "float16" if half else "float32"
         with torch.no_grad():
             traced = torch.jit.trace(model, example, strict=False, check_trace=False)
-        entry = FORMATS[self.target].entry_for(ctx.source.model_id)
+        entry = format_named(self.target).entry_for(ctx.source.model_id)
         traced.save(str(ctx.out_dir / entry), _extra_files={METADATA_FILE: json.dumps(metadata)})
         return StageOutput(entry=entry, metadata=metadata)

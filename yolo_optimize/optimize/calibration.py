@@ -10,7 +10,7 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.families.base import Family
-from yolo_optimize.optimize.gate import GateConfig
+from yolo_optimize.request import GateConfig
 
 
 def calibration_inputs(family: Family, images: tuple[str, ...], imgsz: int,

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from yolo_optimize.optimize.onnx_io import save_onnx
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+
+if TYPE_CHECKING:
+    from yolo_optimize.request import BuildRequest
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,10 @@ class OnnxFp16(Stage):
     inputs = (SOURCE, REFERENCE)
     tools = ("onnx", "onnxruntime", "onnx-ir")
     target = "onnx"
+
+    @classmethod
+    def planned(cls, request: BuildRequest, precision: str) -> OnnxFp16:
+        return cls(OnnxFp16Config())
 
     def run(self, ctx: StageContext) -> StageOutput:
         import onnx

@@ -19,21 +19,13 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.families.base import Family
+from yolo_optimize.request import GateConfig
 from yolo_optimize.runtime.dataset import Dataset, PreparedImages
 
 BOOTSTRAP_RESAMPLES = 100  # each costs one COCOeval of the gate set for detectors (about 0.3 s for 128 images)
 VACUOUS = "vacuous: the FP32 model scores 0 mAP on the gate set (random weights?), so no drop can show"
 GATE_RULE = ("pass when the measured drop of the {metric} on the gate set is at most --max-map-drop points; the "
              "90% interval is a paired bootstrap over the gate images")
-
-
-@dataclass(frozen=True)
-class GateConfig:
-    """The images to gate on (never the evaluation set) and the largest drop allowed, in points."""
-
-    data: str
-    images: int | None
-    max_map_drop: float
 
 
 @dataclass(frozen=True)

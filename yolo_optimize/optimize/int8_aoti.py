@@ -19,7 +19,7 @@ INT8's weight bits).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from yolo_optimize.metadata import FLOAT_INPUT
 from yolo_optimize.optimize.calibration import Int8Config, calibration_inputs, candidate_manifest
 from yolo_optimize.optimize.gate import Gate, GateRecord
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+
+if TYPE_CHECKING:
+    from yolo_optimize.request import BuildRequest
 
 ROUTE = "PT2E, X86InductorQuantizer defaults (torchao)"
 REDUCED_RANGE_ROUTE = "PT2E, X86InductorQuantizer with 7-bit activations (torchao's reduce_range: no VNNI)"
@@ -51,6 +54,11 @@ class AotiInt8(Stage):
     tools = ("torch", "torchao")
     target = "aoti"
     config: AotiInt8Config
+
+    @classmethod
+    def planned(cls, request: BuildRequest, precision: str) -> AotiInt8:
+        return cls(AotiInt8Config(request.imgsz, request.calib_images, request.gate, request.input_form,
+                                  reduce_range=not request.int8_vnni))
 
     def environment(self) -> dict[str, str]:
         return machine_environment()

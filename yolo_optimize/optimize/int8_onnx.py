@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from yolo_optimize.optimize.calibration import Int8Config
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
 from yolo_optimize.optimize.onnx_io import save_onnx
 from yolo_optimize.optimize.onnxruntime_fusion import fuse_for_onnxruntime
+
+if TYPE_CHECKING:
+    from yolo_optimize.request import BuildRequest
 
 VNNI_NOTE = "8-bit weights: exact on CPUs with VNNI (AVX512-VNNI, AVX-VNNI, AMX); may saturate on AVX2-only CPUs"
 NO_VNNI_NOTE = "7-bit weights (NNCF overflow fix): exact on every x86 CPU"
@@ -52,6 +55,11 @@ class OnnxInt8(NncfInt8):
     tools = ("onnx", "onnxruntime", "nncf")
     target = "onnx"
     config: OnnxInt8Config
+
+    @classmethod
+    def planned(cls, request: BuildRequest, precision: str) -> OnnxInt8:
+        return cls(OnnxInt8Config(request.imgsz, request.calib_images, request.gate,
+                                  8 if request.int8_vnni else 7))
 
     def recipes(self) -> list[tuple[str, Any]]:
         from nncf.quantization.advanced_parameters import (

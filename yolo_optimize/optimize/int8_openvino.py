@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from yolo_optimize.families.base import Family
 from yolo_optimize.machine.choices import evidence_here
 from yolo_optimize.optimize.calibration import Int8Config
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
+
+if TYPE_CHECKING:
+    from yolo_optimize.request import BuildRequest
 
 FLOAT_HINTS = {"bf16": "bf16", "fp32": "f32"}  # the float parts' precision -> OpenVINO's hint
 DEFAULT_RANGES_ROUTE = "NNCF MIXED, default activation ranges, bias correction"
@@ -53,6 +56,11 @@ class OpenVinoInt8(NncfInt8):
     config: OpenVinoInt8Config
     route = "NNCF MIXED, histogram activation ranges, bias correction"
     fast_bias_correction = False
+
+    @classmethod
+    def planned(cls, request: BuildRequest, precision: str) -> OpenVinoInt8:
+        return cls(OpenVinoInt8Config(request.imgsz, request.calib_images, request.gate,
+                                      request.int8_float_precision))
 
     def recipes(self) -> list[tuple[str, Any]]:
         """Histogram ranges; NNCF's default ranges where a histogram cannot be made (an activation whose values are

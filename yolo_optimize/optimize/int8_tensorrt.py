@@ -20,7 +20,7 @@ import io
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from yolo_optimize.optimize.calibration import (
 from yolo_optimize.optimize.gate import Gate, GateRecord
 from yolo_optimize.optimize.onnx_io import save_onnx
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+
+if TYPE_CHECKING:
+    from yolo_optimize.request import BuildRequest
 
 ROUTE = ("ONNX Runtime quantize_static: symmetric signed int8 on the convolutions' inputs, per-channel weights, "
          "99.999th-percentile ranges, float bias")
@@ -59,6 +62,10 @@ class TensorRTInt8Qdq(Stage):
     tools = ("onnx", "onnxruntime")
     target = "onnx"  # ONNX Runtime runs it for its gate and its parity check
     config: TensorRTInt8Config
+
+    @classmethod
+    def planned(cls, request: BuildRequest, precision: str) -> TensorRTInt8Qdq:
+        return cls(TensorRTInt8Config(request.imgsz, request.calib_images, request.gate))
 
     def run(self, ctx: StageContext) -> StageOutput:
         import onnx

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from yolo_optimize.formats import FORMATS
+from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import artifact_metadata
 from yolo_optimize.optimize.onnx_io import save_onnx
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+
+if TYPE_CHECKING:
+    from yolo_optimize.request import BuildRequest
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,10 @@ class OnnxSimplify(Stage):
     tools = ("onnx", "onnxsim")
     target = "onnx"
 
+    @classmethod
+    def planned(cls, request: BuildRequest, precision: str) -> OnnxSimplify:
+        return cls(SimplifyConfig(request.imgsz))
+
     def run(self, ctx: StageContext) -> StageOutput:
         import onnx
         from onnxsim import simplify
@@ -31,6 +39,6 @@ class OnnxSimplify(Stage):
             raise RuntimeError("onnxsim could not validate the simplified graph")
         metadata = artifact_metadata(ctx.manifest(SOURCE).metadata, target=self.target,
                                      precision=self.config.precision, imgsz=self.config.imgsz)
-        entry = FORMATS[self.target].entry_for(ctx.source.model_id)
+        entry = format_named(self.target).entry_for(ctx.source.model_id)
         save_onnx(simplified, ctx.out_dir / entry, metadata)
         return StageOutput(entry=entry, metadata=metadata)

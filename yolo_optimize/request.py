@@ -1,0 +1,38 @@
+"""What one model's build asks for, as the planner and every stage read it: the build request and the INT8 accuracy
+gate's settings. Apart from the planner (pipeline.py) so that stages configure themselves from it
+(``Stage.planned``) without importing the planner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from yolo_optimize.checkpoint import ModelSource
+from yolo_optimize.metadata import FLOAT_INPUT
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """The images to gate on (never the evaluation set) and the largest drop allowed, in points."""
+
+    data: str
+    images: int | None
+    max_map_drop: float
+
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    source: ModelSource
+    targets: tuple[str, ...]
+    precisions: tuple[str, ...]
+    imgsz: int
+    batch_sizes: tuple[int, ...]
+    opset: int
+    device: str
+    parity_images: tuple[str, ...]
+    calib_images: tuple[str, ...] = ()
+    gate: GateConfig | None = None
+    int8_vnni: bool = True  # the building CPU has VNNI; without it u8 x s8 products can saturate, so ONNX INT8 takes
+    # 7-bit weights (optimize/int8_onnx.py) and AOTInductor INT8 7-bit activations (optimize/int8_aoti.py)
+    int8_float_precision: str = "fp32"  # OpenVINO INT8's float parts: bf16 where the CPU has it (int8_openvino.py)
+    input_form: str = FLOAT_INPUT  # what every exported artifact takes (loading.INPUT_FORMS)
