@@ -7,7 +7,7 @@ from pathlib import Path
 
 from yolo_optimize.artifact import MANIFEST, Manifest, verify_files
 from yolo_optimize.errors import UserError
-from yolo_optimize.formats import PRECISIONS, formats
+from yolo_optimize.formats import PRECISIONS, formats, runtime_configurations
 
 BASELINE_TARGET = "pytorch"
 
@@ -37,6 +37,19 @@ def discover(root: Path) -> list[Candidate]:
     baselines = [_baseline(model_dir / ".cache" / "load", model, _imgsz(found, model))
                  for model, model_dir in models.items()]
     return sorted([*baselines, *found], key=_order)
+
+
+def with_runtime_configurations(candidates: list[Candidate]) -> list[Candidate]:
+    """Each candidate, then once more for every row that runs its files another way (an execution provider of its
+    runtime): a row of its own over the same verified files, measured by that row's runner."""
+    return [configured for c in candidates for configured in (c, *_configured(c))]
+
+
+def _configured(candidate: Candidate) -> list[Candidate]:
+    if candidate.manifest is None:
+        return []
+    return [replace(candidate, manifest=replace(candidate.manifest, target=row.target), target=row.target,
+                    name=f"{row.target}-{candidate.precision}") for row in runtime_configurations(candidate.target)]
 
 
 def verified_artifact(folder: Path) -> Manifest:

@@ -11,7 +11,7 @@ from yolo_optimize.artifact import MANIFEST, check_writable, written_whole
 from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.devices import resolve_device
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover
+from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover, with_runtime_configurations
 from yolo_optimize.evaluate.evaluator import EvalSettings, Progress, evaluate
 from yolo_optimize.evaluate.external import (
     checkpoint_baseline,
@@ -100,4 +100,4 @@ def candidates(request: EvalRequest) -> list[Candidate]:
     if own_groups and request.checkpoint:
         found += [checkpoint_baseline(request.checkpoint, model, int(c.manifest.metadata["imgsz"][0]))  # type: ignore[union-attr]
                   for model, c in own_groups.items()]
-    return [*found, *added]
+    return with_runtime_configurations([*found, *added])

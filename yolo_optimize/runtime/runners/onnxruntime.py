@@ -11,6 +11,10 @@ TensorRT provider's engine builds, whose TF32 flag ONNX Runtime does not expose)
 PyTorch and bound to the session (I/O binding) on the runner's stream, so CUDA events split each call into
 copy in, compute and copy out.
 
+A runtime configuration of ``onnx`` (a format row with ``runs="onnx"``: one execution provider, its own matrix
+row over the same files) is this runner with ``execution_providers`` pinned in a subclass: the session gets
+exactly those providers, on either device, and the row is skipped where this onnxruntime lacks one.
+
 On the CPU, the latency configuration runs a call as one request on a session with every thread;
 the throughput configuration runs it as concurrent requests of one image each, one per thread, on a
 session with one thread (ONNX Runtime's ``run`` releases the GIL and a session takes concurrent runs),
@@ -56,14 +60,19 @@ class OnnxRuntimeRunner(Runner):
     _stream: Any = None  # the CUDA stream the GPU providers compute on (None on CPU)
     _concurrent: Any = None  # the throughput configuration's one-thread session and its request threads
     has_throughput_mode = True
+    execution_providers: tuple[str, ...] = ()  # pinned by a runtime configuration's subclass; (): by the device
 
     @classmethod
     def unavailable_reason(cls, device: str) -> str | None:
-        """On CUDA a GPU provider is required: without one ONNX Runtime would quietly run on the CPU."""
-        if device != "cuda":
-            return None
+        """Pinned providers must all be present; on CUDA a GPU provider is required: without one ONNX Runtime would
+        quietly run on the CPU."""
         import onnxruntime as ort
 
+        missing = [p for p in cls.execution_providers if p not in ort.get_available_providers()]
+        if missing:
+            return f"this onnxruntime {ort.__version__} has no {', '.join(missing)}"
+        if device != "cuda" or cls.execution_providers:
+            return None
         if not set(GPU_PROVIDERS) & set(ort.get_available_providers()):
             return (f"this onnxruntime {ort.__version__} has no CUDA or TensorRT execution provider (the CPU "
                     "build): install onnxruntime-gpu instead of onnxruntime to measure ONNX files on the GPU")
@@ -126,6 +135,8 @@ class OnnxRuntimeRunner(Runner):
         self.phases = CudaPhases(self._stream)
 
     def _providers(self, ort: Any) -> list[Any]:
+        if self.execution_providers:
+            return list(self.execution_providers)
         if self.device != "cuda":
             return ["CPUExecutionProvider"]
         from yolo_optimize.runtime_env import user_cache_dir
