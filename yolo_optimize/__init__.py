@@ -7,21 +7,38 @@ import what they need when called.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+# The subpackages named like the API's functions, imported first (their __init__ holds only a docstring): importing a
+# subpackage binds its name on the package, so the functions defined below must come after to keep the names.
+import yolo_optimize.evaluate  # noqa: F401
+
+if TYPE_CHECKING:
+    from yolo_optimize.api import Pick
+    from yolo_optimize.builder import BuildResult
+    from yolo_optimize.evaluate.results import Report
 
 __version__ = "0.1.0"
 __all__ = ["__version__", "build", "evaluate", "recommend"]
 
 
-def __getattr__(name: str) -> Any:
-    """``yolo_optimize.build`` and friends, imported on first use (PEP 562). ``evaluate`` is the subpackage, which is
-    callable as the API's function (evaluate/__init__.py)."""
-    if name in ("build", "recommend"):
-        from yolo_optimize import api
+def build(model: str | Path | None = None, **options: Any) -> BuildResult:
+    """``api.build``: the build of ``model`` with the command's options as keywords."""
+    from yolo_optimize import api
 
-        return getattr(api, name)
-    if name == "evaluate":
-        import yolo_optimize.evaluate
+    return api.build(model, **options)
 
-        return yolo_optimize.evaluate
-    raise AttributeError(f"module 'yolo_optimize' has no attribute {name!r}")
+
+def evaluate(root: str | Path | None = None, **options: Any) -> Report:
+    """``api.evaluate``: every artifact under ``root`` measured with the command's options as keywords."""
+    from yolo_optimize import api
+
+    return api.evaluate(root, **options)
+
+
+def recommend(report: Report | str | Path, **options: Any) -> Pick:
+    """``api.recommend``: the artifact to ship from an evaluation's report."""
+    from yolo_optimize import api
+
+    return api.recommend(report, **options)
