@@ -165,13 +165,13 @@ def test_every_failure_is_its_rows_own_and_the_rest_still_run(small_artifacts: P
     result = optimize(*eval_args(root, tmp_path / "report", *QUICK_EVAL))
     assert result.returncode == 0, brief(result)
     rows = matrix(tmp_path / "report")
-    assert rows["openvino-fp32"]["status"] == "failed: sha256 mismatch for yolov5n_openvino_model/yolov5n.bin"
-    assert rows["onnx-fp32"]["status"].startswith("failed: could not load: InvalidProtobuf")
-    assert rows["tensorrt-fp32"]["status"] == ("skipped: TensorRT engines run on a CUDA GPU; this evaluation runs on "
-                                               "cpu (--device cuda on a GPU host)")
-    assert rows["torch-tensorrt-fp32"]["status"] == ("skipped: torch-tensorrt programs run on a CUDA GPU; this "
-                                                     "evaluation runs on cpu (--device cuda)")
-    assert rows["pytorch-fp32"]["status"] == "ok"
+    assert rows["openvino-fp32"].status == "failed: sha256 mismatch for yolov5n_openvino_model/yolov5n.bin"
+    assert rows["onnx-fp32"].status.startswith("failed: could not load: InvalidProtobuf")
+    assert rows["tensorrt-fp32"].status == ("skipped: TensorRT engines run on a CUDA GPU; this evaluation runs on "
+                                            "cpu (--device cuda on a GPU host)")
+    assert rows["torch-tensorrt-fp32"].status == ("skipped: torch-tensorrt programs run on a CUDA GPU; this "
+                                                  "evaluation runs on cpu (--device cuda)")
+    assert rows["pytorch-fp32"].status == "ok"
 
 
 def test_imgsz_mismatch_is_reported_per_artifact(small_artifacts: Path, tmp_path: Path) -> None:
