@@ -27,6 +27,8 @@ from typing import Any
 
 from common import save
 
+from yolo_optimize.evaluate.report import load_report
+from yolo_optimize.evaluate.results import MatrixRow
 from yolo_optimize.runtime.layers import WEIGHT_INPUT
 
 # The layers the measured peaks are about: every weighted kind of ONNX Runtime and OpenVINO, the integer GEMMs
@@ -51,18 +53,18 @@ def other_kinds(profile: dict[str, Any], top: int = 3) -> str:
     return ", ".join(f"{kind} {ms / total:.0%}" for ms, kind in others[:top])
 
 
-def ceiling(line: dict[str, Any], profile: dict[str, Any], goal_ips: float) -> dict[str, Any] | None:
+def ceiling(line: MatrixRow, profile: dict[str, Any], goal_ips: float) -> dict[str, Any] | None:
     """One artifact's bound against the goal, or None when its profile has no per-layer kinds."""
     share = product_share(profile)
-    if share is None or not line.get("throughput_b8_ips"):
+    if share is None or not line.at(8).throughput_ips:
         return None
-    b8, peak = line["throughput_b8_ips"], line.get("peak_gops")
+    b8, peak = line.at(8).throughput_ips, line.peak_gops
     others_allowed = b8 / goal_ips - share  # the goal leaves b8 / goal_ips of today's time per image
     return {
-        "model": line["model"], "artifact": line["artifact"], "runs_in": line["executed_precision"],
-        "b8_ips": round(b8, 1), "b8_of_peak": line.get("utilization_b8"), "peak_of": line.get("peak_of"),
+        "model": line.model, "artifact": line.artifact, "runs_in": line.executed_precision,
+        "b8_ips": round(b8, 1), "b8_of_peak": line.at(8).utilization, "peak_of": line.peak_of,
         "peak_gops": peak, "goal_ips": round(goal_ips, 1),
-        "goal_of_peak": round(goal_ips * line["gflops_per_image"] / peak, 3) if peak else None,
+        "goal_of_peak": round(goal_ips * line.gflops_per_image / peak, 3) if peak else None,
         "product_share": round(share, 3), "products_alone_b8_ips": round(b8 / share, 1),
         "products_alone_reach_goal": b8 / share >= goal_ips,
         "others_must_shrink_to": round(others_allowed / (1 - share), 3) if others_allowed > 0 else 0.0,
@@ -93,12 +95,12 @@ def main() -> None:
     parser.add_argument("--goal", type=float, default=5.0, help="the batch-8 speedup over PyTorch eager asked for")
     parser.add_argument("--save", type=Path, default=Path("bench/results/zen4"))
     args = parser.parse_args()
-    results = json.loads((args.report / "results.json").read_text())
-    matrix = [line for line in results["matrix"] if line["status"] == "ok"]
+    report = load_report(args.report)
+    matrix = [line for line in report.matrix if line.status == "ok"]
     rows = []
-    for model in dict.fromkeys(line["model"] for line in matrix):
-        lines = {line["artifact"]: line for line in matrix if line["model"] == model}
-        goal_ips = args.goal * lines[BASELINE]["throughput_b8_ips"] if BASELINE in lines else None
+    for model in dict.fromkeys(line.model for line in matrix):
+        lines = {line.artifact: line for line in matrix if line.model == model}
+        goal_ips = args.goal * lines[BASELINE].at(8).throughput_ips if BASELINE in lines else None
         for artifact, line in lines.items():
             path = args.report / "profiles" / model / artifact / "profile.json"
             if goal_ips and artifact != BASELINE and path.exists():
@@ -108,7 +110,7 @@ def main() -> None:
     reachable = [f"{r['model']} {r['artifact']}" for r in rows if r["products_alone_reach_goal"]]
     print(f"within reach if only the convolutions took time: {', '.join(reachable) or 'none'}")
     save(args.save, "ceiling", {"report": str(args.report), "goal": args.goal, "rows": rows,
-                                "environment_of_report": results["environment"]}, threads=0)  # 0: nothing measured here
+                                "environment_of_report": report.environment}, threads=0)  # 0: nothing measured here
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ Saves bench/results/<cpu kind>/cluster-<time>.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from common import save
-from reproducibility import agreement
+from reproducibility import agreement, measured, speedups
 
 ASSETS = Path("../shared/assets")
 SWEEP = ("--imgsz", "320,640", "--targets", "onnx,openvino", "--precisions", "fp32")
@@ -56,11 +55,6 @@ def cluster(cpus_per_node: list[int], labels: list[str]) -> Any:
     return found
 
 
-def matrix(folder: Path) -> dict[str, dict]:
-    return {line["artifact"]: line for line in json.loads((folder / "results.json").read_text())["matrix"]
-            if line["status"] == "ok"}
-
-
 def integrity(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Local and Ray evaluations of the same artifacts, alternating; each Ray run against the local run before it."""
     if not (args.artifacts / "yolov5n").is_dir():
@@ -76,8 +70,8 @@ def integrity(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             optimize("eval", args.artifacts, "--out", local, *common)
             optimize("eval", args.artifacts, "--out", ray, "--executor", "ray", "--ray-address", running.address,
                      "--on", "kind=local", *common)
-            first, second = matrix(local), matrix(ray / "kind-local")
-            pairs.append({batch: agreement(first, second, batch) for batch in (1, 8)})
+            first, second = measured(local), measured(ray / "kind-local")
+            pairs.append({batch: agreement(speedups(first, batch), speedups(second, batch), batch) for batch in (1, 8)})
     finally:
         running.shutdown()
     worst = max(pair[b]["largest_speedup_disagreement"] for pair in pairs for b in pair)

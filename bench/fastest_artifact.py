@@ -20,6 +20,9 @@ from typing import Any
 
 from common import study_parser
 
+from yolo_optimize.evaluate.report import load_report
+from yolo_optimize.evaluate.results import MatrixRow
+
 FLOAT_TARGETS, UINT8_TARGETS = "torchscript,aoti,onnx,openvino", "aoti,onnx,openvino"
 THROUGHPUT_RUNTIMES = ("onnx", "openvino")  # the runtimes with a throughput configuration (runners.base)
 BEST_WITHIN_POINTS, PEAK_SHARE, BEST_B8, ORT_INT8_OVER_FP32, END_TO_END_SHARE = 0.5, 0.5, 5.0, 1.5, 0.8
@@ -45,55 +48,57 @@ README_ROWS = [("yolov5n", name, name) for name in (
     ("yolov5n-uint8", "openvino-int8", "openvino-int8, `--input uint8`")]
 
 
-def readme_table(matrix: list[dict[str, Any]]) -> str:
+def readme_table(matrix: list[MatrixRow]) -> str:
     """The README's matrix: README_ROWS from the report (``runs in`` without its convolution count)."""
-    lines = {(line["model"], line["artifact"]): line for line in matrix}
+    lines = {(line.model, line.artifact): line for line in matrix}
     table = ["| artifact | runs in | mAP50-95 | b1 img/s | b1 speedup | b1 end to end | b8 img/s (mode) | b8 speedup |",
              "|---|---|---|---|---|---|---|---|"]
     for model, artifact, label in README_ROWS:
         line = lines[(model, artifact)]
-        table.append(f"| {label} | {line['executed_precision'].split(' (')[0]} | {line['map50_95']:.4f} | "
-                     f"{line['throughput_b1_ips']:.1f} | {line['speedup_b1']:.2f}x | {line['end_to_end_b1_ips']:.1f} | "
-                     f"{line['throughput_b8_ips']:.1f} ({line['mode_b8'].split()[0]}) | {line['speedup_b8']:.2f}x |")
+        b1, b8 = line.at(1), line.at(8)
+        table.append(f"| {label} | {line.executed_precision.split(' (')[0]} | {line.map50_95:.4f} | "
+                     f"{b1.throughput_ips:.1f} | {b1.speedup:.2f}x | {b1.end_to_end_ips:.1f} | "
+                     f"{b8.throughput_ips:.1f} ({b8.mode.split()[0]}) | {b8.speedup:.2f}x |")
     return "\n".join(table)
 
 
-def drop_points(line: dict[str, Any], base: dict[str, Any]) -> float:
-    return (base["map50_95"] - line["map50_95"]) * 100 if line.get("map50_95") is not None else float("inf")
+def drop_points(line: MatrixRow, base: MatrixRow) -> float:
+    return (base.map50_95 - line.map50_95) * 100 if line.map50_95 is not None else float("inf")
 
 
-def goals(matrix: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
-    ok = [line for line in matrix if line["status"] == "ok"]
-    base = {line["model"]: line for line in ok if line["artifact"] == "pytorch-fp32"}
-    within = [line for line in ok if drop_points(line, base[line["model"]]) <= BEST_WITHIN_POINTS]
-    best = max(within, key=lambda line: line["throughput_b1_ips"])
-    best_b8 = max(ok, key=lambda line: line["speedup_b8"] or 0)
-    throughput = [line for line in ok if line["artifact"].split("-")[0] in THROUGHPUT_RUNTIMES]
-    b8_behind = [f"{line['model']} {line['artifact']} {line['speedup_b8']} < {line['speedup_b1']}"
-                 for line in throughput if line["speedup_b8"] < line["speedup_b1"]]
-    ort = {(line["model"], line["artifact"]): line for line in ok if line["artifact"] in ("onnx-int8", "onnx-fp32")}
-    ort_ratios = {f"{model} b{b}": round(ort[(model, "onnx-int8")][f"throughput_b{b}_ips"]
-                                         / ort[(model, "onnx-fp32")][f"throughput_b{b}_ips"], 3)
+def goals(matrix: list[MatrixRow]) -> list[tuple[str, bool, str]]:
+    ok = [line for line in matrix if line.status == "ok"]
+    base = {line.model: line for line in ok if line.artifact == "pytorch-fp32"}
+    within = [line for line in ok if drop_points(line, base[line.model]) <= BEST_WITHIN_POINTS]
+    best = max(within, key=lambda line: line.at(1).throughput_ips)
+    best_b8 = max(ok, key=lambda line: line.at(8).speedup or 0)
+    throughput = [line for line in ok if line.artifact.split("-")[0] in THROUGHPUT_RUNTIMES]
+    b8_behind = [f"{line.model} {line.artifact} {line.at(8).speedup} < {line.at(1).speedup}"
+                 for line in throughput if line.at(8).speedup < line.at(1).speedup]
+    ort = {(line.model, line.artifact): line for line in ok if line.artifact in ("onnx-int8", "onnx-fp32")}
+    ort_ratios = {f"{model} b{b}": round(ort[(model, "onnx-int8")].at(b).throughput_ips
+                                         / ort[(model, "onnx-fp32")].at(b).throughput_ips, 3)
                   for model in base if (model, "onnx-int8") in ort for b in (1, 8)}
-    best_path = max(ok, key=lambda line: line.get("end_to_end_b1_ips") or 0)
+    best_path = max(ok, key=lambda line: line.at(1).end_to_end_ips or 0)
+    b1 = best.at(1)
     return [
         (f"the best artifact within {BEST_WITHIN_POINTS} point of FP32 mAP reaches >= {PEAK_SHARE:.0%} of the measured "
-         f"peak of the precision it runs in at b1", (best.get("utilization_b1") or 0) >= PEAK_SHARE,
-         f"{best['model']} {best['artifact']} ({best['executed_precision']}, "
-         f"{drop_points(best, base[best['model']]):.2f} "
-         f"points): {best['throughput_b1_ips']} img/s, {best.get('utilization_b1')} of {best.get('peak_of')} "
-         f"{best.get('peak_gops')} GOP/s"),
+         f"peak of the precision it runs in at b1", (b1.utilization or 0) >= PEAK_SHARE,
+         f"{best.model} {best.artifact} ({best.executed_precision}, "
+         f"{drop_points(best, base[best.model]):.2f} "
+         f"points): {b1.throughput_ips} img/s, {b1.utilization} of {best.peak_of} "
+         f"{best.peak_gops} GOP/s"),
         ("b8 speedup (throughput configuration) >= b1 speedup for every ONNX Runtime and OpenVINO artifact",
          not b8_behind, "; ".join(b8_behind) or f"all {len(throughput)} rows"),
-        (f"the best b8 speedup >= {BEST_B8}x PyTorch eager", best_b8["speedup_b8"] >= BEST_B8,
-         f"{best_b8['model']} {best_b8['artifact']} {best_b8['speedup_b8']}x"),
+        (f"the best b8 speedup >= {BEST_B8}x PyTorch eager", best_b8.at(8).speedup >= BEST_B8,
+         f"{best_b8.model} {best_b8.artifact} {best_b8.at(8).speedup}x"),
         (f"ONNX Runtime INT8 >= {ORT_INT8_OVER_FP32}x ONNX Runtime FP32 at b1 and b8",
          bool(ort_ratios) and min(ort_ratios.values()) >= ORT_INT8_OVER_FP32, json.dumps(ort_ratios)),
         (f"the best artifact's end-to-end img/s >= {END_TO_END_SHARE:.0%} of its inference-only img/s at b1",
-         (best.get("end_to_end_b1_share") or 0) >= END_TO_END_SHARE,
-         f"{best['model']} {best['artifact']}: {best.get('end_to_end_b1_ips')} e2e img/s, "
-         f"{best.get('end_to_end_b1_share')} of inference (fastest end to end: {best_path['model']} "
-         f"{best_path['artifact']} {best_path.get('end_to_end_b1_ips')} img/s)"),
+         (b1.end_to_end_share or 0) >= END_TO_END_SHARE,
+         f"{best.model} {best.artifact}: {b1.end_to_end_ips} e2e img/s, "
+         f"{b1.end_to_end_share} of inference (fastest end to end: {best_path.model} "
+         f"{best_path.artifact} {best_path.at(1).end_to_end_ips} img/s)"),
     ]
 
 
@@ -105,7 +110,7 @@ def main() -> None:
     if not args.skip_eval:
         optimize("eval", str(args.out), "--data", str(args.assets / "coco_val128"), "--out", str(args.report),
                  "--repeats", args.repeats, "--min-time", "2", "--batch-sizes", "1,8", "--profile")
-    matrix = json.loads((args.report / "results.json").read_text())["matrix"]
+    matrix = load_report(args.report).matrix
     print(readme_table(matrix))
     found = goals(matrix)
     for goal, met, value in found:

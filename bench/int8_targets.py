@@ -19,6 +19,9 @@ from pathlib import Path
 
 from common import study_parser
 
+from yolo_optimize.evaluate.report import load_report
+from yolo_optimize.evaluate.results import BatchCells, MatrixRow
+
 
 def optimize(*args: str) -> int:
     """Run the CLI; a build with a failed node (e.g. an INT8 gate) still leaves the others to evaluate."""
@@ -48,22 +51,24 @@ def main() -> None:
     if not args.skip_eval:
         optimize("eval", str(args.out), "--data", str(args.assets / "coco_val128"), "--out", str(args.report),
                  "--repeats", args.repeats, "--min-time", "2", "--profile")
-    rows = {r["artifact"]: r for r in json.loads((args.report / "results.json").read_text())["matrix"]}
-    base = rows["pytorch-fp32"]["map50_95"]
-    missing = {"map50_95": float("nan"), "speedup_b1": float("nan"), "executed_precision": "not built"}
+    rows = {line.artifact: line for line in load_report(args.report).matrix if line.status == "ok"}
+    base = rows["pytorch-fp32"].map50_95
+    nan = float("nan")
+    missing = MatrixRow("yolov5n", "", "", "", "", "not built", {b: BatchCells(speedup=nan) for b in (1, 8)},
+                        executed_precision="not built", map50_95=nan)
 
-    def row(name: str) -> dict:
-        return rows.get(name, missing) if rows.get(name, {}).get("status") == "ok" else missing
+    def row(name: str) -> MatrixRow:
+        return rows.get(name, missing)
 
     def drop(name: str) -> float:
-        return (base - row(name)["map50_95"]) * 100
+        return (base - row(name).map50_95) * 100
 
-    ok = [r for r in rows.values() if r["status"] == "ok" and isinstance(r.get("speedup_b1"), float)]
-    best_b1 = max(ok, key=lambda r: r["speedup_b1"])
-    best_b8 = max(ok, key=lambda r: r.get("speedup_b8") or 0)
+    ok = [line for line in rows.values() if isinstance(line.at(1).speedup, float)]
+    best_b1 = max(ok, key=lambda line: line.at(1).speedup)
+    best_b8 = max(ok, key=lambda line: line.at(8).speedup or 0)
+
     def faster(name: str, than: str) -> tuple[bool, str]:
-        pairs = [(row(name).get(f"speedup_b{b}", float("nan")), row(than).get(f"speedup_b{b}", float("nan")))
-                 for b in (1, 8)]
+        pairs = [(row(name).at(b).speedup, row(than).at(b).speedup) for b in (1, 8)]
         return all(a > b for a, b in pairs), "; ".join(f"b{b}: {x} vs {y}" for b, (x, y) in zip((1, 8), pairs))
 
     goals = [
@@ -75,11 +80,11 @@ def main() -> None:
         ("ONNX INT8 faster than ONNX FP32 at b1 and b8", *faster("onnx-int8", "onnx-fp32")),
         ("OpenVINO INT8 faster than OpenVINO FP32 at b1 and b8", *faster("openvino-int8", "openvino-fp32")),
         ("BF16 mAP drop <= 0.5 point", drop("openvino-bf16") <= 0.5,
-         f"{drop('openvino-bf16'):.2f} (executed {row('openvino-bf16')['executed_precision']})"),
-        ("OpenVINO INT8 b1 speedup >= 4x", row("openvino-int8")["speedup_b1"] >= 4, row("openvino-int8")["speedup_b1"]),
-        ("best b1 speedup >= 4.5x", best_b1["speedup_b1"] >= 4.5, f"{best_b1['artifact']} {best_b1['speedup_b1']}"),
-        ("best b8 speedup >= 6x", (best_b8.get("speedup_b8") or 0) >= 6,
-         f"{best_b8['artifact']} {best_b8['speedup_b8']}"),
+         f"{drop('openvino-bf16'):.2f} (executed {row('openvino-bf16').executed_precision})"),
+        ("OpenVINO INT8 b1 speedup >= 4x", row("openvino-int8").at(1).speedup >= 4, row("openvino-int8").at(1).speedup),
+        ("best b1 speedup >= 4.5x", best_b1.at(1).speedup >= 4.5, f"{best_b1.artifact} {best_b1.at(1).speedup}"),
+        ("best b8 speedup >= 6x", (best_b8.at(8).speedup or 0) >= 6,
+         f"{best_b8.artifact} {best_b8.at(8).speedup}"),
     ]
     for goal, met, value in goals:
         print(f"[{'met' if met else 'MISSED'}] {goal}: {value}")
@@ -88,16 +93,16 @@ def main() -> None:
     print_utilization(ok)
 
 
-def print_utilization(rows: list[dict]) -> None:
+def print_utilization(rows: list[MatrixRow]) -> None:
     """Markdown: what each artifact achieves against the measured peak of the precision it runs in."""
     print("| artifact | runs in | GFLOPs | b1 img/s | b1 GOP/s | b1 util. | b8 img/s | b8 GOP/s | b8 util. "
           "| peak (GOP/s) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        cells = [f"{r[f'throughput_b{b}_ips']:.1f} | {r[f'achieved_gops_b{b}']:.1f} | {r[f'utilization_b{b}']:.1%}"
+        cells = [f"{r.at(b).throughput_ips:.1f} | {r.at(b).achieved_gops:.1f} | {r.at(b).utilization:.1%}"
                  for b in (1, 8)]
-        print(f"| {r['artifact']} | {r['executed_precision']} | {r['gflops_per_image']} | {cells[0]} | {cells[1]} | "
-              f"{r['peak_of']} {r['peak_gops']:.0f} |")
+        print(f"| {r.artifact} | {r.executed_precision} | {r.gflops_per_image} | {cells[0]} | {cells[1]} | "
+              f"{r.peak_of} {r.peak_gops:.0f} |")
 
 
 if __name__ == "__main__":

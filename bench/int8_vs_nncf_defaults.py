@@ -27,6 +27,7 @@ from typing import Any
 from common import save
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.evaluate.report import load_report
 
 HINTS = {"bf16": "bf16", "fp32": "f32"}
 MODES = {"latency b1": ("latency", 1), "throughput b8": ("throughput", 8)}
@@ -68,8 +69,7 @@ def benchmark_app(xml: Path, hint: str, batch: int, imgsz: int, seconds: float,
 def accuracy(out: Path, xml: Path, data: Path, report: Path) -> dict[str, float]:
     optimize("eval", out, "--add", f"yolov5={xml}", "--data", data, "--out", report, "--batch-sizes", "1",
              "--min-time", "0", "--repeats", "1", "--no-end-to-end")
-    lines = json.loads((report / "results.json").read_text())["matrix"]
-    return {line["artifact"]: line["map50_95"] for line in lines if line.get("map50_95") is not None}
+    return {line.artifact: line.map50_95 for line in load_report(report).matrix if line.map50_95 is not None}
 
 
 def main() -> None:

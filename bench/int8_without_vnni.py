@@ -30,6 +30,8 @@ from typing import Any
 
 from common import save
 
+from yolo_optimize.evaluate.report import load_report
+
 HELD_ISAS = ("AVX2", "AVX512_CORE")
 WITHOUT_VNNI = re.compile(r" (avx512\w*|avx_vnni|amx_\w+)")  # every AVX-512 flag (an AVX2-only CPU), VNNI, AMX
 
@@ -52,11 +54,11 @@ def run(command: list[str], isa: str | None, cpuinfo: Path | None) -> None:
 def measured(out: Path, report: Path) -> dict[str, Any]:
     """The INT8 package's gate record and the evaluated accuracies."""
     manifest = json.loads((out / "yolov5n" / "aoti-int8" / "manifest.json").read_text())
-    matrix = {line["artifact"]: line for line in json.loads((report / "results.json").read_text())["matrix"]}
+    matrix = {line.artifact: line for line in load_report(report).matrix}
     gate = manifest["info"]["gate"]
     return {"route": gate["route"], "gate_drop_points": gate["drop_points"], "gate_drop_90ci": gate["drop_90ci_points"],
             "gate_images": gate["gate_images"], "executed": manifest["parity"]["executed_precision"],
-            "map50_95": matrix["aoti-int8"]["map50_95"], "fp32_map50_95": matrix["aoti-fp32"]["map50_95"]}
+            "map50_95": matrix["aoti-int8"].map50_95, "fp32_map50_95": matrix["aoti-fp32"].map50_95}
 
 
 def case(args: argparse.Namespace, isa: str | None, cpuinfo: Path | None) -> dict[str, Any]:

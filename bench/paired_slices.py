@@ -71,10 +71,11 @@ class Worker:
         self.process.join()
 
 
-def compare(baseline: Worker, candidate: Candidate, args: argparse.Namespace) -> dict[str, Any]:
-    """Slice pairs at every batch size, the order within a pair alternating; each pair's ratio of medians."""
+def compare(baseline: Worker, candidate: Candidate, args: argparse.Namespace) -> dict[int, dict[str, Any]]:
+    """Per batch size: slice pairs, the order within a pair alternating; each pair's ratio of medians and their
+    median, the speedup."""
     worker = Worker(candidate, args)
-    found: dict[str, Any] = {}
+    found: dict[int, dict[str, Any]] = {}
     try:
         for batch in args.batch_sizes:
             ratios, slices = [], []
@@ -83,15 +84,14 @@ def compare(baseline: Worker, candidate: Candidate, args: argparse.Namespace) ->
                 taken = {side: run.slice(batch, args.slice) for side, run in order}
                 ratios.append(statistics.median(taken["baseline"]) / statistics.median(taken["artifact"]))
                 slices.append(taken)
-            found[f"speedup_b{batch}"] = round(statistics.median(ratios), 3)
-            found[f"ratios_b{batch}"] = [round(r, 3) for r in ratios]
-            found[f"slices_b{batch}"] = slices
+            found[batch] = {"speedup": round(statistics.median(ratios), 3), "ratios": [round(r, 3) for r in ratios],
+                            "slices": slices}
     finally:
         worker.close()
     return found
 
 
-def one_round(candidates: list[Candidate], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+def one_round(candidates: list[Candidate], args: argparse.Namespace) -> dict[str, dict[int, dict[str, Any]]]:
     """Every artifact paired with one baseline process, each artifact in a fresh process."""
     baseline = next(c for c in candidates if c.target == BASELINE_TARGET)
     worker = Worker(baseline, args)
@@ -100,7 +100,7 @@ def one_round(candidates: list[Candidate], args: argparse.Namespace) -> dict[str
         for candidate in (c for c in candidates if c.target != BASELINE_TARGET):
             rows[candidate.name] = compare(worker, candidate, args)
             row = rows[candidate.name]
-            print(f"  {candidate.name:18}", "  ".join(f"b{b} {row[f'speedup_b{b}']:.2f}x {row[f'ratios_b{b}']}"
+            print(f"  {candidate.name:18}", "  ".join(f"b{b} {row[b]['speedup']:.2f}x {row[b]['ratios']}"
                                                       for b in args.batch_sizes))
     finally:
         worker.close()
@@ -111,9 +111,14 @@ def one_run(candidates: list[Candidate], args: argparse.Namespace) -> dict[str, 
     """``--rounds`` rounds of fresh processes; an artifact's speedup is the median of its rounds' paired speedups
     (part of the host's slowness stays with a process, which only other processes can outvote)."""
     rounds = [one_round(candidates, args) for _ in range(args.rounds)]
-    return {name: {**{f"speedup_b{b}": round(statistics.median(r[name][f"speedup_b{b}"] for r in rounds), 3)
-                      for b in args.batch_sizes}, "rounds": [r[name] for r in rounds]}
+    return {name: {"speedups": {b: round(statistics.median(r[name][b]["speedup"] for r in rounds), 3)
+                                for b in args.batch_sizes}, "rounds": [r[name] for r in rounds]}
             for name in rounds[0]}
+
+
+def paired_speedups(run: dict[str, dict[str, Any]], batch: int) -> dict[str, float]:
+    """Each artifact's speedup at ``batch`` in one run (``one_run``)."""
+    return {name: row["speedups"][batch] for name, row in run.items()}
 
 
 def main() -> None:
@@ -133,7 +138,8 @@ def main() -> None:
     for number in range(args.runs):
         print(f"run {number + 1}")
         runs.append(one_run(candidates, args))
-    summary = {f"b{batch}": agreement(runs[0], runs[1], batch) for batch in args.batch_sizes}
+    summary = {f"b{batch}": agreement(paired_speedups(runs[0], batch), paired_speedups(runs[1], batch), batch)
+               for batch in args.batch_sizes}
     settings = {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()}
     save(args.save, "paired_slices", {"settings": settings, "summary": summary, "runs": runs}, args.threads)
 

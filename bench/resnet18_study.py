@@ -12,11 +12,12 @@ folder keeps every raw sample; ``--skip-build --skip-eval`` reprints the table f
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 from common import study_parser
+
+from yolo_optimize.evaluate.report import load_report
 
 BATCHES = "16,32,48,64"
 
@@ -37,20 +38,20 @@ def main() -> None:
         optimize("eval", str(args.out), "--data", str(args.assets / "coco_val128"), "--max-images", "64",
                  "--batch-sizes", BATCHES, "--repeats", args.repeats, "--min-time", args.min_time,
                  "--out", str(args.report))
-    report = json.loads((args.report / "results.json").read_text())
-    batches = report["settings"]["batch_sizes"]
-    print(f"{report['environment']['cpu']} ({', '.join(report['environment']['cpu_facts']['isa'])}), "
-          f"{report['environment']['threads']} threads, {report['environment']['date']}, "
-          f"{report['settings']['repeats']} interleaved rounds")
+    report = load_report(args.report)
+    batches = report.settings["batch_sizes"]
+    print(f"{report.environment['cpu']} ({', '.join(report.environment['cpu_facts']['isa'])}), "
+          f"{report.environment['threads']} threads, {report.environment['date']}, "
+          f"{report.settings['repeats']} interleaved rounds")
     print("| imgsz | artifact | runs in | " + " | ".join(f"b{b} img/s (speedup)" for b in batches) + " | top-1 agr. |")
     print("|---|---|---|" + "---|" * len(batches) + "---|")
-    for line in report["matrix"]:
-        if line["status"] != "ok":
-            print(f"| {line['model']} | {line['artifact']} | {line['status']} |")
+    for line in report.matrix:
+        if line.status != "ok":
+            print(f"| {line.model} | {line.artifact} | {line.status} |")
             continue
-        cells = [f"{line[f'throughput_b{b}_ips']:.1f} ({line[f'speedup_b{b}']:.2f}x)" for b in batches]
-        agreement = line["top1_agreement"]
-        print(f"| {line['model'].rsplit('-', 1)[1]} | {line['artifact']} | {line['executed_precision']} | "
+        cells = [f"{line.at(b).throughput_ips:.1f} ({line.at(b).speedup:.2f}x)" for b in batches]
+        agreement = line.top1_agreement
+        print(f"| {line.model.rsplit('-', 1)[1]} | {line.artifact} | {line.executed_precision} | "
               + " | ".join(cells) + f" | {'' if agreement is None else f'{agreement:.1%}'} |")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 if TYPE_CHECKING:
     from yolo_optimize.builder import BuildResult
+    from yolo_optimize.evaluate.results import MatrixRow
 
 ASSETS = Path(os.environ.get("YOLO_OPTIMIZE_ASSETS", Path(__file__).resolve().parents[2] / "shared" / "assets"))
 WEIGHTS = ASSETS / "weights" / "yolov5n.pt"
@@ -111,6 +113,13 @@ def built(tmp_path_factory: pytest.TempPathFactory, home_dir: Path) -> Path:
 
 def eval_args(root: Path, out: Path, *extra: str | Path) -> list[str | Path]:
     return ["eval", root, "--data", VAL_DATA, "--out", out, *extra]
+
+
+def written_matrix(report: Path) -> list[MatrixRow]:
+    """The matrix an eval wrote into ``report``'s results.json, read back typed (every field checked)."""
+    from yolo_optimize.evaluate.results import MatrixRow, from_json
+
+    return from_json(list[MatrixRow], json.loads((report / "results.json").read_text())["matrix"], "matrix")
 
 
 LIMIT_ROUNDS = 2  # the suite's machine limits: two rounds instead of five (a minute saved; the peaks read alike)

@@ -285,7 +285,7 @@ def evaluate_command(directory: Path | None, config_file: Path | None, add: tupl
     for batch in request.settings.batch_sizes:
         for found in recommend(report, Budget(batch)):
             console.print(f"  {brief(found)}", highlight=False)
-    if not any(line["status"] == "ok" for line in report.matrix):
+    if not any(line.status == "ok" for line in report.matrix):
         click.echo("error: nothing could be measured", err=True)
         sys.exit(1)
 
@@ -480,7 +480,7 @@ def _evaluate_on_hosts(options: EvalOptions) -> None:
         table.add_row(*["" if row.get(c) is None else str(row[c]) for c in SHIP_COLUMNS])
     console.print(table)
     console.print(f"wrote {out / 'hosts.csv'}, hosts.md, report.html and one report folder per host")
-    if not all(any(line["status"] == "ok" for line in run.report.matrix) for run in runs):
+    if not all(any(line.status == "ok" for line in run.report.matrix) for run in runs):
         click.echo("error: a host could measure nothing", err=True)
         sys.exit(1)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from yolo_optimize.evaluate.report import build_report
@@ -36,6 +38,14 @@ def row(name: str, round_ms: list[float], map50_95: float, memory_mb: float = 30
     return Row(name, "yolov5n", target, precision, f"artifacts/yolov5n/{name}", 4.0, True,
                f"artifacts/yolov5n/{name}/{name}.file", "detect",
                measurements, Accuracy(map50_95, 0.5, 128))
+
+
+def at_batch(row: Row, batch: int, error: str = "") -> Row:
+    """``row`` measured at ``batch`` too, with its batch-1 runs; with ``error``, failing there instead."""
+    for measurement in row.measurements:
+        first = measurement.batches[0]
+        measurement.batches.append(BatchResult(batch, error=error) if error else replace(first, batch=batch))
+    return row
 
 
 def _stats(ms: float, rng: np.random.Generator) -> LatencyStats:

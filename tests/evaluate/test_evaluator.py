@@ -9,22 +9,23 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import QUICK_EVAL, VAL_DATA, brief, eval_args, on_a_small_disk, optimize
+from tests.conftest import QUICK_EVAL, VAL_DATA, brief, eval_args, on_a_small_disk, optimize, written_matrix
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.evaluate.results import MatrixRow
 
 FP32_EXPORTS = ("onnx-fp32", "openvino-fp32")
 
 
-def matrix(report: Path) -> dict[str, dict]:
-    return {line["artifact"]: line for line in json.loads((report / "results.json").read_text())["matrix"]}
+def matrix(report: Path) -> dict[str, MatrixRow]:
+    return {line.artifact: line for line in written_matrix(report)}
 
 
 def test_every_fp32_export_matches_the_pytorch_map(evaluated: Path) -> None:
     rows = matrix(evaluated)
-    baseline = rows["pytorch-fp32"]["map50_95"]
+    baseline = rows["pytorch-fp32"].map50_95
     assert baseline is not None and 0.2 < baseline < 0.6
     for name in FP32_EXPORTS:
-        assert abs(rows[name]["map50_95"] - baseline) <= 0.005, (name, rows[name]["map50_95"], baseline)
+        assert abs(rows[name].map50_95 - baseline) <= 0.005, (name, rows[name].map50_95, baseline)
 
 
 def test_every_row_reports_its_weights_at_the_precision_they_are_stored_in(evaluated: Path) -> None:
@@ -34,9 +35,9 @@ def test_every_row_reports_its_weights_at_the_precision_they_are_stored_in(evalu
     parameters = json.loads((evaluated / "results.json").read_text())["rows"][0]["facts"]["parameters"]
     for name, line in rows.items():
         precision = name.rsplit("-", 1)[1]
-        fp32 = rows[name.replace(precision, "fp32")]["weights_mb"]
+        fp32 = rows[name.replace(precision, "fp32")].weights_mb
         assert fp32 == pytest.approx(parameters * 4 / 2**20, rel=0.08), name
-        assert line["weights_mb"] == pytest.approx(fp32 / 2 if precision == "fp16" else fp32, rel=0.01), name
+        assert line.weights_mb == pytest.approx(fp32 / 2 if precision == "fp16" else fp32, rel=0.01), name
     assert "| weights MB |" in (evaluated / "matrix.md").read_text()
 
 
@@ -61,7 +62,7 @@ def test_speedups_are_fast_state_throughput_ratios_recomputable_from_the_raw_sam
 
     results = json.loads((evaluated / "results.json").read_text())
     rows = matrix(evaluated)
-    assert rows["pytorch-fp32"]["speedup_b1"] == rows["pytorch-fp32"]["speedup_b2"] == 1.0
+    assert rows["pytorch-fp32"].at(1).speedup == rows["pytorch-fp32"].at(2).speedup == 1.0
 
     def raw(name: str, batch: int) -> list[dict]:
         row = next(r for r in results["rows"] if r["name"] == name)
@@ -74,13 +75,14 @@ def test_speedups_are_fast_state_throughput_ratios_recomputable_from_the_raw_sam
             fast = fast_state([m["latency"]["samples_ms"] for m in mine], batch)
             base_fast = fast_state([m["latency"]["samples_ms"] for m in base], batch)
             assert fast and base_fast and 0 < fast.runs_kept <= fast.runs
-            assert line[f"fast_runs_b{batch}"] == [fast.runs_kept, fast.runs]
-            assert line[f"throughput_b{batch}_ips"] == fast.throughput_ips
-            assert line[f"speedup_b{batch}"] == pytest.approx(fast.throughput_ips / base_fast.throughput_ips, abs=1e-3)
+            cells = line.at(batch)
+            assert cells.fast_runs == (fast.runs_kept, fast.runs)
+            assert cells.throughput_ips == fast.throughput_ips
+            assert cells.speedup == pytest.approx(fast.throughput_ips / base_fast.throughput_ips, abs=1e-3)
             ratios = [m["throughput_ips"] / b["throughput_ips"] for m, b in zip(mine, base) if m["round"] == b["round"]]
-            assert line[f"speedup_b{batch}_range"] == [round(min(ratios), 3), round(max(ratios), 3)]
+            assert cells.speedup_range == (round(min(ratios), 3), round(max(ratios), 3))
         latency = fast_state([m["latency"]["samples_ms"] for m in raw(name, 1)], 1).latency
-        assert line["latency_b1_p50_ms"] == latency.p50_ms
+        assert line.latency_b1_p50_ms == latency.p50_ms
 
 
 def test_every_batch_size_records_the_configuration_it_ran_in(evaluated: Path) -> None:
@@ -100,7 +102,7 @@ def test_every_batch_size_records_the_configuration_it_ran_in(evaluated: Path) -
                 assert executions[2]["streams"] == threads and executions[2]["request_batch"] == 1
             else:
                 assert executions[2]["note"] == f"{row['target']} has no throughput configuration: run as it is"
-        assert rows[row["name"]]["mode_b2"] == row["measurements"][0]["batches"][1]["execution"]["label"]
+        assert rows[row["name"]].at(2).mode == row["measurements"][0]["batches"][1]["execution"]["label"]
     assert "| b2 mode |" in (evaluated / "matrix.md").read_text()
 
 
@@ -117,11 +119,10 @@ def test_end_to_end_rates_are_the_pipelines_fast_state_recomputable_from_its_raw
             found = [b for m in row["measurements"] for b in m["batches"] if b["batch"] == batch]
             intervals = [b["end_to_end"]["samples_ms"] for b in found]
             assert all(len(i) >= 1 for i in intervals) and sum(map(len, intervals)) >= 5, row["name"]
-            fast = fast_state(intervals, batch)
-            assert fast and line[f"end_to_end_b{batch}_ips"] == fast.throughput_ips
-            share = round(fast.throughput_ips / line[f"throughput_b{batch}_ips"], 3)
-            assert line[f"end_to_end_b{batch}_share"] == share
-            assert 0.1 < line[f"end_to_end_b{batch}_share"] < 1.5, (row["name"], batch)
+            fast, cells = fast_state(intervals, batch), line.at(batch)
+            assert fast and cells.end_to_end_ips == fast.throughput_ips
+            assert cells.end_to_end_share == round(fast.throughput_ips / cells.throughput_ips, 3)
+            assert 0.1 < cells.end_to_end_share < 1.5, (row["name"], batch)
 
 
 def test_the_schedule_rotates_the_artifacts_behind_the_baseline() -> None:
@@ -143,8 +144,8 @@ def test_matrix_files_agree_with_results_json(evaluated: Path) -> None:
     html = (evaluated / "report.html").read_text()
     for name, line in rows.items():
         assert name in markdown and name in html
-        assert f"{line['speedup_b2']:.2f}x" in markdown
-        assert any(f"{line['map50_95']}" in row for row in csv_lines if row.startswith(f"yolov5n,{name},"))
+        assert f"{line.at(2).speedup:.2f}x" in markdown
+        assert any(f"{line.map50_95}" in row for row in csv_lines if row.startswith(f"yolov5n,{name},"))
 
 
 def test_every_failure_is_its_rows_own_and_the_rest_still_run(small_artifacts: Path, tmp_path: Path) -> None:
@@ -164,19 +165,19 @@ def test_every_failure_is_its_rows_own_and_the_rest_still_run(small_artifacts: P
     result = optimize(*eval_args(root, tmp_path / "report", *QUICK_EVAL))
     assert result.returncode == 0, brief(result)
     rows = matrix(tmp_path / "report")
-    assert rows["openvino-fp32"]["status"] == "failed: sha256 mismatch for yolov5n_openvino_model/yolov5n.bin"
-    assert rows["onnx-fp32"]["status"].startswith("failed: could not load: InvalidProtobuf")
-    assert rows["tensorrt-fp32"]["status"] == ("skipped: TensorRT engines run on a CUDA GPU; this evaluation runs on "
-                                               "cpu (--device cuda on a GPU host)")
-    assert rows["torch-tensorrt-fp32"]["status"] == ("skipped: torch-tensorrt programs run on a CUDA GPU; this "
-                                                     "evaluation runs on cpu (--device cuda)")
-    assert rows["pytorch-fp32"]["status"] == "ok"
+    assert rows["openvino-fp32"].status == "failed: sha256 mismatch for yolov5n_openvino_model/yolov5n.bin"
+    assert rows["onnx-fp32"].status.startswith("failed: could not load: InvalidProtobuf")
+    assert rows["tensorrt-fp32"].status == ("skipped: TensorRT engines run on a CUDA GPU; this evaluation runs on "
+                                            "cpu (--device cuda on a GPU host)")
+    assert rows["torch-tensorrt-fp32"].status == ("skipped: torch-tensorrt programs run on a CUDA GPU; this "
+                                                  "evaluation runs on cpu (--device cuda)")
+    assert rows["pytorch-fp32"].status == "ok"
 
 
 def test_imgsz_mismatch_is_reported_per_artifact(small_artifacts: Path, tmp_path: Path) -> None:
     result = optimize(*eval_args(small_artifacts, tmp_path / "report", *QUICK_EVAL, "--imgsz", "320"))
     assert result.returncode == 1 and "nothing could be measured" in result.stderr
-    assert matrix(tmp_path / "report")["onnx-fp32"]["status"] == "failed: artifact imgsz 640 differs from --imgsz 320"
+    assert matrix(tmp_path / "report")["onnx-fp32"].status == "failed: artifact imgsz 640 differs from --imgsz 320"
 
 
 @pytest.mark.parametrize("make", ["missing", "empty"])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import VAL_DATA, WEIGHTS, brief, optimize
+from tests.conftest import VAL_DATA, WEIGHTS, brief, optimize, written_matrix
 from yolo_optimize.evaluate.external import file_labels
 
 EXPORTS = """
@@ -52,16 +52,16 @@ def test_foreign_exports_join_the_matrix_measured_like_ours(small_artifacts: Pat
     assert result.returncode == 0, brief(result)
     results = json.loads((out / "results.json").read_text())
     rows = {row["name"]: row for row in results["rows"]}
-    lines = {(line["model"], line["artifact"]): line for line in results["matrix"]}
+    lines = {(line.model, line.artifact): line for line in written_matrix(out)}
     ours, theirs = lines[("yolov5n", "onnx-fp32")], lines[("yolov5n", "onnx-fp32-external-yolov5n")]
-    assert theirs["status"] == "ok" and theirs["speedup_b1"] > 0.5 and theirs["executed_precision"] == "fp32"
-    assert abs(theirs["map50_95"] - ours["map50_95"]) < 0.01, (theirs["map50_95"], ours["map50_95"])
+    assert theirs.status == "ok" and theirs.at(1).speedup > 0.5 and theirs.executed_precision == "fp32"
+    assert abs(theirs.map50_95 - ours.map50_95) < 0.01, (theirs.map50_95, ours.map50_95)
     external = rows["onnx-fp32-external-yolov5n"]["external"]
     assert external["sha256"] == hashlib.sha256(foreign["onnx"].read_bytes()).hexdigest()
     assert external["parity"]["agreement"] > 0.9 and external["imgsz"] == 640
-    assert theirs["note"].startswith("external: ")
+    assert theirs.note.startswith("external: ")
     ir = lines[("yolo11n-external", "openvino-fp32-external-yolo11n")]
-    assert ir["status"] == "ok" and ir["throughput_b1_ips"] > 0 and ir["speedup_b1"] is None  # no baseline given
+    assert ir.status == "ok" and ir.at(1).throughput_ips > 0 and ir.at(1).speedup is None  # no baseline given
     assert "yolo11n-external" in (out / "matrix.md").read_text()
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import VAL_DATA, brief, eval_args, optimize
+from tests.conftest import VAL_DATA, brief, eval_args, optimize, written_matrix
 from yolo_optimize.evaluate.profiling import thread_counts
 
 RUNTIMES = {"pytorch": "torch", "torchscript": "torch", "onnx": "onnxruntime", "openvino": "openvino"}
@@ -31,18 +31,18 @@ def test_every_row_is_explained_by_its_gflops_and_its_utilization_of_the_measure
     results = json.loads((profiled / "results.json").read_text())
     limits = results["machine_limits"]
     assert limits and limits["threads"] == results["settings"]["threads"]
-    for line in results["matrix"]:
-        runtime = RUNTIMES[line["artifact"].split("-")[0]]
-        assert line["gflops_per_image"] == pytest.approx(4.47, abs=0.02), line["artifact"]
-        assert line["peak_of"] == f"{runtime} fp32"
-        assert line["peak_gops"] == max(p["gops"] for p in limits["peaks"]
-                                        if p["runtime"] == runtime and p["executed"] == "fp32")
+    for line in written_matrix(profiled):
+        runtime = RUNTIMES[line.artifact.split("-")[0]]
+        assert line.gflops_per_image == pytest.approx(4.47, abs=0.02), line.artifact
+        assert line.peak_of == f"{runtime} fp32"
+        assert line.peak_gops == max(p["gops"] for p in limits["peaks"]
+                                     if p["runtime"] == runtime and p["executed"] == "fp32")
         for batch in (1, 2):
-            achieved = line[f"achieved_gops_b{batch}"]
-            assert achieved == pytest.approx(4.469 * line[f"throughput_b{batch}_ips"], rel=0.01)
-            assert 0 < line[f"utilization_b{batch}"] <= 1.0, (line["artifact"], batch, achieved, line["peak_gops"])
-            assert line[f"intensity_b{batch}"] > 0 and line[f"bound_b{batch}"] in ("compute", "memory")
-        assert line["intensity_b2"] > line["intensity_b1"], "weights are read once per batch"
+            cells = line.at(batch)
+            assert cells.achieved_gops == pytest.approx(4.469 * cells.throughput_ips, rel=0.01)
+            assert 0 < cells.utilization <= 1.0, (line.artifact, batch, cells.achieved_gops, line.peak_gops)
+            assert cells.intensity > 0 and cells.bound in ("compute", "memory")
+        assert line.at(2).intensity > line.at(1).intensity, "weights are read once per batch"
     markdown = (profiled / "matrix.md").read_text()
     assert "b1 util." in markdown and "GFLOPs" in markdown and "e2e img/s" not in markdown  # --no-end-to-end
     assert (profiled / "roofline.svg").read_text().lstrip().startswith("<?xml")

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 
-from tests.evaluate.handmade import SETTINGS, report, row
-from yolo_optimize.evaluate.report import UNSTABLE_SPREAD, build_report, load_report, rich_table, write_report
-from yolo_optimize.evaluate.results import LatencyStats, Report
+from tests.evaluate.handmade import SETTINGS, at_batch, report, row
+from yolo_optimize.evaluate.matrix import UNSTABLE_SPREAD
+from yolo_optimize.evaluate.report import build_report, load_report, rich_table, write_report
+from yolo_optimize.evaluate.results import SCHEMA_VERSION, LatencyStats, MatrixRow, Report, from_json
 
+VERSION_7 = Path(__file__).parent / "data" / "results-v7"  # results.json, matrix.csv and matrix.md as version 7 wrote
 ARTIFACTS = ("torchscript-fp32", "onnx-fp32", "onnx-fp16", "onnx-int8", "openvino-fp32", "openvino-fp16",
              "openvino-bf16", "openvino-int8")
 
@@ -59,17 +62,42 @@ def test_a_gpu_rows_copies_and_compute_are_the_medians_of_its_processes_and_read
         measurement.batches[0].phases_ms = {phase: LatencyStats.of([ms * (process + 1) / 1e3] * 6)
                                             for phase, ms in (("copy_in", 0.5), ("compute", 4.0), ("copy_out", 0.25))}
     made = build_report([row("pytorch-fp32", [20, 21, 19], 0.343), gpu], {**SETTINGS, "device": "cuda"})
-    line = next(line for line in made.matrix if line["artifact"] == "tensorrt-fp16")
-    assert line["gpu_b1_ms"] == {"copy_in": 1.0, "compute": 8.0, "copy_out": 0.5}
-    assert "gpu_b1_ms" not in next(line for line in made.matrix if line["artifact"] == "pytorch-fp32")
+    lines = {line.artifact: line for line in made.matrix}
+    assert lines["tensorrt-fp16"].at(1).gpu_ms == {"copy_in": 1.0, "compute": 8.0, "copy_out": 0.5}
+    assert lines["pytorch-fp32"].at(1).gpu_ms is None
     write_report(made, tmp_path)
     assert "| 1.00 / 8.00 / 0.50 |" in (tmp_path / "matrix.md").read_text()
     assert "b1 GPU ms in/compute/out" in (tmp_path / "matrix.md").read_text()
     assert load_report(tmp_path) == made
 
 
+def test_a_version_7_results_file_loads_and_gives_the_matrix_files_version_7_wrote(tmp_path: Path) -> None:
+    """Version 8 only typed the matrix, which is computed again from the rows on reading: a version-7 file loads as
+    a report of this version, and its matrix.csv and matrix.md come out as version 7 wrote them."""
+    loaded = load_report(VERSION_7)
+    assert loaded.schema_version == SCHEMA_VERSION == 8
+    write_report(loaded, tmp_path)
+    for name in ("matrix.csv", "matrix.md"):
+        assert (tmp_path / name).read_text() == (VERSION_7 / name).read_text(), name
+    assert json.loads((tmp_path / "results.json").read_text())["schema_version"] == 8
+    assert load_report(tmp_path) == loaded
+
+
+def test_a_matrix_row_reads_back_from_results_json_as_the_same_typed_row() -> None:
+    """results.json holds each matrix line as dataclasses.asdict writes it, its batch sizes as object keys;
+    results.from_json reads it back as the line written (batch sizes as integers, pairs as tuples)."""
+    rows = [at_batch(row("pytorch-fp32", [100, 101, 99], 0.343, end_to_end_ms=[120, 121, 119]), 2),
+            at_batch(row("openvino-int8", [40, 41, 39], 0.339), 2, "the model's input is fixed at batch 1")]
+    made = build_report(rows, {**SETTINGS, "batch_sizes": [1, 2]})
+    written = json.loads(json.dumps(asdict(made)))["matrix"]
+    assert list(written[1]["batches"]) == ["1", "2"] and written[1]["batches"]["1"]["fast_runs"] == [60, 60]
+    assert from_json(list[MatrixRow], written, "matrix") == made.matrix
+    assert made.matrix[1].at(2).speedup_or_error() == "the model's input is fixed at batch 1"
+
+
 @pytest.mark.parametrize(("change", "message"), [
-    (lambda data: {"schema_version": 7}, "results.environment: missing"),
+    (lambda data: {"schema_version": SCHEMA_VERSION}, "results.environment: missing"),
+    (lambda data: {**data, "schema_version": 9}, "has results schema 9, this version reads 7 or 8: evaluate again"),
     (lambda data: {**data, "rows": "x"}, 'results.rows: expected a list, got "x"'),
     (lambda data: {**data, "settings": {**data["settings"], "batch_sizes": ["1"]}},
      'results.settings.batch_sizes[0]: expected an integer, got "1"'),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import CALIB_DATA, VAL_DATA, brief, optimize
+from tests.conftest import CALIB_DATA, VAL_DATA, brief, optimize, written_matrix
 from yolo_optimize.checkpoint import load_model, pickle_globals, resolve_source
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images, to_input
@@ -98,9 +98,9 @@ def test_resnet18_builds_at_two_sizes_with_int8_gated_on_top1_agreement_and_is_e
     result = optimize("eval", out / "resnet18-random-96", "--data", VAL_DATA, "--max-images", "8", "--batch-sizes",
                       "2", "--min-time", "0.1", "--repeats", "1", "--out", report)
     assert result.returncode == 0, brief(result)
-    matrix = json.loads((report / "results.json").read_text())["matrix"]
-    assert {(line["model"], line["artifact"]) for line in matrix} == {
+    matrix = written_matrix(report)
+    assert {(line.model, line.artifact) for line in matrix} == {
         ("resnet18-random-96", artifact) for artifact in ("pytorch-fp32", "onnx-fp32", "onnx-int8")}
-    assert all(line["top1_agreement"] >= 0.875 and line["map50_95"] is None for line in matrix)
-    assert all(line["end_to_end_b2_ips"] and 0.1 < line["end_to_end_b2_share"] < 1.5 for line in matrix), matrix
+    assert all(line.top1_agreement >= 0.875 and line.map50_95 is None for line in matrix)
+    assert all(line.at(2).end_to_end_ips and 0.1 < line.at(2).end_to_end_share < 1.5 for line in matrix), matrix
     assert "top-1 agr." in (report / "matrix.md").read_text() and "mAP50-95" not in (report / "matrix.md").read_text()

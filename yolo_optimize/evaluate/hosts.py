@@ -134,10 +134,10 @@ def host_rows(runs: list[HostRun]) -> list[dict[str, Any]]:
     for run in runs:
         for line in run.report.matrix:
             for batch in run.report.settings["batch_sizes"]:
-                row = cells.setdefault((line["model"], line["artifact"], batch),
-                                       {"model": line["model"], "artifact": line["artifact"], "batch": batch})
-                row[f"{run.selector} img/s"] = line.get(f"throughput_b{batch}_ips")
-                row[f"{run.selector} speedup"] = line.get(f"speedup_b{batch}")
+                row = cells.setdefault((line.model, line.artifact, batch),
+                                       {"model": line.model, "artifact": line.artifact, "batch": batch})
+                row[f"{run.selector} img/s"] = line.at(batch).throughput_ips
+                row[f"{run.selector} speedup"] = line.at(batch).speedup_or_error()
     first = runs[0].selector
     for row in cells.values():
         for run in runs[1:]:

@@ -1,18 +1,19 @@
 """report.html: one self-contained page per eval (no network: figures are embedded SVG, the sorting script is
 inline) that opens on the answer (which artifact to ship) and then shows why: the speedup heatmap and matrix,
 latency bands, the accuracy/throughput Pareto front, memory, the roofline and hotspots when profiled, the
-environment. Every table cell carries the results.json value it shows (``data-value``; headers name the key).
+environment. Every matrix cell carries the value it shows as matrix.csv holds it (``data-value``; headers name
+the matrix.csv column, ``data-key``).
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import json
 from pathlib import Path
 from typing import Any
 
 from yolo_optimize.evaluate.compare import Comparison, caveats
+from yolo_optimize.evaluate.matrix import Column
 from yolo_optimize.evaluate.plots import report_figures, save_figure
 from yolo_optimize.evaluate.recommend import Budget, Recommendation, recommend
 from yolo_optimize.evaluate.results import Report
@@ -59,9 +60,9 @@ CAPTIONS = {
 }
 
 
-def html_page(report: Report, columns: list[tuple[str, str]], cells: dict[str, list[str]], figures: dict[str, Path],
-              recommendations: list[Recommendation], comparison: Comparison | None, legend: str) -> str:
-    """The page. ``cells`` holds each matrix line's displayed texts by key; ``figures`` the SVG file per name."""
+def html_page(report: Report, columns: list[Column], figures: dict[str, Path], recommendations: list[Recommendation],
+              comparison: Comparison | None, legend: str) -> str:
+    """The page: the matrix in ``columns`` (matrix.matrix_columns); ``figures`` holds the SVG file per name."""
     env = report.environment
     parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>yolo-optimize report</title>"
              f"<style>{STYLE}</style></head><body>",
@@ -71,7 +72,7 @@ def html_page(report: Report, columns: list[tuple[str, str]], cells: dict[str, l
     if comparison:
         parts.append(_comparison_section(comparison))
     parts += [_figure("heatmap", figures), "<h2 id='matrix-title'>Speedup matrix</h2>",
-              _matrix_table(report, columns, cells), f"<p class='note'>{_e(legend)}</p>"]
+              _matrix_table(report, columns), f"<p class='note'>{_e(legend)}</p>"]
     parts += [_figure(name, figures) for name in ("latency", "pareto", "memory", "roofline", "layer_types")]
     parts += [_hotspots_section(report), _environment_section(report), f"<script>{SORT_SCRIPT}</script></body></html>"]
     return "".join(part for part in parts if part)
@@ -113,16 +114,12 @@ def _comparison_section(comparison: Comparison) -> str:
             + _table(head, rows))
 
 
-def _matrix_table(report: Report, columns: list[tuple[str, str]], cells: dict[str, list[str]]) -> str:
-    head = "".join(f"<th data-key='{_e(key)}'>{_e(name)}</th>" for key, name in columns)
-    body = "".join("<tr>" + "".join(f"<td data-value='{_e(_raw(line.get(key)))}'>{_e(cells[key][index])}</td>"
-                                    for key, _ in columns) + "</tr>"
-                   for index, line in enumerate(report.matrix))
+def _matrix_table(report: Report, columns: list[Column]) -> str:
+    head = "".join(f"<th data-key='{_e(column.key)}'>{_e(column.header)}</th>" for column in columns)
+    body = "".join("<tr>" + "".join(f"<td data-value='{_e(column.raw(line))}'>{_e(column.text(line))}</td>"
+                                    for column in columns) + "</tr>"
+                   for line in report.matrix)
     return f"<table id='matrix' class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _raw(value: Any) -> str:
-    return json.dumps(value) if isinstance(value, list | dict) else "" if value is None else str(value)
 
 
 def _figure(name: str, figures: dict[str, Path]) -> str:
@@ -171,7 +168,7 @@ def _table(head: list[str], rows: list[list[Any]], *, sortable: bool = True) -> 
             f"<tbody>{body}</tbody></table>")
 
 
-def write_page(report: Report, out: Path, columns: list[tuple[str, str]], cells: dict[str, list[str]], legend: str,
+def write_page(report: Report, out: Path, columns: list[Column], legend: str,
                comparison: Comparison | None) -> list[Path]:
     """The figures (SVG and PNG) and report.html in ``out``, recommending with the default budget."""
     figures: dict[str, Path] = {}
@@ -181,5 +178,5 @@ def write_page(report: Report, out: Path, columns: list[tuple[str, str]], cells:
         figures[name], files = saved[0], files + saved
     recommendations = [r for batch in report.settings["batch_sizes"] for r in recommend(report, Budget(batch))]
     page = out / "report.html"
-    page.write_text(html_page(report, columns, cells, figures, recommendations, comparison, legend))
+    page.write_text(html_page(report, columns, figures, recommendations, comparison, legend))
     return [*files, page]

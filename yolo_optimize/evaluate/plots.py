@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.evaluate.results import Report
+from yolo_optimize.evaluate.results import MatrixRow, Report
 from yolo_optimize.evaluate.roofline import roofline_figure
 from yolo_optimize.machine.peaks import MachineLimits
 
@@ -45,13 +45,13 @@ def save_figure(figure: Any, out: Path, name: str) -> list[Path]:
     return files
 
 
-def _ok(report: Report) -> list[dict[str, Any]]:
-    return [line for line in report.matrix if line["status"] == "ok"]
+def _ok(report: Report) -> list[MatrixRow]:
+    return [line for line in report.matrix if line.status == "ok"]
 
 
-def _label(line: dict[str, Any], report: Report) -> str:
-    models = {entry["model"] for entry in report.matrix}
-    return line["artifact"] if len(models) == 1 else f"{line['model']} {line['artifact']}"
+def _label(line: MatrixRow, report: Report) -> str:
+    models = {entry.model for entry in report.matrix}
+    return line.artifact if len(models) == 1 else f"{line.model} {line.artifact}"
 
 
 def speedup_heatmap(report: Report) -> Any:
@@ -62,7 +62,7 @@ def speedup_heatmap(report: Report) -> Any:
     lines, sizes = _ok(report), report.settings["batch_sizes"]
     if not lines:
         return None
-    values = np.array([[line.get(f"speedup_b{b}") or np.nan for b in sizes] for line in lines], dtype=float)
+    values = np.array([[line.at(b).speedup or np.nan for b in sizes] for line in lines], dtype=float)
     figure, axes = pyplot.subplots(figsize=(2.2 + 1.1 * len(sizes), 0.9 + 0.38 * len(lines)))
     measured = np.isfinite(values).any()  # none without a baseline (external files without --checkpoint)
     top = max(float(np.nanmax(values)) if measured else 2.0, 1.01)
@@ -116,8 +116,8 @@ def accuracy_throughput(report: Report) -> Any:
     rows = len(panels) // columns
     figure, grid = pyplot.subplots(rows, columns, figsize=(4.2 * columns, 3.6 * rows), squeeze=False)
     for axes, (model, key, name, batch) in zip(grid.flat, panels):
-        points = [(line[f"throughput_b{batch}_ips"], line[key], line["artifact"]) for line in _ok(report)
-                  if line["model"] == model and line.get(key) is not None and line.get(f"throughput_b{batch}_ips")]
+        points = [(line.at(batch).throughput_ips, getattr(line, key), line.artifact) for line in _ok(report)
+                  if line.model == model and getattr(line, key) is not None and line.at(batch).throughput_ips]
         front = pareto_front([(x, y) for x, y, _ in points])
         for x, y, artifact in points:
             on_front = (x, y) in front
@@ -150,7 +150,7 @@ def memory_bars(report: Report) -> Any:
     y = np.arange(len(lines))
     for offset, (key, name) in zip((-0.27, 0, 0.27), (("peak_rss_mb", "peak resident MB"), ("file_mb", "file MB"),
                                                       ("weights_mb", "weights MB (as loaded)"))):
-        axes.barh(y + offset, [line.get(key) or 0 for line in lines], height=0.26, label=name)
+        axes.barh(y + offset, [getattr(line, key) or 0 for line in lines], height=0.26, label=name)
     axes.set_yticks(y, [_label(line, report) for line in lines])
     axes.invert_yaxis()
     axes.set(xlabel="MB", title="memory and size")
@@ -196,11 +196,11 @@ def _roofline(report: Report) -> Any:
 def _accuracy_models(report: Report) -> list[tuple[str, tuple[str, str]]]:
     """(model, (accuracy key, axis name)) for the models whose rows have a measured accuracy."""
     found = []
-    for model in dict.fromkeys(line["model"] for line in report.matrix):
-        lines = [line for line in _ok(report) if line["model"] == model]
-        task = next((line.get("task") for line in lines), "")
-        key = ACCURACY_KEYS.get(task or "")
-        if key and sum(line.get(key[0]) is not None for line in lines) >= 2:
+    for model in dict.fromkeys(line.model for line in report.matrix):
+        lines = [line for line in _ok(report) if line.model == model]
+        task = next((line.task for line in lines), "")
+        key = ACCURACY_KEYS.get(task)
+        if key and sum(getattr(line, key[0]) is not None for line in lines) >= 2:
             found.append((model, key))
     return found
 

@@ -17,10 +17,13 @@ from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.facts import ModelFacts
 from yolo_optimize.runtime.accuracy import Accuracy
 
-SCHEMA_VERSION = 7  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
+SCHEMA_VERSION = 8  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
 #                    4: weight bytes per artifact, per-convolution utilization in profiles; 5: GPU rows' copy/compute;
 #                    6: speedups from the host's fast state (Row.fast_state); 7: each batch size's execution
-#                    configuration and the pipelined end-to-end path (BatchResult.execution, .end_to_end)
+#                    configuration and the pipelined end-to-end path (BatchResult.execution, .end_to_end);
+#                    8: the matrix typed (MatrixRow: per-batch figures under "batches", keyed by the batch size,
+#                    instead of keys such as "speedup_b8"); rows and settings as in 7
+READABLE_VERSIONS = (7, SCHEMA_VERSION)  # the matrix is computed again from the rows on reading (report.load_report)
 INFERENCE, END_TO_END = "inference", "end_to_end"  # what a figure times: the runtime's call, or the deployed path
 
 BLOCK_S = 0.2  # a process's consecutive runs are judged in blocks of at least this many seconds
@@ -187,29 +190,92 @@ class Row:
         return statistics.median(m.peak_rss_mb for m in self.measurements)
 
 
+@dataclass(frozen=True)
+class BatchCells:
+    """A matrix row's figures at one batch size (matrix.batch_cells, roofline.roofline_cells), in the host's fast
+    state; where the row has none at that size, ``error`` says why and every figure is None."""
+
+    error: str = ""
+    speedup: float | None = None  # throughput over the baseline's (None: no baseline)
+    speedup_range: tuple[float, float] | None = None  # the lowest and highest per-round ratio, over all runs
+    throughput_ips: float | None = None
+    mode: str | None = None  # the label of the execution configuration it ran in (runners.base.Execution)
+    fast_runs: tuple[int, int] | None = None  # runs kept in the fast state, of all
+    end_to_end_ips: float | None = None  # the pipelined deployed path (None: not measured)
+    end_to_end_share: float | None = None  # its share of throughput_ips
+    gpu_ms: dict[str, float] | None = None  # GPU rows: median ms of copy in / compute / copy out (Row.median_phases)
+    achieved_gops: float | None = None  # GFLOPs per image x throughput (None: the model's facts are not known)
+    utilization: float | None = None  # achieved over the measured peak (eval --profile on a CPU)
+    intensity: float | None = None  # operations per byte moved (eval --profile on a CPU)
+    bound: str | None = None  # "memory" or "compute"
+
+    def speedup_or_error(self) -> float | str | None:
+        """What a table shows as the speedup: the figure, or why there is none at this batch size."""
+        return self.error or self.speedup
+
+
+NO_CELLS = BatchCells()
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """One line of the speedup matrix, typed: what matrix.csv, matrix.md, report.html and the console show of a row
+    (matrix.matrix_row). A row not measured (skipped, failed) has its name and status only."""
+
+    model: str
+    artifact: str
+    precision: str
+    task: str
+    note: str  # an experimental format, a model file this tool did not build
+    status: str  # "ok", "skipped: why" or "failed: why"
+    batches: dict[int, BatchCells] = field(default_factory=dict)  # every batch size of the evaluation, if measured
+    executed_precision: str | None = None  # what the runtime reported computing in
+    latency_b1_p50_ms: float | None = None
+    peak_rss_mb: float | None = None
+    file_mb: float | None = None
+    weights_mb: float | None = None
+    map50_95: float | None = None
+    map50: float | None = None
+    map50_95_delta: float | None = None  # against the baseline
+    top1_agreement: float | None = None
+    top1: float | None = None
+    accuracy_note: str = ""
+    cpu_note: str = ""
+    repeats: int = 0  # processes measured
+    unstable: bool = False  # its processes disagree by more than matrix.UNSTABLE_SPREAD
+    gflops_per_image: float | None = None
+    peak_gops: float | None = None  # the measured peak that bounds it (eval --profile on a CPU)
+    peak_of: str | None = None  # whose peak: runtime and precision
+
+    def at(self, batch: int) -> BatchCells:
+        """The row's figures at ``batch``; every one None where it has none (a row not measured)."""
+        return self.batches.get(batch, NO_CELLS)
+
+
 @dataclass
 class Report:
     schema_version: int
     environment: dict[str, Any]
     settings: dict[str, Any]
     rows: list[Row]
-    matrix: list[dict[str, Any]]
+    matrix: list[MatrixRow]
     machine_limits: dict[str, Any] | None = None  # machine/peaks.py's MachineLimits (eval --profile)
 
 
 def read_results(folder: Path) -> dict[str, Any]:
-    """An eval's results.json (``folder`` or the file itself) as parsed JSON of this schema; anything else is a
-    UserError naming the file."""
+    """An eval's results.json (``folder`` or the file itself) as parsed JSON of a schema this version reads
+    (READABLE_VERSIONS: version 7 differs from 8 in its matrix only, which report.load_report computes again from
+    the rows); anything else is a UserError naming the file."""
     path = folder / "results.json" if folder.is_dir() else folder
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise UserError(f"{folder} holds no readable results.json of 'optimize eval' ({err.__class__.__name__})") \
             from None
-    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+    if not isinstance(data, dict) or data.get("schema_version") not in READABLE_VERSIONS:
         found = data.get("schema_version") if isinstance(data, dict) else None
-        raise UserError(f"{path} has results schema {found}, this version reads {SCHEMA_VERSION}: "
-                        "evaluate again with this version")
+        raise UserError(f"{path} has results schema {found}, this version reads "
+                        f"{' or '.join(map(str, READABLE_VERSIONS))}: evaluate again with this version")
     return data
 
 
@@ -217,7 +283,7 @@ def from_json(kind: Any, data: Any, where: str) -> Any:
     """Parsed JSON as ``kind`` (a dataclass, ``list[X]``, ``dict[str, X]``, ``X | None``, a plain type), every field
     checked against its annotation: a file this tool reads back is refused in one line naming the first field that
     is missing or of the wrong type (a UserError), never a KeyError or TypeError later. ``Path`` fields take a
-    string, ``tuple[X, ...]`` a list (JSON has neither)."""
+    string, ``tuple[X, ...]`` a list, ``dict[int, X]`` integers written as object keys (JSON has none of them)."""
     origin, arguments = typing.get_origin(kind), typing.get_args(kind)
     if kind is Any:
         return data
@@ -232,7 +298,8 @@ def from_json(kind: Any, data: Any, where: str) -> Any:
         return origin(from_json(arguments[0], item, f"{where}[{index}]") for index, item in enumerate(items))
     if origin is dict:
         entries = _checked(data, dict, where, "an object")
-        return {key: from_json(arguments[1], value, f"{where}.{key}") for key, value in entries.items()}
+        return {_key(arguments[0], key, where): from_json(arguments[1], value, f"{where}.{key}")
+                for key, value in entries.items()}
     if kind is Path:
         return Path(_checked(data, str, where, "a path"))
     if kind is float:
@@ -253,6 +320,15 @@ def _dataclass_from_json(kind: Any, data: Any, where: str) -> Any:
         elif found.default is dataclasses.MISSING and found.default_factory is dataclasses.MISSING:
             raise UserError(f"{where}.{found.name}: missing")
     return kind(**values)
+
+
+def _key(kind: Any, key: str, where: str) -> Any:
+    """A JSON object's key as ``kind``: an ``int`` key (a batch size) is written as its digits."""
+    if kind is not int:
+        return key
+    if not key.isdigit():
+        raise UserError(f"{where}.{key}: expected an integer key")
+    return int(key)
 
 
 def _checked(value: Any, kind: type | tuple[type, ...], where: str, wanted: str) -> Any:
