@@ -84,6 +84,8 @@ class ArtifactMetadata(Ordered):
     the load node's facts lack the artifact's own. ``to_dict`` writes back exactly the dict read, so files,
     manifests and cache keys stay as they were."""
 
+    # Keys set together are written in this order after those read: keep format ... output as artifact_metadata has
+    # always written them.
     family: str | None = None
     pretrained: bool | None = None
     task: str | None = None
@@ -154,6 +156,7 @@ PARTS: dict[str, type[Ordered]] = {"batch": BatchRange, "input": InputSpec}  # t
 
 
 def _parsed(key: str, value: Any) -> Any:
+    """A JSON value as its typed field holds it."""
     if value is None:
         return None
     if key in PARTS:
@@ -162,6 +165,7 @@ def _parsed(key: str, value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
+    """A typed field's value as JSON holds it."""
     if isinstance(value, Ordered):
         return value.to_dict()
     return list(value) if isinstance(value, tuple) else value
