@@ -26,6 +26,7 @@ from common import save, timing_parser
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, discover
 from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import Measurement
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.processes import ALLOCATOR_ENV
 
 SETTINGS = {"glibc defaults": {}, "freed memory kept": ALLOCATOR_ENV}
@@ -46,7 +47,7 @@ def main() -> None:
     parser.add_argument("--batch-sizes", default="1,8")
     args = parser.parse_args()
     baseline = next(c for c in discover(args.artifacts) if c.target == BASELINE_TARGET)
-    imgsz = baseline.manifest.metadata["imgsz"][0]
+    imgsz = ArtifactMetadata.of(baseline.manifest).side
     batch_sizes = tuple(int(b) for b in args.batch_sizes.split(","))
     found: dict[str, list[dict]] = {name: [] for name in SETTINGS}
     with tempfile.TemporaryDirectory() as work:

@@ -20,6 +20,7 @@ from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.measure import MeasureJob, measure
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.processes import in_own_process
 
 
@@ -57,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     manifest = Manifest.read(args.artifact)
     assert manifest.target == "openvino" and manifest.precision == "fp32" and manifest.entry
-    imgsz = manifest.metadata["imgsz"][0]
+    imgsz = ArtifactMetadata.of(manifest).side
     with tempfile.TemporaryDirectory() as work:
         pixels = Path(work) / "images.npy"
         np.save(pixels, np.random.default_rng(0).integers(0, 255, (1, imgsz, imgsz, 3), dtype=np.uint8))

@@ -20,6 +20,7 @@ from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.images import to_input
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.runners import open_runner
 
 SLOW = 1.25  # a window this much slower than the fastest one counts as the slow state
@@ -28,7 +29,7 @@ SLOW = 1.25  # a window this much slower than the fastest one counts as the slow
 def windows(folder: Path, seconds: float, window: float, threads: int) -> list[float]:
     """Images per second in each ``window`` of ``seconds`` of back-to-back batch-1 inference."""
     manifest = Manifest.read(folder)
-    imgsz = manifest.metadata["imgsz"][0]
+    imgsz = ArtifactMetadata.of(manifest).side
     image = to_input(np.random.default_rng(0).integers(0, 256, (1, imgsz, imgsz, 3), dtype=np.uint8))
     found = []
     with open_runner(folder, manifest, threads=threads) as runner:

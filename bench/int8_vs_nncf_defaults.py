@@ -28,6 +28,7 @@ from common import save
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.report import load_report
+from yolo_optimize.metadata import ArtifactMetadata
 
 HINTS = {"bf16": "bf16", "fp32": "f32"}
 MODES = {"latency b1": ("latency", 1), "throughput b8": ("throughput", 8)}
@@ -85,12 +86,13 @@ def main() -> None:
              "fp32,int8", "--calib-data", calib, "--out", args.out)
     model = args.out / "yolov5n"
     ours = Manifest.read(model / "openvino-int8")
-    imgsz = int(ours.metadata["imgsz"][0])
+    metadata = ArtifactMetadata.of(ours)
+    imgsz, float_precision = metadata.side, metadata.extra["float_precision"]
     calibration = sorted((calib / "images").rglob("*.jpg"))[:128]
     defaults_dir = args.out / "nncf-defaults"
     defaults_dir.mkdir(parents=True, exist_ok=True)
     defaults = nncf_defaults(model / "onnx-fp32" / "yolov5n.onnx", calibration, imgsz, defaults_dir)
-    irs = {"ours": (model / "openvino-int8" / str(ours.entry), HINTS[ours.metadata["float_precision"]]),
+    irs = {"ours": (model / "openvino-int8" / str(ours.entry), HINTS[float_precision]),
            "nncf defaults": (defaults, None)}
     rates: dict[str, dict[str, list[float]]] = {mode: {name: [] for name in irs} for mode in MODES}
     for round_ in range(args.rounds):
@@ -104,7 +106,7 @@ def main() -> None:
                "median_ratio_ours_over_defaults": round(statistics.median(
                    a / b for a, b in zip(found["ours"], found["nncf defaults"])), 3)}
         for mode, found in rates.items()}
-    result = {"ours_float_precision": ours.metadata["float_precision"],
+    result = {"ours_float_precision": float_precision,
               "ours_float_precision_evidence": ours.info.get("float_precision_evidence"),
               "ours_gate": {k: ours.info["gate"][k] for k in ("route", "drop_points", "fp32_score")},
               "map50_95_coco_val128": maps, "rounds": args.rounds, "seconds": args.seconds, "rates": summary}

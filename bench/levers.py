@@ -43,6 +43,7 @@ from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import BLOCK_S, fast_state
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.processes import in_own_process
 from yolo_optimize.runtime.runners.base import AUTO, LATENCY
 
@@ -72,8 +73,9 @@ def lever_pairs(root: Path, work: Path) -> dict[str, tuple[Variant, Variant]]:
              for name in ("onnx-fp32", "onnx-int8", "openvino-fp32", "openvino-int8")}
     ov_int8 = variant(floats / "openvino-int8", 1)
     pairs["OpenVINO INT8 float parts in bf16, b1"] = (
-        replace(ov_int8, manifest=replace(ov_int8.manifest, metadata={
-            **ov_int8.manifest.metadata, "compile_config": {"INFERENCE_PRECISION_HINT": "f32"}})), ov_int8)
+        replace(ov_int8, manifest=replace(ov_int8.manifest, metadata=replace(
+            ArtifactMetadata.of(ov_int8.manifest), compile_config={"INFERENCE_PRECISION_HINT": "f32"}).to_dict())),
+        ov_int8)
     pairs.update({f"uint8 input, {name} b1": (variant(floats / name, 1), variant(bytes_ / name, 1))
                   for name in ("onnx-int8", "openvino-int8", "aoti-int8")})
     pairs["stem as space-to-depth, onnx-int8 b1"] = (variant(stem_put_back(floats / "onnx-int8", work), 1),
@@ -200,11 +202,10 @@ def _path_worker(variant: Variant, files: tuple[Path, ...], seconds: float, thre
     from yolo_optimize.evaluate.end_to_end import EndToEnd, single_threaded_helpers
     from yolo_optimize.runtime.runners import open_runner
 
-    family = family_named(variant.manifest.metadata["family"])
     with open_runner(variant.folder, variant.manifest, threads=threads, mode=variant.mode) as runner:
         if variant.single_threaded_helpers:
             single_threaded_helpers(runner)
-        path = EndToEnd(family, runner, files, int(variant.manifest.metadata["imgsz"][0]), variant.batch)
+        path = EndToEnd(runner.metadata.model_family(), runner, files, runner.metadata.side, variant.batch)
         try:
             return [ms * 1e3 for _ in range(max(1, round(seconds / BLOCK_S))) for ms in path.block(BLOCK_S)]
         finally:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import shutil
 import statistics
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from yolo_optimize.cpu import has_vnni
 from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import calibration_inputs, candidate_manifest
 from yolo_optimize.optimize.gate import Gate
 from yolo_optimize.optimize.int8_tensorrt import quantize_symmetric
@@ -80,7 +82,7 @@ def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarra
     head = family_named("yolov5").onnx_float_nodes(onnx.load(str(source)))
     if route in TENSORRT_RANGES:
         kept = head + (image_convolutions(onnx.load(str(source))) if route.endswith("image-float") else [])
-        quantize_symmetric(source, target, calibration, kept, {}, TENSORRT_RANGES[route],
+        quantize_symmetric(source, target, calibration, kept, ArtifactMetadata(), TENSORRT_RANGES[route],
                            ("Conv",) if route.endswith("-conv") else None)
         return
     if route.startswith("nncf"):
@@ -137,14 +139,13 @@ def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarra
 def accuracy(folders: dict[str, Path], parent: Manifest, data: Path, threads: int) -> dict[str, dict[str, Any]]:
     from yolo_optimize.optimize.gate import GateRecord
 
-    family = family_named(parent.metadata["family"])
-    gate = Gate(GateConfig(str(data), None, 1.0), family, parent.metadata["imgsz"][0], threads)
+    metadata = ArtifactMetadata.of(parent)
+    gate = Gate(GateConfig(str(data), None, 1.0), metadata.model_family(), metadata.side, threads)
     try:
         record = GateRecord(gate.config, gate.score(folders["fp32"], parent), gate)
         for route, folder in folders.items():
             if route != "fp32":
-                manifest = candidate_manifest(parent, node="onnx-int8",
-                                              metadata={**parent.metadata, "precision": "int8"})
+                manifest = candidate_manifest(parent, node="onnx-int8", metadata=replace(metadata, precision="int8"))
                 record.add(route, gate.score(folder, manifest))
     finally:
         gate.close()
@@ -157,7 +158,7 @@ def speed(folders: dict[str, Path], parent: Manifest, pixels: Path, args: Any) -
         for name, folder in folders.items():
             precision = "fp32" if name == "fp32" else "int8"
             manifest = candidate_manifest(parent, node=f"onnx-{name}",
-                                          metadata={**parent.metadata, "precision": precision})
+                                          metadata=replace(ArtifactMetadata.of(parent), precision=precision))
             job = MeasureJob(folder, manifest, pixels, (1, 8), args.seconds, args.threads, "cpu", predict=False)
             measurement, _ = in_own_process(measure, job)
             for batch in measurement.batches:
@@ -172,9 +173,9 @@ def main() -> None:
     parser.add_argument("--routes", default=",".join(ROUTES))
     args = parser.parse_args()
     parent = Manifest.read(args.artifact)
-    imgsz = parent.metadata["imgsz"][0]
-    calibration = calibration_inputs(family_named(parent.metadata["family"]),
-                                     tuple(str(p) for p in list_images(args.assets / "coco128")), imgsz)
+    metadata = ArtifactMetadata.of(parent)
+    calibration = calibration_inputs(metadata.model_family(),
+                                     tuple(str(p) for p in list_images(args.assets / "coco128")), metadata.side)
     with tempfile.TemporaryDirectory() as work:
         folders = {"fp32": args.artifact}
         for route in args.routes.split(","):

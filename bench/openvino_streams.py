@@ -21,6 +21,7 @@ from harness_overhead import benchmark_app
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.measure import MeasureJob, measure
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.processes import in_own_process
 
 BATCH = 8
@@ -41,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     manifest = Manifest.read(args.artifact)
     assert manifest.target == "openvino" and manifest.entry
-    xml, imgsz = args.artifact / manifest.entry, manifest.metadata["imgsz"][0]
+    xml, imgsz = args.artifact / manifest.entry, ArtifactMetadata.of(manifest).side
     rounds = []
     with tempfile.TemporaryDirectory() as work:
         pixels = Path(work) / "images.npy"

@@ -29,12 +29,13 @@ from reproducibility import agreement
 
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover
 from yolo_optimize.images import to_input
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.runners import open_runner
 
 
 def serve(candidate: Candidate, batch_sizes: tuple[int, ...], threads: int, conn: Connection) -> None:
     """A worker: holds one activated runner; each request (batch, seconds) answers with one slice's latencies."""
-    imgsz = candidate.manifest.metadata["imgsz"][0]
+    imgsz = ArtifactMetadata.of(candidate.manifest).side
     pixels = np.random.default_rng(0).integers(0, 256, (max(batch_sizes), imgsz, imgsz, 3), dtype=np.uint8)
     inputs = {batch: to_input(pixels[:batch]) for batch in batch_sizes}
     with open_runner(candidate.folder, candidate.manifest, threads=threads) as runner:

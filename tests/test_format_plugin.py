@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import VAL_DATA, WEIGHTS
 from yolo_optimize.formats import Format, Step, format_named, formats, targets_help
-from yolo_optimize.metadata import artifact_metadata
+from yolo_optimize.metadata import ArtifactMetadata, artifact_metadata
 from yolo_optimize.request import BuildRequest
 from yolo_optimize.runtime.runners.onnxruntime import OnnxRuntimeRunner
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
@@ -57,10 +57,10 @@ class OrtOptimized(Stage):
         options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, self.config.level)
         options.optimized_model_filepath = str(ctx.out_dir / entry)
         ort.InferenceSession(str(ctx.entry(SOURCE)), options, providers=["CPUExecutionProvider"])
-        metadata = artifact_metadata(ctx.manifest(SOURCE).metadata, target=self.target, precision=self.config.precision,
-                                     imgsz=self.config.imgsz)
+        metadata = artifact_metadata(ArtifactMetadata.of(ctx.manifest(SOURCE)), target=self.target,
+                                     precision=self.config.precision, imgsz=self.config.imgsz)
         save_onnx(onnx.load(str(ctx.out_dir / entry)), ctx.out_dir / entry, metadata)
-        return StageOutput(entry=entry, metadata=metadata)
+        return StageOutput(entry=entry, metadata=metadata.to_dict())
 
 
 class PinnedCpuRunner(OnnxRuntimeRunner):

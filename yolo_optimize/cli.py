@@ -336,15 +336,15 @@ def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | No
         profile_markdown,
         write_profile,
     )
-    from yolo_optimize.families import family_named
     from yolo_optimize.images import list_images
+    from yolo_optimize.metadata import ArtifactMetadata
     from yolo_optimize.runtime.runners import runner_class
 
     manifest = verified_artifact(artifact)
     unavailable = runner_class(str(manifest.target)).unavailable_reason("cpu")  # profiles are taken on the CPU
     if unavailable:
         raise UserError(f"{artifact}: {unavailable}")
-    family = family_named(manifest.metadata["family"])
+    family = ArtifactMetadata.of(manifest).model_family()
     files = tuple(list_images(data or family.sample_images())[:images])
     check_writable(out)
     threads = threads or usable_cpus()

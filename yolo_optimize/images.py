@@ -55,25 +55,15 @@ def check_input_fits(imgsz: int, batch: int, what: str) -> None:
                         f"(their input and first layer alone), this machine has {usable / 2**30:.1f} GiB")
 
 
-UINT8_NHWC = {"dtype": "uint8", "layout": "NHWC"}
-
-
 def to_input(images: np.ndarray) -> np.ndarray:
     """uint8 NHWC RGB batch -> float32 NCHW in [0, 1], the input of PyTorch models and of float-input artifacts."""
     return np.ascontiguousarray(images.transpose(0, 3, 1, 2), dtype=np.float32) / 255.0
 
 
-def model_input(images: np.ndarray, spec: dict[str, object]) -> np.ndarray:
-    """uint8 NHWC RGB batch -> the input an artifact's metadata describes: the bytes themselves for an artifact that
-    takes the uint8 image (its layout and scale are in its graph; copied only where they are not a writable C array,
-    e.g. memory-mapped read-only: runtimes that share their input's memory refuse those), else ``to_input``."""
-    if all(spec.get(key) == value for key, value in UINT8_NHWC.items()):
+def model_input(images: np.ndarray, prepared: bool) -> np.ndarray:
+    """uint8 NHWC RGB batch -> the input an artifact takes: the bytes themselves for an artifact that takes the
+    ``prepared`` uint8 image (its layout and scale are in its graph; copied only where they are not a writable C
+    array, e.g. memory-mapped read-only: runtimes that share their input's memory refuse those), else ``to_input``."""
+    if prepared:
         return np.require(images, requirements=("C", "W"))
     return to_input(images)
-
-
-def describe_input(spec: dict[str, object]) -> str:
-    """What a deployment feeds an artifact with this input spec, in a few words."""
-    if all(spec.get(key) == value for key, value in UINT8_NHWC.items()):
-        return "uint8 NHWC RGB, as prepared (layout and scale are in the graph)"
-    return f"{spec.get('dtype', 'float32')} NCHW RGB in [0, 1]"

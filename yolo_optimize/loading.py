@@ -7,7 +7,7 @@ from typing import Any
 
 from yolo_optimize import __version__
 from yolo_optimize.families import family_named
-from yolo_optimize.metadata import FLOAT_INPUT
+from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata
 from yolo_optimize.stage import Stage, StageContext, StageOutput
 
 
@@ -26,11 +26,12 @@ class LoadStage(Stage):
 
         model = load_model(ctx.source)
         source = {**asdict(ctx.source), "checkpoint": str(ctx.source.checkpoint) if ctx.source.checkpoint else None}
-        return StageOutput(entry=None, metadata=describe(model, ctx), info={"source": source})
+        return StageOutput(entry=None, metadata=describe(model, ctx).to_dict(), info={"source": source})
 
 
-def describe(model: Any, ctx: StageContext) -> dict[str, Any]:
-    """Model facts shared by all artifacts (the family's own, size, compute) in JSON-able form."""
+def describe(model: Any, ctx: StageContext) -> ArtifactMetadata:
+    """Model facts shared by all artifacts (the family's own, size, compute): what every artifact's metadata starts
+    from."""
     import copy
 
     import thop
@@ -39,17 +40,14 @@ def describe(model: Any, ctx: StageContext) -> dict[str, Any]:
     family = family_named(ctx.source.family)
     imgsz = family.default_imgsz
     macs, _ = thop.profile(copy.deepcopy(model), inputs=(torch.zeros(1, 3, imgsz, imgsz),), verbose=False)
-    return {
+    facts = ArtifactMetadata(family=family.name, pretrained=ctx.source.pretrained, task=family.task, extra={
         "producer": f"yolo-optimize {__version__}",
         "model": ctx.source.model_id,
-        "family": family.name,
         "architecture": ctx.source.architecture,
-        "pretrained": ctx.source.pretrained,
-        "task": family.task,
-        **family.describe(model),
         "parameters": sum(p.numel() for p in model.parameters()),
         "gflops": {"imgsz": imgsz, "value": round(2 * macs / 1e9, 3)},
-    }
+    })
+    return facts.with_facts(family.describe(model))
 
 
 def export_module(source: Any, input_form: str) -> Any:

@@ -15,6 +15,7 @@ from yolo_optimize.artifact import Manifest
 from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import ParityStats
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 
 REFERENCE_FILE = "reference.npz"
@@ -84,7 +85,8 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
     saved = np.load(ctx.inputs[REFERENCE] / REFERENCE_FILE)
     images, expected = saved["images"], saved["outputs"]
     batch_sizes = ctx.manifest(REFERENCE).params["batch_sizes"]
-    family = family_named(manifest.metadata["family"])
+    metadata = ArtifactMetadata.of(manifest)
+    family = metadata.model_family()
     stats = ParityStats()
     with open_runner(folder, manifest, device=ctx.device, threads=ctx.threads) as runner:
         for batch in batch_sizes:
@@ -101,7 +103,7 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
         "max_abs_diff_scores": round(stats.score_diff, 6), "agreement": round(stats.agreement, 4),
         "agreement_of": family.agreement_of, "tolerance": asdict(tolerance),
     }
-    pretrained = bool(manifest.metadata.get("pretrained"))
+    pretrained = bool(metadata.pretrained)
     if not pretrained:
         result["agreement_enforced"] = RANDOM_AGREEMENT
     agrees = result["agreement"] >= tolerance.min_agreement or not pretrained

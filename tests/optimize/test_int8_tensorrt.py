@@ -14,6 +14,7 @@ from tests.conftest import CALIB_DATA
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import calibration_inputs
 from yolo_optimize.optimize.gate import Gate, GateRecord
 from yolo_optimize.optimize.int8_tensorrt import quantize_symmetric
@@ -28,7 +29,8 @@ def test_the_tensorrt_qdq_graph_is_symmetric_signed_int8_with_the_head_in_float_
     images = calibration_inputs(family, tuple(str(p) for p in list_images(CALIB_DATA)[:16]), 640)
     folder = tmp_path / "onnx-int8-tensorrt"
     folder.mkdir()
-    quantize_symmetric(source, folder / "yolov5n.onnx", images, head, {"family": "yolov5", "precision": "int8"})
+    metadata = ArtifactMetadata(family="yolov5", precision="int8")
+    quantize_symmetric(source, folder / "yolov5n.onnx", images, head, metadata)
 
     graph = onnx.load(str(folder / "yolov5n.onnx")).graph
     constants = {tensor.name: numpy_helper.to_array(tensor) for tensor in graph.initializer}

@@ -8,6 +8,7 @@ from pathlib import Path
 from yolo_optimize.artifact import MANIFEST, Manifest, verify_files
 from yolo_optimize.errors import UserError
 from yolo_optimize.formats import PRECISIONS, formats, runtime_configurations
+from yolo_optimize.metadata import ArtifactMetadata
 
 BASELINE_TARGET = "pytorch"
 
@@ -23,6 +24,12 @@ class Candidate:
     error: str = ""
     target: str = ""  # from the manifest's typed fields ("" when it is unreadable)
     precision: str = ""
+
+    @property
+    def metadata(self) -> ArtifactMetadata:
+        """Its manifest's metadata, typed (asked only of a candidate that has a manifest)."""
+        assert self.manifest is not None, f"{self.name} has no manifest: {self.error}"
+        return ArtifactMetadata.of(self.manifest)
 
 
 def discover(root: Path) -> list[Candidate]:
@@ -81,25 +88,26 @@ def _candidate(path: Path) -> Candidate | None:
 
 
 def _missing_family(manifest: Manifest) -> str | None:
-    if "family" in manifest.metadata:
+    if ArtifactMetadata.of(manifest).family is not None:
         return None
     return "built by an older yolo-optimize that did not record the model family; rebuild it"
 
 
-def _imgsz(found: list[Candidate], model: str) -> list[int]:
+def _imgsz(found: list[Candidate], model: str) -> tuple[int, int] | None:
     """The input size most of the model's artifacts take: the baseline runs at that size."""
-    sizes = [c.manifest.metadata["imgsz"] for c in found if c.model == model and c.manifest]
+    sizes = [c.metadata.imgsz for c in found if c.model == model and c.manifest]
     return max(sizes, key=sizes.count)
 
 
-def _baseline(load_folder: Path, model: str, imgsz: list[int]) -> Candidate:
+def _baseline(load_folder: Path, model: str, imgsz: tuple[int, int] | None) -> Candidate:
     name = f"{BASELINE_TARGET}-fp32"
     try:
         load = Manifest.read(load_folder)
     except (OSError, ValueError, TypeError):
         return Candidate(load_folder, None, name, model, "no build record of the source checkpoint (.cache/load)",
                          BASELINE_TARGET, "fp32")
-    manifest = replace(load, target=BASELINE_TARGET, precision="fp32", metadata={**load.metadata, "imgsz": imgsz})
+    metadata = replace(ArtifactMetadata.of(load), imgsz=imgsz).to_dict()
+    manifest = replace(load, target=BASELINE_TARGET, precision="fp32", metadata=metadata)
     return Candidate(load_folder, manifest, name, model, target=BASELINE_TARGET, precision="fp32")
 
 

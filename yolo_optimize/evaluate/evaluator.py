@@ -29,11 +29,11 @@ from yolo_optimize.evaluate.interleave import LiveRow, take_turns, turns_for
 from yolo_optimize.evaluate.measure import MeasureJob
 from yolo_optimize.evaluate.options import ROW_TIMEOUT_S
 from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Row
-from yolo_optimize.families import family_named
 from yolo_optimize.families.base import Family
 from yolo_optimize.formats import formats
-from yolo_optimize.images import check_input_fits, describe_input
+from yolo_optimize.images import check_input_fits
 from yolo_optimize.machine.peaks import MachineLimits
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.processes import one_line
 from yolo_optimize.runtime.accuracy import (
     RANDOM_WEIGHTS,
@@ -178,11 +178,12 @@ def _dataset(settings: EvalSettings, candidates: list[Candidate]) -> Dataset:
 
 def _row(candidate: Candidate, settings: EvalSettings) -> Row:
     manifest = candidate.manifest
+    metadata = candidate.metadata if manifest else None
     row = Row(candidate.name, candidate.model, candidate.target, candidate.precision, str(candidate.folder),
-              _file_mb(candidate), bool(manifest and manifest.metadata.get("pretrained")), error=candidate.error,
-              task=manifest.metadata["task"] if manifest else "",
-              input_form=describe_input(manifest.metadata.get("input", {})) if manifest else "")
-    row.cpu_note = _cpu_note(manifest.metadata) if manifest else ""
+              _file_mb(candidate), bool(metadata and metadata.pretrained), error=candidate.error,
+              task=(metadata.task or "") if metadata else "",
+              input_form=metadata.takes.describe() if metadata else "")
+    row.cpu_note = _cpu_note(metadata) if metadata else ""
     row.entry = _entry(candidate)
     row.external = external_record(manifest) if manifest else None
     if manifest and settings.imgsz and _imgsz(candidate) != settings.imgsz:
@@ -211,11 +212,11 @@ def _entry(candidate: Candidate) -> str:
     return str(candidate.folder / manifest.entry) if manifest.entry else ""
 
 
-def _cpu_note(metadata: dict[str, Any]) -> str:
+def _cpu_note(metadata: ArtifactMetadata) -> str:
     """The file's own CPU note; a warning instead when it needs VNNI and this CPU lacks it."""
-    if metadata.get("requires_vnni") and not has_vnni():
+    if metadata.requires_vnni and not has_vnni():
         return "built for VNNI CPUs: this CPU has none, so its INT8 sums may saturate"
-    return str(metadata.get("cpu_note", ""))
+    return metadata.cpu_note or ""
 
 
 def _file_mb(candidate: Candidate) -> float | None:
@@ -225,13 +226,11 @@ def _file_mb(candidate: Candidate) -> float | None:
 
 
 def _family(candidate: Candidate) -> Family:
-    assert candidate.manifest
-    return family_named(candidate.manifest.metadata["family"])
+    return candidate.metadata.model_family()
 
 
 def _imgsz(candidate: Candidate) -> int:
-    assert candidate.manifest
-    return int(candidate.manifest.metadata["imgsz"][0])
+    return candidate.metadata.side
 
 
 def _model_facts(group: list[Pair], imgsz: int) -> ModelFacts | None:
@@ -273,7 +272,7 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
             if predictions is not None:
                 baseline = predictions if row.target == BASELINE_TARGET else baseline
                 row.accuracy = task_accuracy(_family(candidate), predictions, dataset, prepared[_imgsz(candidate)],
-                                             names=candidate.manifest.metadata["names"],  # type: ignore[union-attr]
+                                             names=candidate.metadata.names or [],
                                              pretrained=row.pretrained, baseline=baseline)
                 if row.external is not None and baseline is not None:
                     row.external["parity"] = _agreement(_family(candidate), predictions, baseline)

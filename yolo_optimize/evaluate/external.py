@@ -25,7 +25,7 @@ from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate
 from yolo_optimize.families import family_named
 from yolo_optimize.formats import foreign_files_help, foreign_suffixes
-from yolo_optimize.metadata import FLOAT_INPUT, UINT8_INPUT, input_spec
+from yolo_optimize.metadata import FLOAT_INPUT, UINT8_INPUT, ArtifactMetadata, input_spec
 
 EXTERNAL = "external"
 
@@ -196,15 +196,15 @@ def _candidate(item: ExternalFile, family: str, model: str, label: str) -> Candi
     companions = [item.path.with_suffix(".bin")] if item.target == "openvino" else []
     files = {name: facts for name, facts in hash_files(folder).items()
              if name in {relative, *(c.relative_to(folder).as_posix() for c in companions)}}
-    meta = family_named(family)
-    metadata = {"family": family, "task": meta.task, "imgsz": [item.imgsz, item.imgsz], "pretrained": True,
-                "names": item.names or [], "precision": item.precision, "input": input_spec(family, item.input_form),
-                "producer": EXTERNAL}
+    metadata = ArtifactMetadata(family=family, pretrained=True, task=family_named(family).task, names=item.names or [],
+                                precision=item.precision, imgsz=(item.imgsz, item.imgsz),
+                                input=input_spec(family, item.input_form), extra={"producer": EXTERNAL})
     name = f"{item.target}-{item.precision}-{EXTERNAL}-{label}"
     manifest = Manifest(node=name, stage=EXTERNAL, model_id=model, target=item.target, precision=item.precision,
-                        entry=relative, cache_key="", parents={}, params={}, tool_versions={}, metadata=metadata,
-                        files=files, info={EXTERNAL: {**asdict(item), "path": str(item.path.resolve()),
-                                                      "sha256": files[relative]["sha256"]}})
+                        entry=relative, cache_key="", parents={}, params={}, tool_versions={},
+                        metadata=metadata.to_dict(), files=files,
+                        info={EXTERNAL: {**asdict(item), "path": str(item.path.resolve()),
+                                         "sha256": files[relative]["sha256"]}})
     return Candidate(folder, manifest, name, model, target=item.target, precision=item.precision)
 
 
@@ -214,11 +214,10 @@ def checkpoint_baseline(checkpoint: Path, model: str, imgsz: int) -> Candidate:
 
     source = resolve_source(str(checkpoint))
     recorded = {**asdict(source), "checkpoint": str(source.checkpoint)}
-    meta = family_named(source.family)
+    metadata = ArtifactMetadata(family=source.family, pretrained=source.pretrained,
+                                task=family_named(source.family).task, names=[], imgsz=(imgsz, imgsz))
     manifest = Manifest(node="load", stage="load", model_id=model, target=BASELINE_TARGET, precision="fp32", entry=None,
-                        cache_key="", parents={}, params={}, tool_versions={},
-                        metadata={"family": source.family, "task": meta.task, "imgsz": [imgsz, imgsz],
-                                  "pretrained": source.pretrained, "names": []},
+                        cache_key="", parents={}, params={}, tool_versions={}, metadata=metadata.to_dict(),
                         info={"source": recorded})
     return Candidate(checkpoint.parent, manifest, f"{BASELINE_TARGET}-fp32", model, target=BASELINE_TARGET,
                      precision="fp32")

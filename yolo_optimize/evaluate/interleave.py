@@ -40,7 +40,6 @@ from yolo_optimize.evaluate.measure import (
 )
 from yolo_optimize.evaluate.options import ROW_TIMEOUT_S
 from yolo_optimize.evaluate.results import BLOCK_S, END_TO_END, INFERENCE, BatchResult, Measurement
-from yolo_optimize.families import family_named
 from yolo_optimize.processes import SPAWN, child_environment, configured_child, ended, oom_kills
 from yolo_optimize.runtime.runners.base import Runner
 
@@ -195,7 +194,7 @@ class _Timed:
         self.inference_peak: int | None = None  # VmHWM before the first end-to-end block
         if job.files:
             single_threaded_helpers(runner)
-            family, imgsz = family_named(job.manifest.metadata["family"]), int(job.manifest.metadata["imgsz"][0])
+            family, imgsz = runner.metadata.model_family(), runner.metadata.side
             self.paths = {size: EndToEnd(family, runner, job.files, imgsz, size) for size in job.batch_sizes}
 
     def block(self, size: int, part: str) -> int:

@@ -14,7 +14,6 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.results import BatchResult, LatencyStats, Measurement
-from yolo_optimize.families import family_named
 from yolo_optimize.processes import one_line, resource_shortage
 from yolo_optimize.runtime.accuracy import predict_all
 from yolo_optimize.runtime.runners.base import LATENCY, Runner
@@ -76,7 +75,7 @@ def finished(job: MeasureJob, runner: Any, images: np.ndarray, started: Started,
     measurement = Measurement(started.load_s, started.first_inference_s, batches,
                               round((peak_bytes or peak_rss()) / 2**20, 1), _cuda_peak_mb(job.device),
                               runner.executed_precision, job.threads, runner.weight_bytes)
-    found = predict_all(family_named(job.manifest.metadata["family"]), runner, images,
+    found = predict_all(runner.metadata.model_family(), runner, images,
                         accuracy_batch(batches)) if job.predict else None
     return measurement, found
 

@@ -26,10 +26,10 @@ from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.evaluate.measure import MeasureJob, batch_input, measure, time_batch
 from yolo_optimize.evaluate.results import BLOCK_S, FAST_STATE_SPAN
 from yolo_optimize.evaluate.roofline import peak_precision
-from yolo_optimize.families import family_named
 from yolo_optimize.formats import format_named
 from yolo_optimize.machine.energy import Energy, measure_energy, package_domains
 from yolo_optimize.machine.peaks import MachineLimits
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.processes import in_own_process, one_line
 from yolo_optimize.runtime.layers import LayerProfile, LayerTime
 from yolo_optimize.runtime.runners.base import Runner
@@ -241,8 +241,8 @@ def thread_counts(cores: int) -> list[int]:
 
 def _prepared(request: ProfileRequest, work: Path) -> Path:
     """The images preprocessed once, as the workers memory-map them."""
-    family = family_named(request.manifest.metadata["family"])
-    imgsz = int(request.manifest.metadata["imgsz"][0])
+    metadata = ArtifactMetadata.of(request.manifest)
+    family, imgsz = metadata.model_family(), metadata.side
     pixels = work / "pixels.npy"
     np.save(pixels, np.stack([family.preprocess(p, imgsz).pixels for p in request.images]))
     return pixels
@@ -316,8 +316,7 @@ def _median(samples_ms: list[float]) -> float:
 def _breakdown(request: ProfileRequest, runner: Runner, size: int) -> Breakdown:
     """The deployed path over ``BREAKDOWN_BATCHES`` batches of ``size`` image files, each stage timed apart; the
     post-processing's imports (torch, yolov5's NMS: seconds) are paid in the warm-up batch, never in a timed one."""
-    family = family_named(request.manifest.metadata["family"])
-    imgsz = int(request.manifest.metadata["imgsz"][0])
+    family, imgsz = runner.metadata.model_family(), runner.metadata.side
     files = [request.images[i % len(request.images)] for i in range(size * (BREAKDOWN_BATCHES + 1))]
     spent = dict.fromkeys(STAGES, 0.0)
     started = 0.0

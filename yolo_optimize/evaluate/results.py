@@ -148,7 +148,7 @@ class Row:
     profile: dict[str, Any] | None = None  # eval --profile: profiling.ArtifactProfile less its layers (profile.json)
     error: str = ""  # set when the row could not be measured at all
     skipped: str = ""  # why the row is not measured on purpose (a GPU-only format on a CPU evaluation)
-    input_form: str = ""  # what the artifact takes (images.describe_input of its metadata's input)
+    input_form: str = ""  # what the artifact takes (metadata.InputSpec.describe of its metadata's input)
     external: dict[str, Any] | None = None  # a model file this tool did not build: its path, sha256, what was read
 
     def round_throughputs(self, batch: int, part: str = INFERENCE) -> dict[int, float]:

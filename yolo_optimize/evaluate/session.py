@@ -93,11 +93,11 @@ def candidates(request: EvalRequest) -> list[Candidate]:
     of its own, with the --checkpoint baseline, when it joins none)."""
     inspected = inspect_entries(request.add, request.family, request.settings.imgsz)  # a bad file is refused first
     found = discover(request.root) if request.root is not None else []
-    models = {c.model: (c.manifest.metadata["family"], list(c.manifest.metadata["imgsz"]))
+    models = {c.model: (c.metadata.family, list(c.metadata.imgsz or ()))
               for c in found if c.manifest and c.target != BASELINE_TARGET}
     added = external_candidates(inspected, models)
     own_groups = {c.model: c for c in added if c.model not in models}
     if own_groups and request.checkpoint:
-        found += [checkpoint_baseline(request.checkpoint, model, int(c.manifest.metadata["imgsz"][0]))  # type: ignore[union-attr]
+        found += [checkpoint_baseline(request.checkpoint, model, c.metadata.side)
                   for model, c in own_groups.items()]
     return with_runtime_configurations([*found, *added])

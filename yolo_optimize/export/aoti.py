@@ -12,7 +12,6 @@ without them. Its metadata is embedded in the package (``get_metadata()``, JSON 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from yolo_optimize.cpu import cpu_facts, has_native_bf16
 from yolo_optimize.formats import format_named
 from yolo_optimize.loading import example_input, export_module
-from yolo_optimize.metadata import FLOAT_INPUT, artifact_metadata
+from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
 from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 
 if TYPE_CHECKING:
@@ -68,13 +67,12 @@ def exported(module: Any, example: Any) -> Any:
         return torch.export.export(module, (example,), dynamic_shapes=({0: batch},))
 
 
-def compile_package(program: Any, path: Path, metadata: dict[str, Any]) -> None:
+def compile_package(program: Any, path: Path, metadata: ArtifactMetadata) -> None:
     """Compile ``program`` into the package at ``path`` with ``metadata`` embedded (each value as JSON)."""
     import torch
 
-    embedded = {key: value if isinstance(value, str) else json.dumps(value) for key, value in metadata.items()}
     with torch.no_grad():  # freezing applies only without autograd
-        configs = {**INDUCTOR_CONFIGS, "aot_inductor.metadata": embedded}
+        configs = {**INDUCTOR_CONFIGS, "aot_inductor.metadata": metadata.as_strings()}
         torch._inductor.aoti_compile_and_package(program, package_path=str(path), inductor_configs=configs)
 
 
@@ -107,9 +105,10 @@ class AotiCompile(Stage):
         module = export_module(ctx.source, self.config.input_form)
         if self.config.precision == "bf16":
             module = Bfloat16Body(module, family_named(ctx.source.family).float_module(module)).eval()
-        metadata = artifact_metadata(ctx.manifest(MODEL).metadata, target=self.target, precision=self.config.precision,
-                                     imgsz=self.config.imgsz, max_batch=MAX_BATCH, input_form=self.config.input_form)
+        metadata = artifact_metadata(ArtifactMetadata.of(ctx.manifest(MODEL)), target=self.target,
+                                     precision=self.config.precision, imgsz=self.config.imgsz, max_batch=MAX_BATCH,
+                                     input_form=self.config.input_form)
         entry = format_named(self.target).entry_for(ctx.source.model_id)
         compile_package(exported(module, example_input(self.config.input_form, 2, self.config.imgsz)),
                         ctx.out_dir / entry, metadata)
-        return StageOutput(entry=entry, metadata=metadata, info={"built_on_cpu": cpu_facts()})
+        return StageOutput(entry=entry, metadata=metadata.to_dict(), info={"built_on_cpu": cpu_facts()})

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from yolo_optimize.loading import example_input, export_module
-from yolo_optimize.metadata import FLOAT_INPUT, input_spec
+from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, input_spec
 from yolo_optimize.stage import MODEL, Stage, StageContext, StageOutput
 
 if TYPE_CHECKING:
@@ -48,9 +48,9 @@ class OnnxExport(Stage):
                           opset_version=self.config.opset, input_names=["images"], output_names=["output0"],
                           dynamic_shapes=({0: batch},), verbose=False)
         _check_opset(ctx.out_dir / entry, self.config.opset)
-        metadata = ctx.manifest(MODEL).metadata
-        return StageOutput(entry=entry, metadata={**metadata, "input": input_spec(metadata["family"],
-                                                                                   self.config.input_form)})
+        metadata = replace(ArtifactMetadata.of(ctx.manifest(MODEL)),
+                           input=input_spec(ctx.source.family, self.config.input_form))
+        return StageOutput(entry=entry, metadata=metadata.to_dict())
 
 
 def _check_opset(path: Path, wanted: int) -> None:

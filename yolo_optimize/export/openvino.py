@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from yolo_optimize.formats import format_named
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.runners.openvino import EXECUTION_HINTS
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
@@ -34,17 +34,17 @@ class OpenVinoExport(Stage):
         import openvino as ov
 
         model = ov.convert_model(str(ctx.entry(SOURCE)))
-        metadata = {**ctx.manifest(SOURCE).metadata, "format": self.target,
-                    "precision": self.config.precision,
-                    "compile_config": {"INFERENCE_PRECISION_HINT": EXECUTION_HINTS[self.config.precision]}}
+        metadata = replace(ArtifactMetadata.of(ctx.manifest(SOURCE)), format=self.target,
+                           precision=self.config.precision,
+                           compile_config={"INFERENCE_PRECISION_HINT": EXECUTION_HINTS[self.config.precision]})
         embed_metadata(model, metadata)
         entry = format_named(self.target).entry_for(ctx.source.model_id)
         (ctx.out_dir / entry).parent.mkdir()
         ov.save_model(model, str(ctx.out_dir / entry), compress_to_fp16=self.config.precision == "fp16")
-        return StageOutput(entry=entry, metadata=metadata)
+        return StageOutput(entry=entry, metadata=metadata.to_dict())
 
 
-def embed_metadata(model: Any, metadata: dict[str, Any]) -> None:
+def embed_metadata(model: Any, metadata: ArtifactMetadata) -> None:
     """Metadata into the IR's rt_info (JSON values), so plain OpenVINO can read it back."""
-    for key, value in metadata.items():
-        model.set_rt_info(value if isinstance(value, str) else json.dumps(value), [RT_INFO_SECTION, key])
+    for key, value in metadata.as_strings().items():
+        model.set_rt_info(value, [RT_INFO_SECTION, key])

@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,7 @@ from filelock import FileLock
 from yolo_optimize.artifact import machine_id
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.formats import format_named
+from yolo_optimize.metadata import ArtifactMetadata, BatchRange
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.tensorrt_api import (
     INSTALL_HINT,
@@ -214,8 +215,8 @@ class TensorRTBuild(Stage):
                             batch_sizes=self.config.batch_sizes, imgsz=self.config.imgsz,
                             timing_cache=timing_cache_path(ctx.shared_dir, self.environment()),
                             workspace_gib=self.config.workspace_gib)
-        metadata = {**ctx.manifest(SOURCE).metadata, "format": self.target,
-                    "batch": {"min": 1, "max": max(self.config.batch_sizes)}}
+        metadata = replace(ArtifactMetadata.of(ctx.manifest(SOURCE)), format=self.target,
+                           batch=BatchRange(min=1, max=max(self.config.batch_sizes))).to_dict()
         (ctx.out_dir / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
         return StageOutput(entry=entry, metadata=metadata, info=info)
 

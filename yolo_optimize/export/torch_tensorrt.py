@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.formats import format_named
-from yolo_optimize.metadata import artifact_metadata
+from yolo_optimize.metadata import ArtifactMetadata, artifact_metadata
 from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.tensorrt_api import (
     TORCH_TENSORRT_HINT,
@@ -78,13 +78,13 @@ class TorchTensorRTCompile(Stage):
             program = torch.export.export(model, (example,), strict=False,
                                           dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=top)},))
             compiled = torch_tensorrt.dynamo.compile(program, arg_inputs=inputs, disable_tf32=True, min_block_size=1)
-        metadata = artifact_metadata(ctx.manifest(MODEL).metadata, target=self.target,
+        metadata = artifact_metadata(ArtifactMetadata.of(ctx.manifest(MODEL)), target=self.target,
                                      precision=self.config.precision, imgsz=size)
-        metadata["input"]["dtype"] = "float16" if dtype == torch.float16 else "float32"
+        metadata = metadata.with_input_dtype("float16" if dtype == torch.float16 else "float32")
         entry = format_named(self.target).entry_for(ctx.source.model_id)
         # The Input specs, not the example tensor: the saved program keeps the dynamic batch they describe.
         torch_tensorrt.save(compiled, str(ctx.out_dir / entry), output_format="exported_program",
-                            arg_inputs=inputs, extra_files={METADATA_FILE: json.dumps(metadata)})
+                            arg_inputs=inputs, extra_files={METADATA_FILE: json.dumps(metadata.to_dict())})
         info = {"environment": engine_environment(), "max_batch": top, "disable_tf32": True,
                 "torch_tensorrt": torch_tensorrt.__version__}
-        return StageOutput(entry=entry, metadata=metadata, info=info)
+        return StageOutput(entry=entry, metadata=metadata.to_dict(), info=info)

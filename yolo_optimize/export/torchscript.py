@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from yolo_optimize.formats import format_named
 from yolo_optimize.loading import example_input, export_module
-from yolo_optimize.metadata import FLOAT_INPUT, artifact_metadata
+from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
 from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 
 if TYPE_CHECKING:
@@ -50,13 +50,13 @@ class TorchScriptExport(Stage):
         if half:
             model = model.half()
             example = example if self.config.input_form != FLOAT_INPUT else example.half()
-        metadata = artifact_metadata(ctx.manifest(MODEL).metadata, target=self.target,
+        metadata = artifact_metadata(ArtifactMetadata.of(ctx.manifest(MODEL)), target=self.target,
                                      precision=self.config.precision, imgsz=self.config.imgsz,
                                      input_form=self.config.input_form)
         if self.config.input_form == FLOAT_INPUT:
-            metadata["input"]["dtype"] = "float16" if half else "float32"
+            metadata = metadata.with_input_dtype("float16" if half else "float32")
         with torch.no_grad():
             traced = torch.jit.trace(model, example, strict=False, check_trace=False)
         entry = format_named(self.target).entry_for(ctx.source.model_id)
-        traced.save(str(ctx.out_dir / entry), _extra_files={METADATA_FILE: json.dumps(metadata)})
-        return StageOutput(entry=entry, metadata=metadata)
+        traced.save(str(ctx.out_dir / entry), _extra_files={METADATA_FILE: json.dumps(metadata.to_dict())})
+        return StageOutput(entry=entry, metadata=metadata.to_dict())

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.onnx_io import save_onnx
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
@@ -38,8 +39,8 @@ class OnnxFp16(Stage):
         graph = onnx_ir.from_proto(model)
         graph.graph.sort()  # the converter appends its output casts after their consumers
         model = onnx_ir.to_proto(graph)
-        metadata = {**ctx.manifest(SOURCE).metadata, "precision": self.config.precision}
+        metadata = replace(ArtifactMetadata.of(ctx.manifest(SOURCE)), precision=self.config.precision)
         entry = ctx.manifest(SOURCE).entry
         assert entry
         save_onnx(model, ctx.out_dir / entry, metadata)
-        return StageOutput(entry=entry, metadata=metadata)
+        return StageOutput(entry=entry, metadata=metadata.to_dict())

@@ -19,6 +19,7 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.families.base import Family
+from yolo_optimize.metadata import FLOAT32_NCHW, InputSpec
 from yolo_optimize.request import GateConfig
 from yolo_optimize.runtime.dataset import Dataset, PreparedImages
 
@@ -130,11 +131,11 @@ class Gate:
         self.pixels = np.load(self.prepared.pixels)
         self.metric = gate_metric_class(family)(self.dataset, self.prepared)
 
-    def inputs(self, spec: dict[str, Any] | None = None) -> list[np.ndarray]:
-        """Each gate image as a single-image batch in the form the model takes (``spec``: its metadata's ``input``)."""
+    def inputs(self, spec: InputSpec = FLOAT32_NCHW) -> list[np.ndarray]:
+        """Each gate image as a single-image batch in the form the model takes (``spec``: what its metadata says)."""
         from yolo_optimize.images import model_input
 
-        return [model_input(image[None], spec or {}) for image in self.pixels]
+        return [model_input(image[None], spec.prepared) for image in self.pixels]
 
     def score_raw(self, outputs: list[np.ndarray]) -> GateScore:
         """Score raw model outputs of the gate images, in order."""

@@ -18,7 +18,7 @@ INT8's weight bits).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,7 +27,7 @@ from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.export.aoti import cannot_compile, compile_package, exported, machine_environment
 from yolo_optimize.families import family_named
 from yolo_optimize.loading import example_input, export_module
-from yolo_optimize.metadata import FLOAT_INPUT
+from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata
 from yolo_optimize.optimize.calibration import Int8Config, calibration_inputs, candidate_manifest
 from yolo_optimize.optimize.gate import Gate, GateRecord
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
@@ -72,20 +72,21 @@ class AotiInt8(Stage):
         module = export_module(ctx.source, self.config.input_form)
         kept = family.float_module(module)
         route = REDUCED_RANGE_ROUTE if self.config.reduce_range else ROUTE
-        metadata = {**parent.metadata, "precision": "int8", "kept_in_float": [kept] if kept else [],
-                    "quantization": route}
+        inherited = ArtifactMetadata.of(parent)
+        metadata = replace(inherited, precision="int8",
+                           kept_in_float=[kept] if kept else []).with_facts({"quantization": route})
         gate = Gate(self.config.gate, family, self.config.imgsz, ctx.threads)
         try:
             record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
             program = self._quantized(module, kept, calibration_inputs(family, self.config.calib_images,
-                                                                       self.config.imgsz, parent.metadata.get("input")))
+                                                                       self.config.imgsz, inherited.takes))
             compile_package(program, ctx.out_dir / str(parent.entry), metadata)
             record.add(route, gate.score(ctx.out_dir, candidate_manifest(parent, node=self.name, metadata=metadata)))
         finally:
             gate.close()
         record.require_pass()
-        return StageOutput(entry=parent.entry, metadata=metadata,
-                           info={"gate": record.result(), "kept_in_float": metadata["kept_in_float"],
+        return StageOutput(entry=parent.entry, metadata=metadata.to_dict(),
+                           info={"gate": record.result(), "kept_in_float": metadata.kept_in_float,
                                  "built_on_cpu": cpu_facts()})
 
     def _quantized(self, module: Any, kept: str | None, images: list[np.ndarray]) -> Any:

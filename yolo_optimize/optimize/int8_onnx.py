@@ -26,6 +26,7 @@ import numpy as np
 
 from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.families.base import Family
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import Int8Config
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
 from yolo_optimize.optimize.onnx_io import save_onnx
@@ -102,7 +103,7 @@ class OnnxInt8(NncfInt8):
     def float_ops(self, family: Family, model: Any) -> list[str]:
         return family.onnx_float_nodes(model)
 
-    def save(self, model: Any, path: Path, metadata: dict[str, Any]) -> None:
+    def save(self, model: Any, path: Path, metadata: ArtifactMetadata) -> None:
         save_onnx(model, path, metadata)
 
     def outputs(self, model: Any, inputs: list[Any]) -> list[np.ndarray]:

@@ -30,6 +30,7 @@ from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.export.openvino import embed_metadata
 from yolo_optimize.families.base import Family
 from yolo_optimize.machine.choices import evidence_here
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import Int8Config
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
 
@@ -84,7 +85,7 @@ class OpenVinoInt8(NncfInt8):
     def float_ops(self, family: Family, model: Any) -> list[str]:
         return family.openvino_float_ops(model)
 
-    def save(self, model: Any, path: Path, metadata: dict[str, Any]) -> None:
+    def save(self, model: Any, path: Path, metadata: ArtifactMetadata) -> None:
         import openvino as ov
 
         embed_metadata(model, metadata)

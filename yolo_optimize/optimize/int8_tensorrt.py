@@ -18,13 +18,13 @@ from __future__ import annotations
 import contextlib
 import io
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from yolo_optimize.families import family_named
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import (
     Int8Config,
     calibration_inputs,
@@ -72,10 +72,11 @@ class TensorRTInt8Qdq(Stage):
 
         parent = ctx.manifest(SOURCE)
         entry = str(parent.entry)
-        family = family_named(parent.metadata["family"])
+        inherited = ArtifactMetadata.of(parent)
+        family = inherited.model_family()
         head = family.onnx_float_nodes(onnx.load(str(ctx.entry(SOURCE))))
-        images = calibration_inputs(family, self.config.calib_images, self.config.imgsz, parent.metadata.get("input"))
-        metadata = {**parent.metadata, "precision": "int8", "kept_in_float": head, "quantization": NOTE}
+        images = calibration_inputs(family, self.config.calib_images, self.config.imgsz, inherited.takes)
+        metadata = replace(inherited, precision="int8", kept_in_float=head).with_facts({"quantization": NOTE})
         gate = Gate(self.config.gate, family, self.config.imgsz, ctx.threads)
         try:
             record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
@@ -85,11 +86,12 @@ class TensorRTInt8Qdq(Stage):
         finally:
             gate.close()
         record.require_pass()
-        return StageOutput(entry=entry, metadata=metadata, info={"gate": record.result(), "kept_in_float": head})
+        return StageOutput(entry=entry, metadata=metadata.to_dict(),
+                           info={"gate": record.result(), "kept_in_float": head})
 
 
 def quantize_symmetric(source: Path, out: Path, images: list[np.ndarray], float_nodes: list[str],
-                       metadata: dict[str, Any], ranges: str = RANGES,
+                       metadata: ArtifactMetadata, ranges: str = RANGES,
                        op_types: tuple[str, ...] | None = QUANTIZED_OPS) -> None:
     """Write ``source`` as a TensorRT-ready Q/DQ graph to ``out``, calibrated on ``images``, ``float_nodes`` kept.
 

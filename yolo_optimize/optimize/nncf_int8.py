@@ -13,13 +13,14 @@ the most harmful quantizers until it fits or its iterations run out.
 from __future__ import annotations
 
 from abc import abstractmethod
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from yolo_optimize.families import family_named
 from yolo_optimize.families.base import Family
+from yolo_optimize.metadata import ArtifactMetadata, InputSpec
 from yolo_optimize.optimize.calibration import (
     Int8Config,
     calibration_inputs,
@@ -46,13 +47,14 @@ class NncfInt8(Stage):
         import nncf
 
         parent = ctx.manifest(SOURCE)
-        family = family_named(parent.metadata["family"])
+        inherited = ArtifactMetadata.of(parent)
+        family = inherited.model_family()
         model, rewrites = self.rewritten(self.read(ctx.entry(SOURCE)))
         head = self.float_ops(family, model)
         facts = {"kept_in_float": head, **rewrites, **self.cpu_metadata()}
-        metadata = {**parent.metadata, "precision": "int8", **facts}
+        metadata = replace(inherited, precision="int8").with_facts(facts)
         feeds = [self.model_input(x) for x in calibration_inputs(family, self.config.calib_images, self.config.imgsz,
-                                                                  parent.metadata.get("input"))]
+                                                                  inherited.takes)]
         settings = {"preset": nncf.QuantizationPreset.MIXED, "subset_size": len(self.config.calib_images),
                     "fast_bias_correction": self.fast_bias_correction,
                     "ignored_scope": nncf.IgnoredScope(names=head, validate=False)}
@@ -63,14 +65,14 @@ class NncfInt8(Stage):
             quantized = self.for_runtime(candidate, feeds, ctx.threads)
             if not record.add(route, self._score(quantized, ctx, gate, metadata)):
                 candidate = self._with_accuracy_control(model, nncf.Dataset(feeds), gate, settings, advanced,
-                                                        parent.metadata.get("input"))
+                                                        inherited.takes)
                 quantized = self.for_runtime(candidate, feeds, ctx.threads)
                 record.add(ACCURACY_CONTROL_ROUTE, self._score(quantized, ctx, gate, metadata))
         finally:
             gate.close()
         record.require_pass()
         self.save(quantized, ctx.out_dir / str(parent.entry), metadata)
-        return StageOutput(entry=parent.entry, metadata=metadata, info={"gate": record.result(), **facts})
+        return StageOutput(entry=parent.entry, metadata=metadata.to_dict(), info={"gate": record.result(), **facts})
 
     def _calibrated(self, model: Any, feeds: list[Any], settings: dict[str, Any]) -> tuple[str, Any, Any]:
         """(route, its advanced parameters, the quantized model) of the first of ``recipes`` NNCF can calibrate; a
@@ -91,7 +93,7 @@ class NncfInt8(Stage):
         quantized = nncf.quantize(model, nncf.Dataset(feeds), **settings, advanced_parameters=advanced)
         return f"{route} ({failed})" if failed else route, advanced, quantized
 
-    def _score(self, quantized: Any, ctx: StageContext, gate: Gate, metadata: dict[str, Any]) -> Any:
+    def _score(self, quantized: Any, ctx: StageContext, gate: Gate, metadata: ArtifactMetadata) -> Any:
         """Save the candidate into the staging folder and measure it like any artifact (as it will run: ``metadata``
         says how)."""
         manifest = candidate_manifest(ctx.manifest(SOURCE), node=self.name, metadata=metadata)
@@ -99,7 +101,7 @@ class NncfInt8(Stage):
         return gate.score(ctx.out_dir, manifest)
 
     def _with_accuracy_control(self, model: Any, calibration: Any, gate: Gate, settings: dict[str, Any],
-                               advanced: Any, spec: dict[str, Any] | None) -> Any:
+                               advanced: Any, spec: InputSpec) -> Any:
         import nncf
         from nncf.quantization.advanced_parameters import (
             AdvancedAccuracyRestorerParameters,
@@ -150,7 +152,7 @@ class NncfInt8(Stage):
         """The ops of this backend's model that the family keeps in float."""
 
     @abstractmethod
-    def save(self, model: Any, path: Path, metadata: dict[str, Any]) -> None: ...
+    def save(self, model: Any, path: Path, metadata: ArtifactMetadata) -> None: ...
 
     @abstractmethod
     def outputs(self, model: Any, inputs: list[Any]) -> list[np.ndarray]:

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import onnx
+
+from yolo_optimize.metadata import ArtifactMetadata
 
 MAX_IR_VERSION = 10  # onnxruntime 1.2x refuses newer IR versions that recent onnx writes by default
 
 
-def save_onnx(model: onnx.ModelProto, path: Path, metadata: dict[str, Any]) -> None:
+def save_onnx(model: onnx.ModelProto, path: Path, metadata: ArtifactMetadata) -> None:
     """Embed ``metadata`` as ``metadata_props`` (JSON values), check the graph, save one self-contained file."""
     del model.metadata_props[:]
-    for key, value in metadata.items():
+    for key, value in metadata.as_strings().items():
         entry = model.metadata_props.add()
-        entry.key, entry.value = key, value if isinstance(value, str) else json.dumps(value)
+        entry.key, entry.value = key, value
     model.ir_version = min(model.ir_version, MAX_IR_VERSION)
     onnx.checker.check_model(model)
     onnx.save(model, str(path), save_as_external_data=False)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from yolo_optimize.formats import format_named
-from yolo_optimize.metadata import artifact_metadata
+from yolo_optimize.metadata import ArtifactMetadata, artifact_metadata
 from yolo_optimize.optimize.onnx_io import save_onnx
 from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
@@ -37,8 +37,8 @@ class OnnxSimplify(Stage):
         simplified, ok = simplify(onnx.load(str(ctx.entry(SOURCE))))
         if not ok:
             raise RuntimeError("onnxsim could not validate the simplified graph")
-        metadata = artifact_metadata(ctx.manifest(SOURCE).metadata, target=self.target,
+        metadata = artifact_metadata(ArtifactMetadata.of(ctx.manifest(SOURCE)), target=self.target,
                                      precision=self.config.precision, imgsz=self.config.imgsz)
         entry = format_named(self.target).entry_for(ctx.source.model_id)
         save_onnx(simplified, ctx.out_dir / entry, metadata)
-        return StageOutput(entry=entry, metadata=metadata)
+        return StageOutput(entry=entry, metadata=metadata.to_dict())

@@ -12,6 +12,7 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.images import model_input
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.layers import LayerProfile
 from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
 
@@ -69,11 +70,12 @@ class Runner(ABC):
     def __init__(self, folder: Path, manifest: Manifest, *, device: str = "cpu", threads: int = 1,
                  mode: str = LATENCY) -> None:
         self.folder, self.manifest, self.device, self.threads, self.mode = folder, manifest, device, threads, mode
+        self.metadata = ArtifactMetadata.of(manifest)
 
     def input_of(self, pixels: np.ndarray) -> np.ndarray:
         """A uint8 NHWC RGB batch (what the family prepares) in the form the artifact takes (its metadata's
         ``input``: float32 NCHW in [0, 1], or the uint8 image as it is for artifacts with the preprocessing inside)."""
-        return model_input(pixels, self.manifest.metadata.get("input", {}))
+        return model_input(pixels, self.metadata.takes.prepared)
 
     def execution(self, batch: int) -> Execution:
         """How a call of ``batch`` images runs (the latency configuration unless overridden)."""

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.layers import (
     WEIGHT_INPUT,
     LayerProfile,
@@ -40,12 +41,12 @@ THROUGHPUT_REQUEST_BATCH = 1  # images per request: one stream's request per ima
 EXECUTION_HINTS = {"fp32": "f32", "fp16": "f32", "int8": "f32", "bf16": "bf16"}
 
 
-def compile_config(metadata: dict[str, Any]) -> dict[str, Any]:
+def compile_config(metadata: ArtifactMetadata) -> dict[str, Any]:
     """What to pass to ``compile_model`` for the artifact to compute as it was built and checked: its metadata's
     ``compile_config`` (INT8 IRs built on a CPU with native bf16 run their float parts in bf16), else its
     precision's hint."""
-    return dict(metadata.get("compile_config") or
-                {"INFERENCE_PRECISION_HINT": EXECUTION_HINTS[str(metadata.get("precision", "fp32"))]})
+    return dict(metadata.compile_config or
+                {"INFERENCE_PRECISION_HINT": EXECUTION_HINTS[metadata.precision or "fp32"]})
 
 
 
@@ -57,7 +58,7 @@ class OpenVinoRunner(Runner):
         import openvino as ov
 
         self.core = ov.Core()
-        self.config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, **compile_config(self.manifest.metadata)}
+        self.config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, **compile_config(self.metadata)}
         self.target = "GPU" if self.device == "cuda" and "GPU" in self.core.available_devices else "CPU"
         self.model = self.core.read_model(str(self.entry))
         self.models: dict[tuple[str, int], Any] = {}

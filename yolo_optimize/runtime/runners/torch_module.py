@@ -25,7 +25,7 @@ class TorchModuleRunner(Runner):
         """The torch dtype of the artifact's input, from its metadata (float32 when it says nothing: the baseline)."""
         import torch
 
-        return getattr(torch, str(self.manifest.metadata.get("input", {}).get("dtype", "float32")))
+        return getattr(torch, self.metadata.takes.dtype)
 
     def prepare_device(self) -> None:
         """On CUDA: FP32 means FP32 (PyTorch lets cuDNN round FP32 convolutions to TF32 by default, which TensorRT
