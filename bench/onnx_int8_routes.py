@@ -40,20 +40,20 @@ import numpy as np
 from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.build.gate import Gate
+from yolo_optimize.build.request import GateConfig
 from yolo_optimize.cpu import has_vnni
 from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import calibration_inputs, candidate_manifest
-from yolo_optimize.optimize.gate import Gate
 from yolo_optimize.optimize.int8_tensorrt import quantize_symmetric
 from yolo_optimize.optimize.onnxruntime_fusion import (
     FusionOptions,
     fuse_for_onnxruntime,
 )
 from yolo_optimize.processes import in_own_process
-from yolo_optimize.request import GateConfig
 
 TENSORRT_RANGES = {"tensorrt-minmax": "minmax", "tensorrt-entropy": "entropy",
                    "tensorrt-percentile-99.99": "percentile:99.99", "tensorrt-percentile-99.999": "percentile:99.999",
@@ -137,7 +137,7 @@ def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarra
 
 
 def accuracy(folders: dict[str, Path], parent: Manifest, data: Path, threads: int) -> dict[str, dict[str, Any]]:
-    from yolo_optimize.optimize.gate import GateRecord
+    from yolo_optimize.build.gate import GateRecord
 
     metadata = ArtifactMetadata.of(parent)
     gate = Gate(GateConfig(str(data), None, 1.0), metadata.model_family(), metadata.side, threads)

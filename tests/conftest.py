@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from yolo_optimize.builder import BuildResult
+    from yolo_optimize.build.builder import BuildResult
     from yolo_optimize.evaluate.results import MatrixRow
 
 ASSETS = Path(os.environ.get("YOLO_OPTIMIZE_ASSETS", Path(__file__).resolve().parents[2] / "shared" / "assets"))
@@ -66,7 +66,7 @@ class Run:
 def optimize(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 900) -> Run:
     """Run the CLI exactly as a user would, in its own process; a build also writes its typed result (``--result``),
     which the tests read instead of the console's table."""
-    from yolo_optimize.builder import BuildResult
+    from yolo_optimize.build.builder import BuildResult
 
     command = [sys.executable, "-m", "yolo_optimize", *map(str, args)]
     with tempfile.TemporaryDirectory(prefix="yolo-optimize-result-") as folder:

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import VAL_DATA, WEIGHTS
+from yolo_optimize.build.request import BuildRequest
+from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.formats import Format, Step, format_named, formats, targets_help
 from yolo_optimize.metadata import ArtifactMetadata, artifact_metadata
-from yolo_optimize.request import BuildRequest
 from yolo_optimize.runtime.runners.onnxruntime import OnnxRuntimeRunner
-from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
 HERE = __name__  # the module every row names: spawned build and measuring processes import it by this name
 
@@ -102,8 +102,8 @@ def registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None
 
 
 def test_registered_rows_join_the_table_and_the_help_and_the_plan(registered: None) -> None:
+    from yolo_optimize.build.pipeline import plan
     from yolo_optimize.checkpoint import resolve_source
-    from yolo_optimize.pipeline import plan
 
     assert {"onnx-ort", "onnx-cpu", "onnx-openvino"} <= formats().keys() and "onnx-ort" in targets_help()
     assert "onnx-cpu" not in targets_help(), "a runtime configuration builds nothing"

@@ -20,10 +20,9 @@ LAYER_OF = {
                      "images", "formats", "artifact", "tensorrt_api", "options"), "base"),
     **dict.fromkeys(("families", "checkpoint", "metadata"), "families"),
     "runtime": "runtime", "machine": "machine", "cluster": "cluster",
-    **dict.fromkeys(("export", "optimize", "builder", "pipeline", "dag", "stage", "executor", "ray_executor", "parity",
-                     "config", "loading", "request"), "build"),
+    **dict.fromkeys(("build", "export", "optimize"), "build"),
     "evaluate": "evaluate",
-    **dict.fromkeys(("__init__", "__main__", "api", "cli", "console"), "entry"),
+    **dict.fromkeys(("__init__", "__main__", "api", "cli"), "entry"),
 }
 BELOW = {  # a layer -> the layers it may import besides itself
     "base": set(),

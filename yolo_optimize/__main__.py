@@ -1,5 +1,5 @@
 """``python -m yolo_optimize`` is the ``optimize`` command."""
 
-from yolo_optimize.cli import main
+from yolo_optimize.cli.main import main
 
 main()

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.build.parity import REFERENCE_FILE, TOLERANCES
 from yolo_optimize.cpu import has_native_bf16
 from yolo_optimize.export.aoti import AotiCompile, AotiConfig
-from yolo_optimize.parity import REFERENCE_FILE, TOLERANCES
 from yolo_optimize.runtime.runners import open_runner
 
 # A fresh interpreter where neither yolov5 nor its training-repo module names can be imported: only torch.

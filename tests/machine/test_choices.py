@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tests.build.test_dag import REQUEST, keys
 from tests.conftest import VAL_DATA
-from tests.test_dag import REQUEST, keys
+from yolo_optimize.build.pipeline import plan
+from yolo_optimize.build.request import GateConfig
 from yolo_optimize.machine.choices import BF16_MARGIN, bf16_evidence, float_parts_precision, slower_than_fp32_note
 from yolo_optimize.machine.peaks import SCHEMA, MachineLimits, Peak
-from yolo_optimize.pipeline import plan
-from yolo_optimize.request import GateConfig
 
 
 def measured(rates: dict[tuple[str, str], float | None]) -> MachineLimits:

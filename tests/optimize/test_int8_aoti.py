@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from yolo_optimize.build.request import GateConfig
 from yolo_optimize.optimize.int8_aoti import AotiInt8, AotiInt8Config
-from yolo_optimize.request import GateConfig
 
 IMGSZ = 32
 

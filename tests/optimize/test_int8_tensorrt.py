@@ -12,13 +12,13 @@ from onnx import numpy_helper
 
 from tests.conftest import CALIB_DATA
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.build.gate import Gate, GateRecord
+from yolo_optimize.build.request import GateConfig
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import calibration_inputs
-from yolo_optimize.optimize.gate import Gate, GateRecord
 from yolo_optimize.optimize.int8_tensorrt import quantize_symmetric
-from yolo_optimize.request import GateConfig
 
 
 def test_the_tensorrt_qdq_graph_is_symmetric_signed_int8_with_the_head_in_float_and_passes_the_gate(

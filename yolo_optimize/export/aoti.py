@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from yolo_optimize.build.loading import example_input, export_module
+from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.cpu import cpu_facts, has_native_bf16
 from yolo_optimize.formats import format_named
-from yolo_optimize.loading import example_input, export_module
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
-from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 
 if TYPE_CHECKING:
-    from yolo_optimize.request import BuildRequest
+    from yolo_optimize.build.request import BuildRequest
 
 MAX_BATCH = 1024  # the exporter needs a bound; the compiled code takes any batch up to it
 # freezing: constant folding and oneDNN weight prepacking (PyTorch's advice for CPU inference); dynamic threads: the

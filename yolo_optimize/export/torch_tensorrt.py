@@ -15,10 +15,10 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import ArtifactMetadata, artifact_metadata
-from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.tensorrt_api import (
     TORCH_TENSORRT_HINT,
     engine_environment,
@@ -27,7 +27,7 @@ from yolo_optimize.tensorrt_api import (
 )
 
 if TYPE_CHECKING:
-    from yolo_optimize.request import BuildRequest
+    from yolo_optimize.build.request import BuildRequest
 
 METADATA_FILE = "config.txt"  # an extra file inside the saved ExportedProgram, as TorchScript's
 

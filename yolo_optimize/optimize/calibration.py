@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.build.request import GateConfig
 from yolo_optimize.families.base import Family
 from yolo_optimize.metadata import FLOAT32_NCHW, ArtifactMetadata, InputSpec
-from yolo_optimize.request import GateConfig
 
 
 def calibration_inputs(family: Family, images: tuple[str, ...], imgsz: int,

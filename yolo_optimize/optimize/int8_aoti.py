@@ -23,17 +23,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from yolo_optimize.build.gate import Gate, GateRecord
+from yolo_optimize.build.loading import example_input, export_module
+from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.export.aoti import cannot_compile, compile_package, exported, machine_environment
 from yolo_optimize.families import family_named
-from yolo_optimize.loading import example_input, export_module
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata
 from yolo_optimize.optimize.calibration import Int8Config, calibration_inputs, candidate_manifest
-from yolo_optimize.optimize.gate import Gate, GateRecord
-from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
 if TYPE_CHECKING:
-    from yolo_optimize.request import BuildRequest
+    from yolo_optimize.build.request import BuildRequest
 
 ROUTE = "PT2E, X86InductorQuantizer defaults (torchao)"
 REDUCED_RANGE_ROUTE = "PT2E, X86InductorQuantizer with 7-bit activations (torchao's reduce_range: no VNNI)"

@@ -24,18 +24,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from yolo_optimize.build.gate import Gate, GateRecord
+from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import (
     Int8Config,
     calibration_inputs,
     candidate_manifest,
 )
-from yolo_optimize.optimize.gate import Gate, GateRecord
 from yolo_optimize.optimize.onnx_io import save_onnx
-from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
 if TYPE_CHECKING:
-    from yolo_optimize.request import BuildRequest
+    from yolo_optimize.build.request import BuildRequest
 
 ROUTE = ("ONNX Runtime quantize_static: symmetric signed int8 on the convolutions' inputs, per-channel weights, "
          "99.999th-percentile ranges, float bias")

@@ -40,11 +40,11 @@ from yolo_optimize.artifact import (
     store_folder,
     sweep_leftovers,
 )
+from yolo_optimize.build.executor import Executor, LocalExecutor
+from yolo_optimize.build.stage import REFERENCE, Stage, StageContext
 from yolo_optimize.checkpoint import ModelSource
 from yolo_optimize.errors import StageSkipped
-from yolo_optimize.executor import Executor, LocalExecutor
 from yolo_optimize.processes import classified, ended, oom_kills
-from yolo_optimize.stage import REFERENCE, Stage, StageContext
 from yolo_optimize.versions import tool_versions
 
 BUILT, CACHED, FAILED, SKIPPED, NOT_NEEDED = "built", "cached", "failed", "skipped", "not needed"
@@ -380,7 +380,7 @@ def check_facts(job: NodeJob) -> None:
 
 
 def _run_stage(job: NodeJob, staging: Path) -> Manifest:
-    from yolo_optimize.parity import check_parity
+    from yolo_optimize.build.parity import check_parity
 
     stage = job.node.stage
     check_facts(job)

@@ -14,13 +14,13 @@ import pytest
 from tests.conftest import BUILD_TARGETS, VAL_DATA, WEIGHTS, brief, build_args, optimize, statuses
 from tests.test_artifact import edited_in_place
 from yolo_optimize.artifact import MANIFEST, Manifest, read_valid, store_folder
+from yolo_optimize.build.dag import cache_keys, node_facts
+from yolo_optimize.build.pipeline import plan
+from yolo_optimize.build.request import BuildRequest, GateConfig
 from yolo_optimize.checkpoint import resolve_source
-from yolo_optimize.dag import cache_keys, node_facts
 from yolo_optimize.export.tensorrt import TensorRTBuild
 from yolo_optimize.images import list_images
 from yolo_optimize.optimize.simplify import OnnxSimplify
-from yolo_optimize.pipeline import plan
-from yolo_optimize.request import BuildRequest, GateConfig
 from yolo_optimize.tensorrt_api import engine_facts
 
 REQUEST = BuildRequest(source=resolve_source(str(WEIGHTS)), targets=("torchscript", "onnx", "openvino", "tensorrt"),
@@ -69,7 +69,8 @@ def test_a_cpu_without_vnni_changes_the_int8_arithmetic_of_onnx_and_aoti_and_onl
     assert {name for name in before if before[name] != after[name]} == {"onnx-int8", "aoti-int8"}
 
 
-KEYS_OF_A_FRESH_INTERPRETER = "import json; from tests.test_dag import REQUEST, keys; print(json.dumps(keys(REQUEST)))"
+KEYS_OF_A_FRESH_INTERPRETER = ("import json; from tests.build.test_dag import REQUEST, keys; "
+                               "print(json.dumps(keys(REQUEST)))")
 
 
 def test_keys_are_the_same_in_fresh_interpreters_whatever_their_hash_seed() -> None:
@@ -78,7 +79,7 @@ def test_keys_are_the_same_in_fresh_interpreters_whatever_their_hash_seed() -> N
     import json
 
     found = [json.loads(subprocess.run([sys.executable, "-c", KEYS_OF_A_FRESH_INTERPRETER], capture_output=True,
-                                       text=True, check=True, cwd=Path(__file__).parents[1],
+                                       text=True, check=True, cwd=Path(__file__).parents[2],
                                        env={**os.environ, "PYTHONHASHSEED": seed}).stdout) for seed in ("1", "4242")]
     assert found[0] == found[1] == keys(REQUEST) and len(set(found[0].values())) == len(found[0])
 
@@ -155,8 +156,8 @@ def test_concurrent_builds_with_other_parameters_keep_every_manifest_consistent(
 def test_the_graph_refuses_unwired_roles_parents_declared_late_and_artifacts_without_a_reference() -> None:
     import pytest
 
-    from yolo_optimize.dag import Node, validate
-    from yolo_optimize.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+    from yolo_optimize.build.dag import Node, validate
+    from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
     nodes = plan(REQUEST)
     validate(nodes)
@@ -184,7 +185,7 @@ def test_the_graph_refuses_unwired_roles_parents_declared_late_and_artifacts_wit
 
 def test_a_worker_whose_tools_differ_from_the_planned_ones_refuses_to_build(tmp_path: Path) -> None:
     """A key planned with one onnx version must not label a file another version built (another cluster node)."""
-    from yolo_optimize.dag import NodeJob, check_facts
+    from yolo_optimize.build.dag import NodeJob, check_facts
 
     nodes = plan(REQUEST)
     facts = node_facts(nodes, REQUEST.source.family)

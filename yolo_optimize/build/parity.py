@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import ParityStats
 from yolo_optimize.metadata import ArtifactMetadata
-from yolo_optimize.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 
 REFERENCE_FILE = "reference.npz"
 # A random-weight head scores everything alike (YOLOv7's near 0.25, right at the NMS threshold), so

@@ -19,10 +19,10 @@ from concurrent.futures import Future, wait
 from pathlib import Path
 from typing import Any, TypeVar
 
+from yolo_optimize.build.executor import INTERRUPT_WAIT_S, Executor, Workers
 from yolo_optimize.cluster.nodes import ClusterNode, builders, parse_selectors
 from yolo_optimize.cluster.ray_cluster import check_shared, connect, gathered, live_nodes, on_node, shared_paths
 from yolo_optimize.errors import UserError
-from yolo_optimize.executor import INTERRUPT_WAIT_S, Executor, Workers
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 3

@@ -128,8 +128,8 @@ def main() -> None:
 def build(model: str | None, config_file: Path | None, input_form: str | None, **given: Any) -> None:
     """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, a torchvision classifier such as resnet18, a YOLOv7 model
     YAML, or a .pt path) to every target x precision, cached, in parallel."""
-    from yolo_optimize.builder import run_build
-    from yolo_optimize.config import build_options
+    from yolo_optimize.build.builder import run_build
+    from yolo_optimize.build.config import build_options
     from yolo_optimize.machine.choices import needs_measuring
 
     given = {**given, "model": model, "input": input_form}
@@ -147,7 +147,7 @@ def build(model: str | None, config_file: Path | None, input_form: str | None, *
                    "built nodes are kept and the next build resumes", err=True)
         sys.exit(130)
     if hosts and len(result.models) > 1:  # the models were built at once, each line as it came: their tables now
-        from yolo_optimize.console import results_table
+        from yolo_optimize.cli.console import results_table
 
         for built in result.models:
             console.print(results_table(built.nodes, title=f"{built.model} at {built.imgsz}", hosts=True))
@@ -171,7 +171,7 @@ def _node_line(node: str, result: Any) -> None:
 
 class _model_display:  # noqa: N801 - used as a function: the live table of one model's build, then its summary
     def __init__(self, request: Any, nodes: list[str], hosts: bool = False) -> None:
-        from yolo_optimize.console import BuildDisplay
+        from yolo_optimize.cli.console import BuildDisplay
 
         self.request, self.display, self.hosts = request, BuildDisplay(console, nodes), hosts
         self.results: list[Any] = []
@@ -187,7 +187,7 @@ class _model_display:  # noqa: N801 - used as a function: the live table of one 
             self.results.append(result)
 
     def __exit__(self, *exc: Any) -> None:
-        from yolo_optimize.console import results_table
+        from yolo_optimize.cli.console import results_table
 
         self.display.__exit__(*exc)
         if exc[0] is None:
@@ -254,7 +254,7 @@ def _say(text: str) -> None:
 @user_errors
 def evaluate_command(directory: Path | None, config_file: Path | None, add: tuple[str, ...], **given: Any) -> None:
     """Measure every artifact under DIRECTORY (and any --add model file) and write the speedup matrix."""
-    from yolo_optimize.console import progress_bar
+    from yolo_optimize.cli.console import progress_bar
     from yolo_optimize.evaluate.options import eval_options
     from yolo_optimize.evaluate.recommend import Budget, brief, recommend
     from yolo_optimize.evaluate.report import rich_table
@@ -454,7 +454,7 @@ def _evaluate_on_hosts(options: EvalOptions) -> None:
     host's matrix and what to ship where."""
     from rich.table import Table
 
-    from yolo_optimize.console import progress_bar
+    from yolo_optimize.cli.console import progress_bar
     from yolo_optimize.evaluate.hosts import SHIP_COLUMNS, evaluate_on_hosts, ship_where
     from yolo_optimize.evaluate.report import rich_table
     from yolo_optimize.evaluate.session import EvalRequest

@@ -9,9 +9,9 @@ import pytest
 
 from tests.conftest import CALIB_DATA
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.build.gate import Gate, GateRecord
+from yolo_optimize.build.request import GateConfig
 from yolo_optimize.families import family_named
-from yolo_optimize.optimize.gate import Gate, GateRecord
-from yolo_optimize.request import GateConfig
 
 
 def test_a_route_over_the_limit_fails_the_gate_naming_every_route_with_its_interval(built: Path) -> None:

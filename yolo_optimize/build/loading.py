@@ -6,9 +6,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from yolo_optimize import __version__
+from yolo_optimize.build.stage import Stage, StageContext, StageOutput
 from yolo_optimize.families import family_named
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata
-from yolo_optimize.stage import Stage, StageContext, StageOutput
 
 
 @dataclass(frozen=True)

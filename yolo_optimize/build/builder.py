@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from yolo_optimize.artifact import check_writable
-from yolo_optimize.config import BuildOptions
-from yolo_optimize.dag import FAILED, Build, NodeResult
+from yolo_optimize.build.config import BuildOptions
+from yolo_optimize.build.dag import FAILED, Build, NodeResult
+from yolo_optimize.build.executor import Executor, LocalExecutor
+from yolo_optimize.build.request import BuildRequest
 from yolo_optimize.errors import UserError
-from yolo_optimize.executor import Executor, LocalExecutor
 from yolo_optimize.families.base import Family
 from yolo_optimize.files import write_atomically
 from yolo_optimize.formats import uint8_targets
@@ -31,7 +32,6 @@ from yolo_optimize.machine.choices import (
 )
 from yolo_optimize.metadata import UINT8_INPUT
 from yolo_optimize.options import LOCAL
-from yolo_optimize.request import BuildRequest
 
 VERDICTS = ".checkpoints"  # under --out: the family verdicts of the checkpoints built there
 #                           (checkpoint.remember_family)
@@ -121,8 +121,8 @@ def run_build(options: BuildOptions, on_event: OnEvent | None = None,
     """Build every request of ``options``; ``on_model(request, nodes)`` returns a context the model's nodes are built
     in (the CLI's live table, whose ``event`` then receives the nodes' events). On a cluster every model (input size)
     builds at once and ``on_event`` receives ``<model>/<node>`` instead."""
+    from yolo_optimize.build.pipeline import plan
     from yolo_optimize.checkpoint import load_model
-    from yolo_optimize.pipeline import plan
 
     check_options(options)
     executor = executor_for(options)
@@ -182,7 +182,7 @@ def executor_for(options: BuildOptions) -> Executor:
         if options.on or options.ray_address:
             raise UserError("--on and --ray-address go with --executor ray")
         return LocalExecutor(options.jobs)
-    from yolo_optimize.ray_executor import RayExecutor
+    from yolo_optimize.build.ray_executor import RayExecutor
 
     executor = RayExecutor(options.ray_address or "auto", options.on)
     weights = Path(options.model) if Path(options.model).suffix == ".pt" else None
@@ -257,9 +257,9 @@ def check_input_form(input_form: str, targets: tuple[str, ...]) -> None:
 
 def int8_inputs(family: Family, options: BuildOptions) -> dict[str, Any]:
     """Calibration images and a gate set (labelled, where the family's gate metric needs labels), checked."""
+    from yolo_optimize.build.gate import gate_metric_class
+    from yolo_optimize.build.request import GateConfig
     from yolo_optimize.images import checked_images, list_images
-    from yolo_optimize.optimize.gate import gate_metric_class
-    from yolo_optimize.request import GateConfig
     from yolo_optimize.runtime.dataset import load_dataset
 
     calibration = checked_images(list_images(options.calib_data)[:options.calib_images])  # type: ignore[arg-type]

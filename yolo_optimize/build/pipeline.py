@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Protocol
 
-from yolo_optimize.dag import Node
-from yolo_optimize.formats import LOAD, Format, Step, format_named, formats
-from yolo_optimize.loading import LoadConfig, LoadStage
-from yolo_optimize.parity import ReferenceConfig, ReferenceStage
-from yolo_optimize.request import BuildRequest
-from yolo_optimize.stage import (
+from yolo_optimize.build.dag import Node
+from yolo_optimize.build.loading import LoadConfig, LoadStage
+from yolo_optimize.build.parity import ReferenceConfig, ReferenceStage
+from yolo_optimize.build.request import BuildRequest
+from yolo_optimize.build.stage import (
     MODEL,
     REFERENCE,
     SOURCE,
@@ -32,6 +31,7 @@ from yolo_optimize.stage import (
     StageContext,
     StageOutput,
 )
+from yolo_optimize.formats import LOAD, Format, Step, format_named, formats
 
 
 class PlannedStage(Protocol):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import VAL_DATA, WEIGHTS, brief, optimize, statuses
-from yolo_optimize.config import BuildOptions
+from yolo_optimize.build.config import BuildOptions
 from yolo_optimize.errors import UserError
 
 
@@ -19,7 +19,7 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_every_command_line_option_of_build_is_a_config_key() -> None:
-    from yolo_optimize.cli import build
+    from yolo_optimize.cli.main import build
 
     options = {param.name for param in build.params} - {"config_file"}
     keys = {"input" if name == "input_form" else name for name in options}

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.build.request import GateConfig
 from yolo_optimize.families.base import Family
 from yolo_optimize.metadata import FLOAT32_NCHW, InputSpec
-from yolo_optimize.request import GateConfig
 from yolo_optimize.runtime.dataset import Dataset, PreparedImages
 
 BOOTSTRAP_RESAMPLES = 100  # each costs one COCOeval of the gate set for detectors (about 0.3 s for 128 images)

@@ -1,0 +1,1 @@
+"""The ``optimize`` command: its commands (main.py) and its console output (console.py)."""
