@@ -43,6 +43,7 @@ class Ultralytics(Detector):
     extra_classes = ("ultralytics.utils.IterableSimpleNamespace",)  # a training run's ``model.args``
     release_url = "https://github.com/ultralytics/assets/releases/download/v8.3.0/{name}.pt"
     map_iou = 0.7  # Ultralytics' val default (YOLOv5's val.py uses 0.6)
+    export_warm_up = False  # Detect compares its cached anchors' input shape, batch included, on every call
 
     def model_names(self) -> tuple[str, ...]:
         return tuple(CONFIGS)
