@@ -1,4 +1,5 @@
-"""The Ultralytics family (YOLOv8, YOLO11): its decode against Ultralytics' own, a user's checkpoint, a real build."""
+"""The Ultralytics family (YOLOv3, v6, v8, v9, YOLO11, YOLO12): its decode against Ultralytics' own, a user's
+checkpoint, real builds."""
 
 from __future__ import annotations
 
@@ -125,3 +126,45 @@ def test_yolo11n_builds_to_every_cpu_target_with_parity_and_evaluates(tmp_path: 
     rows = json.loads((report / "results.json").read_text())["rows"]
     assert {r["name"] for r in rows} == {"pytorch-fp32", "torchscript-fp32", "onnx-fp32", "openvino-fp32"}
     assert all(r["accuracy"]["note"] == "n/a (random weights)" for r in rows)
+
+
+def test_the_aoti_export_of_an_ultralytics_head_keeps_the_batch_dynamic() -> None:
+    """Its Detect head compares the whole input shape with its anchors' on every call: a warm-up pass before
+    torch.export would pin the program's batch to the example's (Family.export_warm_up: no warm-up here)."""
+    from yolo_optimize.build.loading import example_input, export_module
+    from yolo_optimize.export.aoti import exported
+
+    model = export_module(resolve_source("yolo12n", random_weights=True), "float")
+    program = exported(model, example_input("float", 2, 64), warm_up=ULTRALYTICS.export_warm_up).module()
+    with torch.no_grad():
+        for batch in (1, 3):
+            images = torch.rand(batch, 3, 64, 64)
+            torch.testing.assert_close(program(images), model(images), rtol=1e-4, atol=1e-3)
+
+
+def test_every_accepted_name_has_a_config_the_installed_ultralytics_ships() -> None:
+    from yolo_optimize.families.ultralytics import CONFIGS, _config
+
+    assert {"yolo12n", "yolov6x", "yolov9e", "yolov3-tiny", "yolo11n", "yolov8x"} <= set(ULTRALYTICS.model_names())
+    assert all(_config(name).is_file() for name in CONFIGS)
+
+
+@pytest.mark.parametrize("name", ["yolo12n", "yolov9t", "yolov3-tiny"])
+def test_the_other_anchor_free_generations_build_with_parity_and_decode(name: str, tmp_path: Path) -> None:
+    """YOLO12's attention blocks, YOLOv9's GELAN blocks, YOLOv3-tiny's two-scale head: the same Detect head, so the
+    same decode; each exports to ONNX and OpenVINO with parity at batch 1 and 2 at a small size (random weights)."""
+    import yolo_optimize as yo
+
+    out = tmp_path / "artifacts"
+    build = yo.build(name, random_weights=True, imgsz=[160], targets=["onnx", "openvino"], precisions=["fp32"],
+                     batch_sizes=[1, 2], parity_data=VAL_DATA, out=out)
+    assert {build.statuses()[n] for n in ("onnx-fp32", "openvino-fp32")} == {"built"}
+    for node in ("onnx-fp32", "openvino-fp32"):
+        manifest = json.loads((out / f"{name}-random" / node / "manifest.json").read_text())
+        assert manifest["parity"]["passed"] and manifest["metadata"]["output"]["shape"] == ["batch", 84, "anchors"]
+    model = load_model(resolve_source(name, random_weights=True))
+    images = np.stack([ULTRALYTICS.preprocess(p, 160).pixels for p in list_images(VAL_DATA)[:2]])
+    with torch.inference_mode():
+        raw = model(torch.from_numpy(to_input(images))).numpy()
+    detections = ULTRALYTICS.decode(scored(raw), 0.25, 0.7, multi_label=False, max_det=300)
+    assert len(detections) == 2 and all(d.shape[1] == 6 and len(d) for d in detections)

@@ -72,7 +72,7 @@ def _failure_line(err: Exception) -> str:
 @click.group()
 @click.version_option(__version__, prog_name="yolo-optimize")
 def main() -> None:
-    """Export, optimize and evaluate YOLO detectors (YOLOv5, YOLOv7, YOLOv8, YOLO11) and torchvision classifiers."""
+    """Export, optimize and evaluate YOLO detectors (YOLOv3 to YOLO12) and torchvision classifiers."""
     from yolo_optimize.runtime_env import configure
 
     configure()  # this process is ours: the tools stay offline and out of $HOME
@@ -126,8 +126,8 @@ def main() -> None:
                    "build ends; not when it is refused or interrupted.")
 @user_errors
 def build(model: str | None, config_file: Path | None, input_form: str | None, **given: Any) -> None:
-    """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, a torchvision classifier such as resnet18, a YOLOv7 model
-    YAML, or a .pt path) to every target x precision, cached, in parallel."""
+    """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, yolo12n-x, yolov9t, a torchvision classifier such as resnet18,
+    a YOLOv7 model YAML, or a .pt path) to every target x precision, cached, in parallel."""
     from yolo_optimize.build.builder import run_build
     from yolo_optimize.build.config import build_options
     from yolo_optimize.machine.choices import needs_measuring

@@ -56,13 +56,15 @@ def machine_environment() -> dict[str, str]:
     return {"cpu_isa": " ".join(cpu_facts()["isa"])}  # type: ignore[arg-type]
 
 
-def exported(module: Any, example: Any) -> Any:
-    """``module`` as a torch.export program with a dynamic batch axis, after one forward pass that builds whatever the
-    model caches on its first call (YOLO heads' anchor grids)."""
+def exported(module: Any, example: Any, *, warm_up: bool = True) -> Any:
+    """``module`` as a torch.export program with a dynamic batch axis; with ``warm_up``, after one forward pass that
+    builds whatever the model caches on its first call (YOLOv5/v7 heads' anchor grids: constants in the package)
+    (the family says: ``Family.export_warm_up``)."""
     import torch
 
     with torch.no_grad():
-        module(example)
+        if warm_up:
+            module(example)
         batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
         return torch.export.export(module, (example,), dynamic_shapes=({0: batch},))
 
@@ -102,13 +104,15 @@ class AotiCompile(Stage):
         from yolo_optimize.families import family_named
         from yolo_optimize.families.modules import Bfloat16Body
 
+        family = family_named(ctx.source.family)
         module = export_module(ctx.source, self.config.input_form)
         if self.config.precision == "bf16":
-            module = Bfloat16Body(module, family_named(ctx.source.family).float_module(module)).eval()
+            module = Bfloat16Body(module, family.float_module(module)).eval()
         metadata = artifact_metadata(ArtifactMetadata.of(ctx.manifest(MODEL)), target=self.target,
                                      precision=self.config.precision, imgsz=self.config.imgsz, max_batch=MAX_BATCH,
                                      input_form=self.config.input_form)
         entry = format_named(self.target).entry_for(ctx.source.model_id)
-        compile_package(exported(module, example_input(self.config.input_form, 2, self.config.imgsz)),
+        compile_package(exported(module, example_input(self.config.input_form, 2, self.config.imgsz),
+                                 warm_up=family.export_warm_up),
                         ctx.out_dir / entry, metadata)
         return StageOutput(entry=entry, metadata=metadata.to_dict(), info={"built_on_cpu": cpu_facts()})

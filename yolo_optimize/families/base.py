@@ -77,6 +77,10 @@ class Family(ABC):
     names_hint: ClassVar[str]  # the model names it builds, in a few words, for error messages
     agreement_of: ClassVar[str]  # what parity's agreement counts, for the manifest and messages
     release_url: ClassVar[str | None] = None  # where official weights of a model name are downloaded from ({name})
+    # One forward pass before torch.export (AOTInductor), so that the head's cached grids become constants; False where
+    # the head keys that cache by the whole input shape, batch included (Ultralytics' Detect): the pass would pin the
+    # exported program's batch to the example's
+    export_warm_up: ClassVar[bool] = True
 
     @abstractmethod
     def model_names(self) -> tuple[str, ...]:

@@ -1,4 +1,6 @@
-"""Ultralytics YOLOv8 and YOLO11 detectors (the ``ultralytics`` package): anchor-free, no objectness.
+"""The Ultralytics detectors with the anchor-free Detect head (the ``ultralytics`` package): YOLOv3, YOLOv6,
+YOLOv8, YOLOv9, YOLO11 and YOLO12 from the configs the installed package ships. The NMS-free end-to-end heads
+(YOLOv10, YOLO26) are refused in one line until their decoding is in.
 
 The exported output is [B, 4 + nc, anchors]: xywh boxes in input pixels, then per-class
 sigmoid scores. Decoding it with YOLOv5's NMS (which expects [B, anchors, 5 + nc] with
@@ -22,28 +24,37 @@ if TYPE_CHECKING:
     import torch
 
 SIZES = "nsmlx"
-CONFIGS = {"yolov8": "v8/yolov8.yaml", "yolo11": "11/yolo11.yaml"}  # model name prefix -> config under cfg/models
+SCALED = {"yolov6": "v6/yolov6.yaml", "yolov8": "v8/yolov8.yaml", "yolo11": "11/yolo11.yaml",
+          "yolo12": "12/yolo12.yaml"}  # a name's prefix -> the config its size letter (SIZES) scales
+# model name -> its config under cfg/models (the scale letter, where the config has scales, last in the name)
+CONFIGS = {**{f"{prefix}{size}": config for prefix, config in SCALED.items() for size in SIZES},
+           **{f"yolov9{size}": f"v9/yolov9{size}.yaml" for size in "tsmce"},
+           **{name: f"v3/{name}.yaml" for name in ("yolov3", "yolov3-tiny", "yolov3-spp")}}
 OUTPUT_LAYOUT = "[batch, 4 + nc, anchors]: xywh (input pixels), then per-class sigmoid scores; no objectness"
 NMS_TIME_LIMIT_S = 60.0  # per image; Ultralytics' default (0.05 s) cuts NMS short on slow hosts, changing the result
 
 
 class Ultralytics(Detector):
     name = "ultralytics"
-    names_hint = "yolov8n-yolov8x, yolo11n-yolo11x"
+    names_hint = ("yolov8n-yolov8x, yolo11n-yolo11x, yolo12n-yolo12x, yolov6n-yolov6x, yolov9t/s/m/c/e, yolov3, "
+                  "yolov3-tiny, yolov3-spp")
     tools = ("ultralytics",)
     module_prefixes = ("ultralytics.nn.",)
     extra_classes = ("ultralytics.utils.IterableSimpleNamespace",)  # a training run's ``model.args``
     release_url = "https://github.com/ultralytics/assets/releases/download/v8.3.0/{name}.pt"
     map_iou = 0.7  # Ultralytics' val default (YOLOv5's val.py uses 0.6)
+    export_warm_up = False  # Detect compares its cached anchors' input shape, batch included, on every call
 
     def model_names(self) -> tuple[str, ...]:
-        return tuple(f"{prefix}{size}" for prefix in CONFIGS for size in SIZES)
+        return tuple(CONFIGS)
 
     def recognizes(self, pickled: list[str]) -> bool:
         return any(n.startswith("ultralytics.") for n in pickled)
 
     def config_bytes(self, name: str) -> bytes:
-        return f"scale={name[-1]}\n".encode() + _config(name).read_bytes()
+        """What a random model's cache key holds: the config, and the scale a scaled config is built at."""
+        scale = f"scale={name[-1]}\n".encode() if CONFIGS.get(name) in SCALED.values() else b""
+        return scale + _config(name).read_bytes()
 
     def random_model(self, name: str) -> torch.nn.Module:
         import torch
@@ -97,7 +108,6 @@ class Ultralytics(Detector):
 
 
 def _config(name: str) -> Path:
-    prefix = name[:-1]
-    if prefix not in CONFIGS or name[-1] not in SIZES:
+    if name not in CONFIGS:
         raise UserError(f"no Ultralytics config for {name!r}")
-    return package_dir("ultralytics") / "cfg" / "models" / CONFIGS[prefix]
+    return package_dir("ultralytics") / "cfg" / "models" / CONFIGS[name]

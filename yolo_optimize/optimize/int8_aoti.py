@@ -78,8 +78,8 @@ class AotiInt8(Stage):
         gate = Gate(self.config.gate, family, self.config.imgsz, ctx.threads)
         try:
             record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
-            program = self._quantized(module, kept, calibration_inputs(family, self.config.calib_images,
-                                                                       self.config.imgsz, inherited.takes))
+            images = calibration_inputs(family, self.config.calib_images, self.config.imgsz, inherited.takes)
+            program = self._quantized(module, kept, images, warm_up=family.export_warm_up)
             compile_package(program, ctx.out_dir / str(parent.entry), metadata)
             record.add(route, gate.score(ctx.out_dir, candidate_manifest(parent, node=self.name, metadata=metadata)))
         finally:
@@ -89,7 +89,7 @@ class AotiInt8(Stage):
                            info={"gate": record.result(), "kept_in_float": metadata.kept_in_float,
                                  "built_on_cpu": cpu_facts()})
 
-    def _quantized(self, module: Any, kept: str | None, images: list[np.ndarray]) -> Any:
+    def _quantized(self, module: Any, kept: str | None, images: list[np.ndarray], *, warm_up: bool) -> Any:
         """The quantized program: annotated (``kept`` left in float), calibrated on ``images``, converted, exported."""
         import torch
         import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as x86  # registers Inductor's int8 passes
@@ -100,7 +100,7 @@ class AotiInt8(Stage):
         if kept:
             quantizer.set_module_name_qconfig(kept, None)
         example = example_input(self.config.input_form, 2, self.config.imgsz)
-        prepared = prepare_pt2e(exported(module, example).module(), quantizer)
+        prepared = prepare_pt2e(exported(module, example, warm_up=warm_up).module(), quantizer)
         with torch.no_grad():
             for image in images:
                 prepared(torch.from_numpy(image))
