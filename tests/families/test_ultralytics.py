@@ -145,8 +145,9 @@ def test_the_aoti_export_of_an_ultralytics_head_keeps_the_batch_dynamic() -> Non
 def test_every_accepted_name_has_a_config_the_installed_ultralytics_ships() -> None:
     from yolo_optimize.families.ultralytics import CONFIGS, _config
 
-    assert {"yolo12n", "yolov6x", "yolov9e", "yolov3-tiny", "yolo11n", "yolov8x"} <= set(ULTRALYTICS.model_names())
-    assert all(_config(name).is_file() for name in CONFIGS)
+    assert {"yolo12n", "yolov6x", "yolov9e", "yolov3-tiny", "yolo11n", "yolov8x", "yolov5nu"} <= set(
+        ULTRALYTICS.model_names())
+    assert all(_config(name)[0].is_file() for name in CONFIGS)
 
 
 @pytest.mark.parametrize("name", ["yolo12n", "yolov9t", "yolov3-tiny"])

@@ -26,18 +26,20 @@ if TYPE_CHECKING:
 SIZES = "nsmlx"
 SCALED = {"yolov6": "v6/yolov6.yaml", "yolov8": "v8/yolov8.yaml", "yolo11": "11/yolo11.yaml",
           "yolo12": "12/yolo12.yaml"}  # a name's prefix -> the config its size letter (SIZES) scales
-# model name -> its config under cfg/models (the scale letter, where the config has scales, last in the name)
-CONFIGS = {**{f"{prefix}{size}": config for prefix, config in SCALED.items() for size in SIZES},
-           **{f"yolov9{size}": f"v9/yolov9{size}.yaml" for size in "tsmce"},
-           **{name: f"v3/{name}.yaml" for name in ("yolov3", "yolov3-tiny", "yolov3-spp")}}
+# model name -> (its config under cfg/models, the scale it is built at: "" where the config has none); the names
+# are Ultralytics' own (yolov5nu: YOLOv5's backbone with the anchor-free head, as its released weights are named)
+CONFIGS = {**{f"{prefix}{size}": (config, size) for prefix, config in SCALED.items() for size in SIZES},
+           **{f"yolov5{size}u": ("v5/yolov5.yaml", size) for size in SIZES},
+           **{f"yolov9{size}": (f"v9/yolov9{size}.yaml", "") for size in "tsmce"},
+           **{name: (f"v3/{name}.yaml", "") for name in ("yolov3", "yolov3-tiny", "yolov3-spp")}}
 OUTPUT_LAYOUT = "[batch, 4 + nc, anchors]: xywh (input pixels), then per-class sigmoid scores; no objectness"
 NMS_TIME_LIMIT_S = 60.0  # per image; Ultralytics' default (0.05 s) cuts NMS short on slow hosts, changing the result
 
 
 class Ultralytics(Detector):
     name = "ultralytics"
-    names_hint = ("yolov8n-yolov8x, yolo11n-yolo11x, yolo12n-yolo12x, yolov6n-yolov6x, yolov9t/s/m/c/e, yolov3, "
-                  "yolov3-tiny, yolov3-spp")
+    names_hint = ("yolov8n-yolov8x, yolo11n-yolo11x, yolo12n-yolo12x, yolov6n-yolov6x, yolov5nu-yolov5xu, "
+                  "yolov9t/s/m/c/e, yolov3, yolov3-tiny, yolov3-spp")
     tools = ("ultralytics",)
     module_prefixes = ("ultralytics.nn.",)
     extra_classes = ("ultralytics.utils.IterableSimpleNamespace",)  # a training run's ``model.args``
@@ -53,8 +55,8 @@ class Ultralytics(Detector):
 
     def config_bytes(self, name: str) -> bytes:
         """What a random model's cache key holds: the config, and the scale a scaled config is built at."""
-        scale = f"scale={name[-1]}\n".encode() if CONFIGS.get(name) in SCALED.values() else b""
-        return scale + _config(name).read_bytes()
+        config, scale = _config(name)
+        return (f"scale={scale}\n".encode() if scale else b"") + config.read_bytes()
 
     def random_model(self, name: str) -> torch.nn.Module:
         import torch
@@ -107,7 +109,9 @@ class Ultralytics(Detector):
         return [k.numpy() for k in kept]
 
 
-def _config(name: str) -> Path:
+def _config(name: str) -> tuple[Path, str]:
+    """The installed config of ``name`` and the scale it is built at."""
     if name not in CONFIGS:
         raise UserError(f"no Ultralytics config for {name!r}")
-    return package_dir("ultralytics") / "cfg" / "models" / CONFIGS[name]
+    config, scale = CONFIGS[name]
+    return package_dir("ultralytics") / "cfg" / "models" / config, scale
