@@ -50,7 +50,8 @@ def test_random_weights_build_the_architecture_and_are_labelled() -> None:
 def test_unknown_model_name(model: str) -> None:
     with pytest.raises(UserError, match="unknown model .*: use yolov5n-yolov5x; yolov7, yolov7-tiny, yolov7x, or "
                                         "a YOLOv7 model YAML or checkpoint; "
-                                        "yolov8n-yolov8x, yolo11n-yolo11x; any torchvision.models classifier"):
+                                        "yolov8n-yolov8x, yolo11n-yolo11x, yolo12n-yolo12x, .*yolov9t/s/m/c/e, .*; "
+                                        "any torchvision.models classifier"):
         resolve_source(model)
 
 
