@@ -19,7 +19,7 @@ def activation_ranges(reduce_range: bool) -> set[tuple[int, int]]:
                                  torch.nn.Conv2d(16, 8, 1)).eval()
     stage = AotiInt8(AotiInt8Config(IMGSZ, (), GateConfig("unused", None, 1.0), reduce_range=reduce_range))
     images = [np.random.default_rng(seed).random((1, 3, IMGSZ, IMGSZ), dtype=np.float32) for seed in range(4)]
-    program = stage._quantized(module, None, images)
+    program = stage._quantized(module, None, images, warm_up=True)
     quantize = torch.ops.quantized_decomposed.quantize_per_tensor.default
     return {(int(node.args[3]), int(node.args[4])) for node in program.graph.nodes if node.target == quantize}
 
