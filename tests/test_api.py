@@ -100,6 +100,7 @@ print("shipping", best.artifact, best.speedup)
 """
 
 
+@pytest.mark.slow
 def test_the_readme_example_runs_unguarded_as_a_script_from_stdin_and_with_c(tmp_path: Path) -> None:
     """The README's example as users paste it (no ``if __name__ == "__main__"``), with a small build: saved to a file
     and run, piped to ``python -``, and given to ``python -c``. The workers never import the caller's main (spawn

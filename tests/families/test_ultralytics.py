@@ -128,6 +128,7 @@ def test_yolo11n_builds_to_every_cpu_target_with_parity_and_evaluates(tmp_path: 
     assert all(r["accuracy"]["note"] == "n/a (random weights)" for r in rows)
 
 
+@pytest.mark.slow
 def test_the_aoti_export_of_an_ultralytics_head_keeps_the_batch_dynamic() -> None:
     """Its Detect head compares the whole input shape with its anchors' on every call: a warm-up pass before
     torch.export would pin the program's batch to the example's (Family.export_warm_up: no warm-up here)."""
@@ -150,6 +151,7 @@ def test_every_accepted_name_has_a_config_the_installed_ultralytics_ships() -> N
     assert all(_config(name)[0].is_file() for name in CONFIGS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["yolo12n", "yolov9t", "yolov3-tiny"])
 def test_the_other_anchor_free_generations_build_with_parity_and_decode(name: str, tmp_path: Path) -> None:
     """YOLO12's attention blocks, YOLOv9's GELAN blocks, YOLOv3-tiny's two-scale head: the same Detect head, so the
