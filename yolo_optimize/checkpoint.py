@@ -28,6 +28,8 @@ from yolo_optimize.families import (
     names_hint,
 )
 from yolo_optimize.families.base import RANDOM_SEED, Family
+from yolo_optimize.families.detection import Detector
+from yolo_optimize.families.nms import SUFFIX, NmsSettings
 from yolo_optimize.files import file_sha256, write_atomically
 from yolo_optimize.runtime_env import user_cache_dir
 
@@ -52,12 +54,19 @@ class ModelSource:
     checkpoint: Path | None  # None: random weights from the family's config
     pretrained: bool
     identity: str
+    nms: NmsSettings | None = None  # NMS inside every artifact (optimize build --nms): family is "<family>+nms"
+    recognized_as: str = ""  # a checkpoint's own family where --head or --nms made ``family`` another
 
 
 def resolve_source(model: str, *, random_weights: bool = False, weights_dir: Path | None = None,
-                   verdicts: Path | None = None) -> ModelSource:
+                   verdicts: Path | None = None, head: str = "", nms: NmsSettings | None = None) -> ModelSource:
     """Turn the CLI's MODEL argument into a source; a checkpoint's family is read from its pickle, unpickling nothing
-    (or from ``verdicts``, where an earlier build into the same folder remembered it: see remember_family)."""
+    (or from ``verdicts``, where an earlier build into the same folder remembered it: see remember_family). ``head``
+    and ``nms`` choose what its artifacts return (``with_output``)."""
+    return with_output(_model_source(model, random_weights, weights_dir, verdicts), head, nms)
+
+
+def _model_source(model: str, random_weights: bool, weights_dir: Path | None, verdicts: Path | None) -> ModelSource:
     path = Path(model)
     if model.endswith((".yaml", ".yml")):
         return _config_source(path)
@@ -72,6 +81,36 @@ def resolve_source(model: str, *, random_weights: bool = False, weights_dir: Pat
     if random_weights:
         return _random_source(family, name)
     return _checkpoint_source(find_weights(name, weights_dir, family), verdicts)
+
+
+def with_output(source: ModelSource, head: str, nms: NmsSettings | None) -> ModelSource:
+    """``source`` built with ``head`` (one of its family's ``heads``; "" for its default) and with NMS inside the
+    graph where ``nms`` is given: each makes another family (the one that decodes such artifacts) and another folder
+    (``<model>-<head>``, ``<model>-nms``). A head or NMS the model cannot have is a UserError naming what it can."""
+    family = family_named(source.family)
+    name = source.architecture if source.checkpoint is None else source.model_id
+    changed = replace(source, recognized_as=source.family)
+    if head and head != _default_head(family):
+        if head not in family.heads:
+            kinds = f"its heads are {', '.join(family.heads)}" if family.heads else "it has one head"
+            raise UserError(f"--head {head}: {name} has no such head ({kinds}); YOLO26 and YOLOv10 have two "
+                            f"(one-to-one, the default, and one-to-many)")
+        changed = replace(changed, family=family.heads[head], model_id=f"{source.model_id}-{head}")
+    if nms is not None:
+        family = family_named(changed.family)
+        if not isinstance(family, Detector) or not family.needs_nms:
+            why = "it is a classifier" if not isinstance(family, Detector) else \
+                f"its head returns final detections ({family.output_spec({})['head']})"
+            raise UserError(f"--nms: {name} has no NMS to put inside the artifact: {why}"
+                            + ("; build it with --head one-to-many to have one" if family.heads else ""))
+        changed = replace(changed, family=changed.family + SUFFIX, model_id=f"{changed.model_id}-nms",
+                          nms=nms.for_family(family))
+    return changed if changed.family != source.family else source
+
+
+def _default_head(family: Family) -> str:
+    """The head a family's models are built with when none is asked (its own name among its heads)."""
+    return next((head for head, made in family.heads.items() if made == family.name), "")
 
 
 def weights_search_path(weights_dir: Path | None) -> list[Path]:
@@ -137,7 +176,10 @@ def _recognized(path: Path, identity: str, verdicts: Path | None) -> Family:
         pass
     pickled = pickle_globals(path)
     _refuse_foreign(pickled, path)
-    return family_for_checkpoint(pickled, path)
+    family = family_for_checkpoint(pickled, path)
+    if family.family_told_by_model:
+        return family_named(family.family_of_model(_checkpoint_model(path, family)))
+    return family
 
 
 def remember_family(source: ModelSource, verdicts: Path) -> None:
@@ -147,7 +189,7 @@ def remember_family(source: ModelSource, verdicts: Path) -> None:
     if source.checkpoint is None or not source.pretrained:
         return
     write_atomically(_verdict_record(verdicts, source.identity),
-                     json.dumps({"identity": source.identity, "family": source.family,
+                     json.dumps({"identity": source.identity, "family": source.recognized_as or source.family,
                                  "versions": _family_tool_versions()}))
 
 
@@ -190,8 +232,14 @@ def load_model(source: ModelSource) -> torch.nn.Module:
     family = family_named(source.family)
     with torch.no_grad():
         if source.checkpoint is None:
-            return family.for_export(family.random_model(source.architecture))
-        return family.for_export(_checkpoint_model(source.checkpoint, family))
+            model = family.for_export(family.random_model(source.architecture))
+        else:
+            model = family.for_export(_checkpoint_model(source.checkpoint, family))
+    if source.nms is None:
+        return model
+    from yolo_optimize.families.nms import with_nms
+
+    return with_nms(model, family, source.nms)
 
 
 def _checkpoint_model(path: Path, family: Family) -> torch.nn.Module:
@@ -276,4 +324,5 @@ def recorded_source(load: Manifest) -> ModelSource:
     checkpoint = Path(recorded["checkpoint"]) if recorded["checkpoint"] else None
     if checkpoint is not None and (not checkpoint.is_file() or file_sha256(checkpoint) != recorded["identity"]):
         raise RuntimeError(f"the checkpoint the artifacts were built from is gone or changed: {checkpoint}")
-    return ModelSource(**{**recorded, "checkpoint": checkpoint})
+    nms = NmsSettings(**recorded["nms"]) if recorded.get("nms") else None
+    return ModelSource(**{**recorded, "checkpoint": checkpoint, "nms": nms})

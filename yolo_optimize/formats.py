@@ -49,6 +49,7 @@ class Format:
     experimental: str = ""  # why its results are not yet to be trusted (shown in --help, the README and the matrix)
     default: bool = False  # built when --targets is not given
     uint8_input: bool = False  # built and checked with --input uint8 too (the layout and /255 inside the graph)
+    nms_inside: bool = False  # built and checked with --nms too (NMS inside the graph: its runtime runs the op)
     foreign_suffix: str = ""  # how a model file this tool did not build is recognized (eval --add), "" for none
     description: str = ""  # its files in a few words, for eval --add's help (default: foreign_suffix)
     steps: tuple[Step, ...] = ()  # how a build makes it, parents before children (none: it is not built)
@@ -73,7 +74,7 @@ _BUILT_IN: tuple[Format, ...] = (
            "yolo_optimize.runtime.runners.torchscript:TorchScriptRunner", "torch",
            "import torch\ntorch.set_num_threads({threads})\nmodel = torch.jit.load(\"{path}\").eval()\n"
            "outputs = model(torch.from_numpy(images))  # images: {dtype} NCHW in [0, 1]",
-           default=True, uint8_input=True, foreign_suffix=".torchscript",
+           default=True, uint8_input=True, nms_inside=True, foreign_suffix=".torchscript",
            steps=(Step("fp32", f"{EXPORT}.torchscript:TorchScriptExport"),
                   Step("fp16", f"{EXPORT}.torchscript:TorchScriptExport"))),
     Format("aoti", ("aotinductor", "pt2"), "{model}.pt2", ("fp32", "bf16", "int8"),
@@ -81,7 +82,7 @@ _BUILT_IN: tuple[Format, ...] = (
            "import torch\ntorch.set_num_threads({threads})\n"
            "model = torch._inductor.aoti_load_package(\"{path}\")  # compiled C++ and weights, no model code\n"
            "outputs = model(torch.from_numpy(images))  # images: {input}",
-           default=True, uint8_input=True, foreign_suffix=".pt2", description="AOTInductor .pt2",
+           default=True, uint8_input=True, nms_inside=True, foreign_suffix=".pt2", description="AOTInductor .pt2",
            steps=(Step("fp32", f"{EXPORT}.aoti:AotiCompile"), Step("bf16", f"{EXPORT}.aoti:AotiCompile"),
                   Step("int8", f"{OPTIMIZE}.int8_aoti:AotiInt8", "aoti-fp32", gated=True))),
     Format("onnx", (), "{model}.onnx", ("fp32", "fp16", "int8"),
@@ -96,7 +97,7 @@ _BUILT_IN: tuple[Format, ...] = (
            "with ThreadPoolExecutor({requests}) as pool:  # {requests} one-image requests at once\n"
            "    outputs = list(pool.map(lambda image: session.run(None, {{name: image[None]}})[0], images))"
            "  # images: {input}",
-           default=True, uint8_input=True, foreign_suffix=".onnx",
+           default=True, uint8_input=True, nms_inside=True, foreign_suffix=".onnx",
            steps=(Step("fp32", f"{EXPORT}.onnx:OnnxExport", intermediate="onnx-export"),
                   Step("fp32", f"{OPTIMIZE}.simplify:OnnxSimplify", "onnx-export"),
                   Step("fp16", f"{OPTIMIZE}.fp16:OnnxFp16", "onnx-fp32"),
@@ -112,7 +113,7 @@ _BUILT_IN: tuple[Format, ...] = (
            "request.get_output_tensor(0).data.copy()))\n"
            "for i, image in enumerate(images):  # images: {input}, one per request\n"
            "    queue.start_async({{0: image[None]}}, i)\nqueue.wait_all()",
-           default=True, uint8_input=True, foreign_suffix=".xml",
+           default=True, uint8_input=True, nms_inside=True, foreign_suffix=".xml",
            description="an OpenVINO .xml or its folder",
            steps=(*(Step(p, f"{EXPORT}.openvino:OpenVinoExport", "onnx-fp32") for p in ("fp32", "fp16", "bf16")),
                   Step("int8", f"{OPTIMIZE}.int8_openvino:OpenVinoInt8", "openvino-fp32", gated=True))),
@@ -170,6 +171,10 @@ def format_named(target: str) -> Format:
 
 def uint8_targets() -> tuple[str, ...]:
     return tuple(f.target for f in formats().values() if f.uint8_input)
+
+
+def nms_targets() -> tuple[str, ...]:
+    return tuple(f.target for f in formats().values() if f.nms_inside)
 
 
 def foreign_suffixes() -> dict[str, str]:

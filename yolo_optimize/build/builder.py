@@ -20,8 +20,9 @@ from yolo_optimize.build.executor import Executor, LocalExecutor
 from yolo_optimize.build.request import BuildRequest
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import Family
+from yolo_optimize.families.nms import NmsSettings
 from yolo_optimize.files import write_atomically
-from yolo_optimize.formats import uint8_targets
+from yolo_optimize.formats import nms_targets, uint8_targets
 from yolo_optimize.machine.choices import (
     BF16_RUNTIMES,
     Bf16Evidence,
@@ -95,7 +96,7 @@ def requests_for(options: BuildOptions, executor: Executor) -> tuple[list[BuildR
     from yolo_optimize.images import check_input_fits, checked_images, list_images
 
     source = resolve_source(options.model, random_weights=options.random_weights, weights_dir=options.weights_dir,
-                            verdicts=options.out / VERDICTS)
+                            verdicts=options.out / VERDICTS, head=options.head, nms=options.nms_settings())
     family = family_named(source.family)
     sizes = options.imgsz or (family.default_imgsz,)
     for size in sizes:
@@ -235,6 +236,7 @@ def check_options(options: BuildOptions) -> None:
     if not options.model:
         raise UserError("no model: name one (yolov5n, a .pt path...) on the command line or as 'model' in the config")
     check_input_form(options.input, options.targets)
+    check_nms_targets(options.nms_settings(), options.targets)
     check_writable(options.out)
     if options.result is not None and options.result.is_dir():
         raise UserError(f"--result {options.result} is a folder: name the JSON file to write")
@@ -253,6 +255,15 @@ def check_input_form(input_form: str, targets: tuple[str, ...]) -> None:
     if input_form == UINT8_INPUT and other:
         raise UserError(f"--input uint8 is built for {', '.join(uint8_targets())}, not {', '.join(other)}: build "
                         f"those with --input float")
+
+
+def check_nms_targets(nms: NmsSettings | None, targets: tuple[str, ...]) -> None:
+    """NMS inside the graph is built for the formats whose runtimes run it here (TensorRT's is unverified without a
+    GPU)."""
+    other = [t for t in targets if t not in nms_targets()]
+    if nms is not None and other:
+        raise UserError(f"--nms is built for {', '.join(nms_targets())}, not {', '.join(other)}: build those "
+                        f"without it")
 
 
 def int8_inputs(family: Family, options: BuildOptions) -> dict[str, Any]:

@@ -10,6 +10,9 @@ from typing import Any
 
 from yolo_optimize.cluster.nodes import parse_selectors
 from yolo_optimize.devices import DEVICES
+from yolo_optimize.errors import UserError
+from yolo_optimize.families.nms import NmsSettings
+from yolo_optimize.families.ultralytics import ONE_TO_MANY, ONE_TO_ONE
 from yolo_optimize.formats import (
     DEFAULT_TARGETS,
     parse_batch_sizes,
@@ -59,6 +62,12 @@ class BuildOptions:
     gate_images: int | None = None
     max_map_drop: float = 1.0
     input: str = FLOAT_INPUT
+    head: str = ""  # "": the model's default head (one-to-one for YOLO26 and YOLOv10)
+    nms: bool = False
+    nms_conf: float | None = None  # None: NmsSettings' defaults
+    nms_iou: float | None = None
+    max_det: int | None = None
+    nms_multi_label: bool = False
     executor: str = LOCAL
     ray_address: str | None = None  # None: "auto", the cluster this machine is part of
     on: tuple[str, ...] = ()  # label=value selectors of the building nodes (Ray)
@@ -68,11 +77,31 @@ class BuildOptions:
         """These options with ``values`` (keys as in Python or on the command line) checked and applied."""
         return replace(self, **checked_values(values, PARSERS, origin, DESCRIPTIONS))
 
+    def nms_settings(self) -> NmsSettings | None:
+        """The in-graph NMS asked for (``--nms``), None without it; a setting without ``--nms`` is a UserError."""
+        given = {"conf": self.nms_conf, "iou": self.nms_iou, "max_det": self.max_det,
+                 "multi_label": self.nms_multi_label or None}
+        set_ = {key: value for key, value in given.items() if value is not None}
+        if not self.nms:
+            if set_:
+                raise UserError(f"{', '.join('--' + NMS_OPTIONS[key] for key in set_)} set without --nms: add --nms "
+                                f"to put NMS inside the artifacts")
+            return None
+        return NmsSettings(**set_)
+
 
 def build_options(config: Path | Mapping[str, Any] | None, given: Mapping[str, Any], given_from: str) -> BuildOptions:
     """The defaults, overridden by ``config`` (a TOML file or a mapping), overridden by ``given``: the CLI's and the
     API's one way to the options, each value checked and a bad one named with where it came from."""
     return layered(BuildOptions(), config, given, given_from)
+
+
+def fraction(value: Any) -> float:
+    """A number in (0, 1]: a score or an overlap."""
+    parsed = number(0, above=True)(value)
+    if parsed > 1:
+        raise UserError(f"must be at most 1, got {value!r}")
+    return parsed
 
 
 PARSERS: dict[str, Callable[[Any], Any]] = {
@@ -85,9 +114,12 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "device": choice(DEVICES), "opset": integer(18), "parity_data": path, "parity_images": integer(1),
     "calib_data": path, "calib_images": integer(1), "gate_data": path, "gate_images": optional(integer(1)),
     "max_map_drop": number(), "input": choice(INPUT_FORMS), "executor": choice(EXECUTORS),
+    "head": choice(("", ONE_TO_ONE, ONE_TO_MANY)), "nms": flag, "nms_conf": optional(fraction),
+    "nms_iou": optional(fraction), "max_det": optional(integer(1)), "nms_multi_label": flag,
     "ray_address": optional(text),
     "on": lambda value: parse_selectors(value if isinstance(value, list) else text(value)),
     "result": path,
 }
+NMS_OPTIONS = {"conf": "nms-conf", "iou": "nms-iou", "max_det": "max-det", "multi_label": "nms-multi-label"}
 DESCRIPTIONS = {"targets": "a list of targets", "precisions": "a list of precisions", "imgsz": "a list of sizes",
                 "batch_sizes": "a list of batch sizes"}

@@ -116,6 +116,21 @@ def main() -> None:
               help="What every exported artifact takes: float32 NCHW in [0, 1], or the prepared uint8 NHWC image with "
                    "the layout change and scaling inside the graph (INT8 ONNX then reads it on its first grid); "
                    "uint8 builds go to <out>/<model>-uint8 [default: float].")
+@click.option("--head", type=click.Choice(["one-to-one", "one-to-many"]),
+              help="YOLO26 and YOLOv10: the NMS-free one-to-one head (top-k in the graph, [B, 300, 6]) or the "
+                   "one-to-many head that needs NMS (into <out>/<model>-one-to-many) [default: one-to-one].")
+@click.option("--nms", is_flag=True, default=None,
+              help="NMS inside every artifact (detectors whose head needs it): images in, [B, max-det, 6] final "
+                   "detections out, for every image of a batch; into <out>/<model>-nms.")
+@click.option("--nms-conf", type=click.FloatRange(0, 1, min_open=True),
+              help="With --nms: the score a detection needs to be kept [default: 0.25, what the host-side decode "
+                   "keeps at deployment; 0.001 scores mAP as validation does].")
+@click.option("--nms-iou", type=click.FloatRange(0, 1, min_open=True),
+              help="With --nms: the overlap above which the weaker box is suppressed [default: the family's].")
+@click.option("--max-det", type=click.IntRange(1), help="With --nms: detections kept per image [default: 300].")
+@click.option("--nms-multi-label", is_flag=True, default=None,
+              help="With --nms: keep a box once for every class scored above --nms-conf, as mAP validation does "
+                   "[default: its best class only].")
 @click.option("--executor", type=click.Choice(EXECUTORS),
               help="Where nodes build: this machine's processes, or a Ray cluster's nodes (pip install -e \".[ray]\"; "
                    "--out and the inputs at the same path on every node) [default: local].")
@@ -126,8 +141,9 @@ def main() -> None:
                    "build ends; not when it is refused or interrupted.")
 @user_errors
 def build(model: str | None, config_file: Path | None, input_form: str | None, **given: Any) -> None:
-    """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, yolo12n-x, yolov9t, a torchvision classifier such as resnet18,
-    a YOLOv7 model YAML, or a .pt path) to every target x precision, cached, in parallel."""
+    """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, yolo12n-x, yolo26n-x, yolov10n-x, rtdetr-l, yolov9t, a
+    torchvision classifier such as resnet18, a YOLOv7 model YAML, or a .pt path) to every target x precision,
+    cached, in parallel."""
     from yolo_optimize.build.builder import run_build
     from yolo_optimize.build.config import build_options
     from yolo_optimize.machine.choices import needs_measuring

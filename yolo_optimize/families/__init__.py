@@ -6,17 +6,21 @@ from functools import cache
 
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import Family
+from yolo_optimize.families.nms import SUFFIX, nms_family
 from yolo_optimize.families.torchvision import TorchvisionClassifier
-from yolo_optimize.families.ultralytics import Ultralytics
+from yolo_optimize.families.ultralytics import RTDETR, Ultralytics, UltralyticsEndToEnd
 from yolo_optimize.families.yolov5 import YoloV5
 from yolo_optimize.families.yolov7 import YoloV7
 
-FAMILIES: tuple[type[Family], ...] = (YoloV5, YoloV7, Ultralytics, TorchvisionClassifier)
+FAMILIES: tuple[type[Family], ...] = (YoloV5, YoloV7, Ultralytics, UltralyticsEndToEnd, RTDETR, TorchvisionClassifier)
 
 
 @cache
 def family_named(name: str) -> Family:
-    """The family recorded in a source or manifest under ``name``."""
+    """The family recorded in a source or manifest under ``name`` (``<family>+nms``: that family with NMS inside
+    the artifact, families/nms.py)."""
+    if name.endswith(SUFFIX):
+        return nms_family(family_named(name[:-len(SUFFIX)]))
     for family in FAMILIES:
         if family.name == name:
             return family()

@@ -81,6 +81,12 @@ class Family(ABC):
     # the head keys that cache by the whole input shape, batch included (Ultralytics' Detect): the pass would pin the
     # exported program's batch to the example's
     export_warm_up: ClassVar[bool] = True
+    # The heads a model of this family can be built with (optimize build --head) -> the family each makes (whose
+    # output and decoding it has); empty where there is one
+    heads: ClassVar[dict[str, str]] = {}
+    # Whether the loaded model of a checkpoint this family recognizes says which family decodes it
+    # (``family_of_model``), where the pickled classes cannot tell (a YOLO26 from a YOLO11 checkpoint)
+    family_told_by_model: ClassVar[bool] = False
 
     @abstractmethod
     def model_names(self) -> tuple[str, ...]:
@@ -89,6 +95,10 @@ class Family(ABC):
     @abstractmethod
     def recognizes(self, pickled: list[str]) -> bool:
         """Whether a checkpoint whose pickle imports these ``module.Class`` names is one of ours."""
+
+    def family_of_model(self, model: torch.nn.Module) -> str:
+        """The name of the family that decodes this loaded checkpoint's model (``family_told_by_model``)."""
+        return self.name
 
     def recognizes_config(self, config: dict[str, Any]) -> bool:
         """Whether a model YAML the user gives (parsed, never evaluated) is one of this family's configs."""

@@ -1,24 +1,31 @@
 """What every detector family shares: letterbox preprocessing, the parity comparison and the float head.
 
 Families differ in their raw output layout and its decode (``boxes_and_scores``, ``decode``);
-the comparison is the same for all: box and score differences of the raw outputs, and the
-agreement of the detections each family's own NMS keeps.
+the comparison is the same for all heads that need NMS: box and score differences of the raw
+outputs, and the agreement of the detections each family's own NMS keeps. Heads whose graph
+ends in final detections (``FinalDetections``: YOLO26's and YOLOv10's one-to-one head, RT-DETR,
+any detector built with NMS inside) share one layout, one decode and one comparison.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import Family, ParityStats, Preprocessed, package_dir
 
+if TYPE_CHECKING:
+    import torch
+
 PARITY_CONF, PARITY_IOU, MATCH_IOU = 0.25, 0.45, 0.5
 DEPLOY_CONF = 0.25  # the confidence YOLOv5 detect.py and Ultralytics predict keep by default
 PAD_VALUE = 114
+FINAL_LAYOUT = ("x1, y1, x2, y2 (input pixels), score, class; rows by descending score, unused rows all zero "
+                "(keep rows scored at least your threshold)")
 
 
 class Detector(Family):
@@ -30,6 +37,7 @@ class Detector(Family):
     map_conf: ClassVar[float] = 0.001
     map_iou: ClassVar[float] = 0.6
     map_max_det: ClassVar[int] = 300
+    needs_nms: ClassVar[bool] = True  # its raw output is candidates that NMS reduces (``nms_candidates``)
     agreement_of = f"detections after NMS ({PARITY_CONF}/{PARITY_IOU}) matching at IoU {MATCH_IOU}"
 
     @abstractmethod
@@ -40,6 +48,12 @@ class Detector(Family):
     def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
                max_det: int) -> list[np.ndarray]:
         """Raw output -> per image [N, 6] (x1, y1, x2, y2, score, class) in letterboxed pixels, by the family's NMS."""
+
+    def nms_candidates(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The exported raw output (a torch tensor, inside the graph) -> ([B, anchors, 4] x1y1x2y2 boxes in input
+        pixels, [B, anchors, nc] class scores) as the family's NMS scores them: what NMS inside the artifact
+        (``optimize build --nms``: families/nms.py) suppresses. Only heads that need NMS have it."""
+        raise NotImplementedError(f"{self.name} has no NMS head")
 
     def describe(self, model: Any) -> dict[str, Any]:
         names = [model.names[i] for i in sorted(model.names)] if isinstance(model.names, dict) else list(model.names)
@@ -113,6 +127,55 @@ class Detector(Family):
         return heads[-1] if heads else None
 
 
+class FinalDetections(Detector):
+    """A detector whose graph ends in final detections, [B, max_det, 6]: x1, y1, x2, y2 in input pixels, score, class,
+    rows by descending score. Decoding keeps the rows scored at least the threshold: there is no NMS to run.
+
+    Comparing two such outputs row by row would fail on a mere swap of two near-equal scores (random weights score
+    everything alike), so scores are compared sorted, boxes between detections matched by class and overlap, and
+    agreement as for every detector."""
+
+    needs_nms = False
+    head: ClassVar[str]  # what makes the detections, for the output spec
+
+    def output_spec(self, facts: dict[str, Any]) -> dict[str, Any]:
+        return {"name": "output0", "shape": ["batch", facts.get("max_det", 300), 6], "head": self.head,
+                "layout": FINAL_LAYOUT}
+
+    def boxes_and_scores(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return raw[..., :4], raw[..., 4:5]
+
+    def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
+               max_det: int) -> list[np.ndarray]:
+        """The rows scored at least ``conf`` (padding rows score 0), at most ``max_det``: ``iou`` and ``multi_label``
+        were the graph's to apply."""
+        return [np.ascontiguousarray(rows[rows[:, 4] >= max(conf, 1e-9)][:max_det], dtype=np.float32) for rows in raw]
+
+    def compare(self, got: np.ndarray, want: np.ndarray) -> ParityStats:
+        score_diff = float(np.abs(np.sort(got[..., 4], axis=1) - np.sort(want[..., 4], axis=1)).max())
+        matched, total = self._agreement(got, want)
+        return ParityStats(_matched_box_diff(got, want), score_diff, matched, total)
+
+
+def _matched_box_diff(got: np.ndarray, want: np.ndarray) -> float:
+    """The largest coordinate difference between each expected detection and the detection of its class that overlaps
+    it most (pairs overlapping at least MATCH_IOU): how far the boxes moved, whatever the rows' order."""
+    import torch
+    from torchvision.ops import box_iou
+
+    largest = 0.0
+    for mine, theirs in zip(got, want):
+        a, b = (torch.from_numpy(np.ascontiguousarray(d[d[:, 4] > 0])) for d in (mine, theirs))
+        if not len(a) or not len(b):
+            continue
+        iou = box_iou(b[:, :4], a[:, :4]) * (b[:, 5:6] == a[:, 5][None])
+        best, index = iou.max(dim=1)
+        pairs = best >= MATCH_IOU
+        if pairs.any():
+            largest = max(largest, float((b[pairs, :4] - a[index[pairs], :4]).abs().max()))
+    return largest
+
+
 class AnchorDetector(Detector):
     """YOLOv5-style heads (YOLOv5, YOLOv7): output [B, anchors, 5 + nc] with objectness, checkpoints
     holding the model under ``ema`` or ``model``."""
@@ -136,6 +199,18 @@ class AnchorDetector(Detector):
 
     def boxes_and_scores(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return raw[..., :4], raw[..., 4:]
+
+    def nms_candidates(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Class scores times objectness, as YOLOv5's and YOLOv7's NMS score them."""
+        return xywh_to_xyxy(raw[..., :4]), raw[..., 5:] * raw[..., 4:5]
+
+
+def xywh_to_xyxy(boxes: torch.Tensor) -> torch.Tensor:
+    """Centre, width and height -> corners (torch, inside an exported graph)."""
+    import torch
+
+    half = boxes[..., 2:4] / 2
+    return torch.cat([boxes[..., :2] - half, boxes[..., :2] + half], -1)
 
 
 def coco_names() -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -77,3 +78,40 @@ def _to_float32(module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ..
 
 def _float32(value: Any) -> Any:
     return value.float() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+
+
+class WithNms(torch.nn.Module):
+    """A detector's export form followed by NMS inside the graph (families/nms.py): [B, max_det, 6] out."""
+
+    def __init__(self, model: torch.nn.Module, candidates: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+                 settings: Any, max_candidates: int) -> None:
+        super().__init__()
+        self.model = model
+        self.candidates = candidates
+        self.nms_settings = settings
+        self.max_candidates = max_candidates
+        self.names: Any = getattr(model, "names", None)
+        self.stride: Any = getattr(model, "stride", None)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        from yolo_optimize.families.nms import in_graph_nms
+
+        boxes, scores = self.candidates(self.model(images))
+        return in_graph_nms(boxes, scores, self.nms_settings, self.max_candidates, images.shape[-1])
+
+
+class DetrInPixels(torch.nn.Module):
+    """RT-DETR's [B, 300, 6] detections with its normalized centre boxes turned into corner boxes in input pixels, the
+    layout every end-to-end artifact returns."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.names: Any = model.names
+        self.stride: Any = model.stride
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        found = self.model(images)
+        half = found[..., 2:4] / 2
+        side = images.shape[-1]
+        return torch.cat([(found[..., :2] - half) * side, (found[..., :2] + half) * side, found[..., 4:]], -1)

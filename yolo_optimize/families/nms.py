@@ -1,0 +1,176 @@
+"""NMS inside the artifact (``optimize build --nms``): images in, final detections out, for every detector whose head
+needs NMS (YOLOv5, YOLOv7, the Ultralytics NMS heads).
+
+The artifact of ``yolov5n`` built with ``--nms`` decodes as the family ``yolov5+nms``: everything about loading and
+preprocessing is YOLOv5's, the output is ``FinalDetections``' [B, max_det, 6]. Its graph suppresses with
+``torchvision.ops.nms``, which each exporter turns into the runtime's own op (ONNX ``NonMaxSuppression``, which
+OpenVINO reads as its NMS op; the torchvision op in TorchScript and AOTInductor). Every image of a batch is
+suppressed in one call, each (image, class) pair shifted to a region of its own (classes along x, images along y,
+so that coordinates stay small enough for float32 at any batch size), and the kept detections are ranked per
+image by tensor arithmetic: no loop over the batch, so no exporter can unroll one at the traced batch
+size (the bug behind Ultralytics' ``nms=True`` exports answering for the first image only, ultralytics#21188).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from yolo_optimize.families.detection import DEPLOY_CONF, Detector, FinalDetections
+
+if TYPE_CHECKING:
+    import torch
+
+    from yolo_optimize.families.base import Family, Preprocessed
+
+SUFFIX = "+nms"  # family name of an artifact with NMS inside: "<family>+nms"
+# The inner family's facts an artifact with NMS inside keeps as they are
+INHERITED = ("default_imgsz", "names_hint", "map_conf", "map_iou", "map_max_det", "module_aliases", "module_prefixes",
+             "extra_classes", "release_url", "export_warm_up")
+MAX_CANDIDATES = 30000  # per image, by score, before NMS: YOLOv5's and Ultralytics' max_nms
+
+
+@dataclass(frozen=True)
+class NmsSettings:
+    """What the graph's NMS keeps: the defaults are the host-side decode's at deployment (Detector.postprocess), so
+    an artifact with NMS inside returns what the same model's host NMS returns."""
+
+    conf: float = DEPLOY_CONF  # candidates scored above this are suppressed; the rest never leave the graph
+    iou: float | None = None  # None: the family's own (its validation's IoU, as its host-side decode uses)
+    max_det: int = 300
+    multi_label: bool = False  # one box may be kept once per class scored above conf (what mAP validation does)
+
+    def for_family(self, family: Detector) -> NmsSettings:
+        return self if self.iou is not None else NmsSettings(self.conf, family.map_iou, self.max_det,
+                                                             self.multi_label)
+
+    def describe(self) -> str:
+        labels = "every class above conf" if self.multi_label else "the best class"
+        return f"conf {self.conf}, IoU {self.iou}, max_det {self.max_det}, {labels}"
+
+
+class InGraphNms(FinalDetections):
+    """The family of an artifact built with NMS inside: ``inner``'s model and images, final detections out."""
+
+    head = "the family's NMS head, suppressed inside the graph"
+
+    def __init__(self, inner: Detector) -> None:
+        self.inner = inner
+        for attribute in INHERITED:  # one class serves every family: what it takes from the inner one is per instance
+            setattr(self, attribute, getattr(inner, attribute))
+        self.name = inner.name + SUFFIX  # type: ignore[misc]
+        self.tools = inner.tools + ("torchvision",)  # type: ignore[misc]
+
+    def model_names(self) -> tuple[str, ...]:
+        return ()  # reached through the option, never by name
+
+    def recognizes(self, pickled: list[str]) -> bool:
+        return False
+
+    def config_bytes(self, name: str) -> bytes:
+        return self.inner.config_bytes(name)
+
+    def random_model(self, name: str) -> torch.nn.Module:
+        return self.inner.random_model(name)
+
+    def model_from_checkpoint(self, checkpoint: Any, path: Path) -> torch.nn.Module:
+        return self.inner.model_from_checkpoint(checkpoint, path)
+
+    def for_export(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The inner family's export form; ``checkpoint.load_model`` then appends the NMS (``with_nms``)."""
+        return self.inner.for_export(model)
+
+    def describe(self, model: Any) -> dict[str, Any]:
+        settings: NmsSettings = model.nms_settings
+        return {**self.inner.describe(model.model), "max_det": settings.max_det,
+                "nms": {"conf": settings.conf, "iou": settings.iou, "max_det": settings.max_det,
+                        "multi_label": settings.multi_label}}
+
+    def output_spec(self, facts: dict[str, Any]) -> dict[str, Any]:
+        nms = facts["nms"]
+        return {**super().output_spec(facts), "nms": nms,
+                "head": f"{self.inner.name}'s NMS head with NMS inside the graph "
+                        f"({NmsSettings(**nms).describe()})"}
+
+    def read_image(self, path: Path) -> Any:
+        return self.inner.read_image(path)
+
+    def prepare(self, image: Any, imgsz: int) -> Preprocessed:
+        return self.inner.prepare(image, imgsz)
+
+    def sample_images(self) -> Path:
+        return self.inner.sample_images()
+
+    def float_module(self, model: Any) -> str | None:
+        return self.inner.float_module(model)
+
+
+def with_nms(model: torch.nn.Module, family: Family, settings: NmsSettings) -> torch.nn.Module:
+    """``model`` (its family's export form) followed by the NMS of ``settings`` inside the same graph."""
+    from yolo_optimize.families.modules import WithNms
+
+    assert isinstance(family, InGraphNms)
+    return WithNms(model, family.inner.nms_candidates, settings.for_family(family.inner), MAX_CANDIDATES).eval()
+
+
+def in_graph_nms(boxes: torch.Tensor, scores: torch.Tensor, settings: NmsSettings, max_candidates: int,
+                 side: int) -> torch.Tensor:
+    """[B, anchors, 4] corner boxes and [B, anchors, nc] scores -> [B, max_det, 6] detections, every image of the
+    batch in one NMS call (see the module's docstring). ``side``: the input's side in pixels; boxes are suppressed
+    within [-side, 2 side], wider than any box a trained head draws, so that each region holds its boxes."""
+    import torch
+    import torchvision
+
+    batch = scores.shape[0]
+    top, index, label = _candidates(scores, settings.multi_label, max_candidates)
+    image = torch.arange(batch, device=scores.device)[:, None].expand_as(index).flatten()
+    top, index, label = top.flatten(), index.flatten(), label.flatten()
+    above = top > settings.conf
+    top, label, image, box = _with_placeholders(top[above], label[above], image[above],
+                                                boxes[image[above], index[above]], batch)
+    region = torch.stack([label, image, label, image], 1).to(box.dtype) * (3.0 * side + 1.0)
+    kept = torchvision.ops.nms(box.clamp(-side, 2 * side) + region, top, settings.iou)
+    kept = kept[top[kept].argsort(descending=True)]  # not every runtime's NMS returns them by score
+    owner = image[kept]
+    mine = (owner[:, None] == torch.arange(batch + 1, device=scores.device)[None]).to(torch.int64)
+    rank = (mine.cumsum(0) * mine).sum(1) - 1  # place among its image's kept detections, by score
+    spare = (batch + 1) * settings.max_det  # where placeholders and detections past max_det go
+    slot = torch.where((rank < settings.max_det) & (owner < batch), owner * settings.max_det + rank, spare)
+    found = torch.cat([box[kept], top[kept, None], label[kept, None].to(box.dtype)], 1)
+    out = boxes.new_zeros(spare + 1, 6).index_put((slot,), found)
+    return out[:batch * settings.max_det].view(batch, settings.max_det, 6)
+
+
+def _with_placeholders(top: torch.Tensor, label: torch.Tensor, image: torch.Tensor, box: torch.Tensor,
+                       batch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The candidates and two placeholders of an image past the batch, in regions of their own: NMS keeps both, so
+    no count the graph depends on is ever 0 or 1, which AOTInductor's compiled code assumes of sizes it cannot know
+    ("Expected u1 >= 2" on an image with one detection). They are dropped with the detections past max_det."""
+    import torch
+
+    two = torch.arange(2, device=top.device)
+    return (torch.cat([top, top.new_zeros(2)]), torch.cat([label, two]), torch.cat([image, torch.full_like(two, batch)]),
+            torch.cat([box, box.new_zeros(2, 4)]))
+
+
+def _candidates(scores: torch.Tensor, multi_label: bool,
+                max_candidates: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per image the best ``max_candidates`` (score, anchor, class): one per anchor (its best class), or one per
+    anchor and class."""
+    classes = scores.shape[2]
+    if multi_label:
+        flat = scores.flatten(1)
+        top, index = flat.topk(min(max_candidates, flat.shape[1]), dim=1)
+        return top, index // classes, index % classes
+    best, label = scores.max(dim=2)
+    top, index = best.topk(min(max_candidates, best.shape[1]), dim=1)
+    return top, index, label.gather(1, index)
+
+
+def nms_family(family: Family) -> InGraphNms:
+    """The family of ``family``'s artifacts built with NMS inside."""
+    assert isinstance(family, Detector) and family.needs_nms
+    return InGraphNms(family)
+
+
