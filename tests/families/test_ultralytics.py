@@ -1,5 +1,5 @@
-"""The Ultralytics family (YOLOv3, v6, v8, v9, YOLO11, YOLO12): its decode against Ultralytics' own, a user's
-checkpoint, real builds."""
+"""The Ultralytics families (YOLOv3, v6, v8, v9, YOLO11, YOLO12 with the NMS head; YOLO26 and YOLOv10 with either
+head; RT-DETR): the decode against Ultralytics' own, users' checkpoints, real builds."""
 
 from __future__ import annotations
 
@@ -13,11 +13,14 @@ import pytest
 import torch
 
 from tests.conftest import CALIB_DATA, VAL_DATA, brief, optimize, statuses
+from yolo_optimize.artifact import Manifest
 from yolo_optimize.checkpoint import load_model, pickle_globals, resolve_source
 from yolo_optimize.errors import UserError
 from yolo_optimize.families import family_named
+from yolo_optimize.families.nms import NmsSettings
 from yolo_optimize.images import list_images, to_input
 from yolo_optimize.optimize.int8_openvino import DEFAULT_RANGES_ROUTE, OpenVinoInt8
+from yolo_optimize.runtime.runners import open_runner
 
 ULTRALYTICS = family_named("ultralytics")
 
@@ -171,3 +174,98 @@ def test_the_other_anchor_free_generations_build_with_parity_and_decode(name: st
         raw = model(torch.from_numpy(to_input(images))).numpy()
     detections = ULTRALYTICS.decode(scored(raw), 0.25, 0.7, multi_label=False, max_det=300)
     assert len(detections) == 2 and all(d.shape[1] == 6 and len(d) for d in detections)
+
+
+def end_to_end_checkpoint(folder: Path) -> Path:
+    """A YOLO26n trained on three classes, as Ultralytics saves one: seeded random weights drawn to carry the
+    image through (Ultralytics' initialization scores every anchor alike, and a top-k of ties may pick any), its
+    box distances positive (random ones draw boxes inside out, which no overlap can match)."""
+    from ultralytics.nn.tasks import DetectionModel
+    from ultralytics.utils.torch_utils import strip_optimizer
+
+    torch.manual_seed(2)
+    trained = DetectionModel("yolo26n.yaml", nc=3, verbose=False)
+    trained.names = {0: "cat", 1: "dog", 2: "bird"}
+    with torch.no_grad():
+        for module in trained.modules():
+            if isinstance(module, torch.nn.Conv2d):
+                torch.nn.init.kaiming_normal_(module.weight)
+        for branch in trained.model[-1].one2one_cv3:
+            branch[-1].weight.mul_(10)
+            branch[-1].bias.copy_(torch.randn(3))
+        for branch in trained.model[-1].one2one_cv2:
+            branch[-1].weight.mul_(0.001)
+            branch[-1].bias.fill_(1.0)
+    checkpoint = folder / "pets26.pt"
+    torch.save({"model": trained, "ema": None, "train_args": {"imgsz": 640}}, checkpoint)
+    strip_optimizer(checkpoint)
+    return checkpoint
+
+
+@pytest.mark.slow
+def test_a_yolo26_checkpoint_builds_its_nms_free_head_to_every_cpu_target_with_its_own_classes(tmp_path: Path) -> None:
+    """The checkpoint's classes cannot tell YOLO26 from YOLO11: the loaded model does. Its one-to-one head's top-k,
+    in the graph, returns the PyTorch model's detections row for row in ONNX, OpenVINO, TorchScript and
+    AOTInductor, at batch 1 and 2, and decodes to boxes of its own classes."""
+    checkpoint = end_to_end_checkpoint(tmp_path)
+    source = resolve_source(str(checkpoint))
+    assert (source.family, source.model_id) == ("ultralytics-end2end", "pets26")
+    out = tmp_path / "artifacts"
+    targets = ["onnx", "openvino", "torchscript", "aoti"]
+    yo_build(checkpoint, imgsz=[160], targets=targets, precisions=["fp32"], batch_sizes=[1, 2], out=out)
+    family = family_named("ultralytics-end2end")
+    images = np.stack([family.preprocess(p, 160).pixels for p in list_images(VAL_DATA)[:2]])
+    with torch.inference_mode():
+        expected = load_model(source)(torch.from_numpy(to_input(images))).numpy()
+    assert expected.shape == (2, 300, 6) and len(np.unique(expected[..., 4])) > 500, "scores without ties"
+    for target in targets:
+        folder = out / "pets26" / f"{target}-fp32"
+        manifest = Manifest.read(folder)
+        metadata = manifest.metadata
+        assert (metadata["family"], metadata["names"]) == ("ultralytics-end2end", ["cat", "dog", "bird"])
+        assert metadata["output"]["shape"] == ["batch", 300, 6] and metadata["output"]["head"].startswith("one-to-one")
+        assert manifest.parity["passed"] and "agreement_enforced" not in manifest.parity
+        with open_runner(folder, manifest) as runner:
+            got = runner.infer(runner.input_of(images))
+        np.testing.assert_allclose(got, expected, atol=2e-3, err_msg=target)  # row for row: the same top-k
+    detections = family.postprocess(expected)
+    assert all(len(d) and set(d[:, 5]) <= {0, 1, 2} for d in detections)
+
+
+def yo_build(model: str | Path, **options: object) -> None:
+    import yolo_optimize as yo
+
+    yo.build(model, parity_data=VAL_DATA, **options)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "family"), [("yolov10n", "ultralytics-end2end"), ("rtdetr-l", "rtdetr")])
+def test_yolov10_and_rt_detr_build_to_onnx_and_openvino_matching_pytorch(name: str, family: str,
+                                                                         tmp_path: Path) -> None:
+    """YOLOv10's one-to-one head and RT-DETR's decoder (grid_sample, query ranking), random weights: parity with
+    the PyTorch model at batch 1 and 2, the same [B, 300, 6] layout, RT-DETR's boxes in input pixels."""
+    out = tmp_path / "artifacts"
+    yo_build(name, random_weights=True, imgsz=[160], targets=["onnx", "openvino"], precisions=["fp32"],
+             batch_sizes=[1, 2], out=out)
+    for node in ("onnx-fp32", "openvino-fp32"):
+        manifest = Manifest.read(out / f"{name}-random" / node)
+        assert manifest.metadata["family"] == family and manifest.parity["passed"]
+        assert manifest.parity["max_abs_diff_scores"] < 1e-3 and manifest.metadata["output"]["shape"][1:] == [300, 6]
+    model = load_model(resolve_source(name, random_weights=True))
+    with torch.inference_mode():
+        found = model(torch.rand(2, 3, 160, 160)).numpy()
+    assert found.shape == (2, 300, 6)
+    boxes = found[..., :4]
+    assert (boxes[..., 2:] >= boxes[..., :2]).all() and np.abs(boxes).max() > 10, "corner boxes in input pixels"
+
+
+def test_the_one_to_many_head_of_yolo26_is_the_nms_head_in_its_own_folder() -> None:
+    source = resolve_source("yolo26n", random_weights=True, head="one-to-many")
+    assert (source.family, source.model_id) == ("ultralytics", "yolo26n-random-one-to-many")
+    assert resolve_source("yolo26n", random_weights=True, head="one-to-one") == resolve_source(
+        "yolo26n", random_weights=True)
+    with torch.inference_mode():
+        raw = load_model(source)(torch.zeros(1, 3, 160, 160))
+    assert raw.shape == (1, 84, 20 * 20 + 10 * 10 + 5 * 5)
+    nms = resolve_source("yolo26n", random_weights=True, head="one-to-many", nms=NmsSettings())
+    assert (nms.family, nms.model_id) == ("ultralytics+nms", "yolo26n-random-one-to-many-nms")
