@@ -100,8 +100,64 @@ class AotiInt8(Stage):
         if kept:
             quantizer.set_module_name_qconfig(kept, None)
         example = example_input(self.config.input_form, 2, self.config.imgsz)
-        prepared = prepare_pt2e(exported(module, example, warm_up=warm_up).module(), quantizer)
+        graph = _one_partition_per_layer(exported(module, example, warm_up=warm_up).module())
+        prepared = prepare_pt2e(_accumulators_of_their_own(graph), quantizer)
         with torch.no_grad():
             for image in images:
                 prepared(torch.from_numpy(image))
         return exported(convert_pt2e(prepared), example)
+
+
+def _one_partition_per_layer(graph_module: Any) -> Any:
+    """The exported graph with each node of a torch.nn layer (convolution, activation...) its own source partition,
+    as the quantizer expects.
+
+    A layer whose forward was replaced on the instance (Ultralytics' fused ``Conv`` calls ``self.conv`` and
+    ``self.act`` from ``forward_fuse``) is recorded by export under its attributes' names alone ('conv', 'act'), the
+    same for every such layer, and the quantizer's partition finder then takes all of them for one layer with many
+    outputs ("Input partition has more than one output node"). Each such node is named its own source here; the
+    module path that keeps the float module out of the quantizer is left as it is."""
+    import importlib
+
+    for node in graph_module.graph.nodes:
+        stack = node.meta.get("nn_module_stack")
+        if node.op != "call_function" or "source_fn_stack" in node.meta or not stack:
+            continue
+        kind = list(stack.values())[-1][1]
+        if isinstance(kind, str) and kind.startswith("torch.nn.modules."):
+            module, _, name = kind.rpartition(".")
+            kind = getattr(importlib.import_module(module), name)
+        if isinstance(kind, type) and kind.__module__.startswith("torch.nn.modules."):
+            node.meta["source_fn_stack"] = [(node.name, kind)]
+    return graph_module
+
+
+def _accumulators_of_their_own(graph_module: Any) -> Any:
+    """The exported graph with a copy of every view a convolution's output is added to.
+
+    Inductor fuses a quantized convolution with the addition after it by accumulating into the other operand in place,
+    and refuses (an AssertionError, no fallback) when that operand is a view of another tensor ("QConv Binary
+    Inplace Fusion requires accum is not an alias"): YOLO11's and YOLO26's attention adds a convolution's output
+    to a split of its input. A copy of that operand (a few hundred KB) keeps the fusion."""
+    import operator
+
+    import torch
+
+    aten = torch.ops.aten
+    views = {operator.getitem, aten.view.default, aten.reshape.default, aten.slice.Tensor, aten.permute.default,
+             aten.transpose.int, aten.unsqueeze.default, aten.squeeze.dim, aten.expand.default}
+    graph = graph_module.graph
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target != aten.add.Tensor or len(node.args) != 2:
+            continue
+        operands = [a for a in node.args if isinstance(a, torch.fx.Node)]
+        if len(operands) != 2 or not any(a.target == aten.conv2d.default for a in operands):
+            continue
+        for operand in operands:
+            if operand.target in views:
+                with graph.inserting_before(node):
+                    copy = graph.call_function(aten.clone.default, (operand,))
+                copy.meta = {key: value for key, value in operand.meta.items() if key in ("val", "tensor_meta")}
+                node.replace_input_with(operand, copy)
+    graph_module.recompile()
+    return graph_module

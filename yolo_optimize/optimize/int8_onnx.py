@@ -49,10 +49,10 @@ class OnnxInt8Config(Int8Config):
 
 class OnnxInt8(NncfInt8):
     name = "onnx-int8"
-    revision = 7  # 3: NNCF's ONNX backend instead of ONNX Runtime's quantize_static; 4: the gate's metric per task;
+    revision = 8  # 3: NNCF's ONNX backend instead of ONNX Runtime's quantize_static; 4: the gate's metric per task;
     #               5: completed for ONNX Runtime's int8 kernels (optimize/onnxruntime_fusion.py); 6: the stem as
     #               space-to-depth, a uint8 input read on its own grid; 7: the anchor head's convolutions on integer
-    #               GEMMs (optimize/integer_head.py)
+    #               GEMMs (optimize/integer_head.py); 8: activations per tensor (recipes)
     tools = ("onnx", "onnxruntime", "nncf")
     target = "onnx"
     config: OnnxInt8Config
@@ -63,13 +63,19 @@ class OnnxInt8(NncfInt8):
                                   8 if request.int8_vnni else 7))
 
     def recipes(self) -> list[tuple[str, Any]]:
+        """NNCF's defaults but two: the overflow fix where weights take 7 bits, and activations on one grid per tensor
+        (NNCF quantizes a depthwise convolution's input per channel, which ONNX Runtime's QLinearConv refuses at
+        run time: RT-DETR's HGNet backbone)."""
         from nncf.quantization.advanced_parameters import (
             AdvancedQuantizationParameters,
             OverflowFix,
+            QuantizationParameters,
         )
 
         fix = OverflowFix.ENABLE if self.config.weight_bits == 7 else OverflowFix.DISABLE
-        return [(self.route, AdvancedQuantizationParameters(overflow_fix=fix))]
+        per_tensor = QuantizationParameters(per_channel=False)
+        return [(self.route, AdvancedQuantizationParameters(overflow_fix=fix,
+                                                            activations_quantization_params=per_tensor))]
 
     def rewritten(self, model: Any) -> tuple[Any, dict[str, Any]]:
         facts: dict[str, Any] = {"integer_head": self.config.integer_head}
