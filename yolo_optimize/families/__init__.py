@@ -52,7 +52,7 @@ def family_for_checkpoint(pickled: list[str], path: object) -> Family:
     """The family whose classes a checkpoint's pickle names; a UserError (nothing unpickled yet) when none does."""
     found = [f for f in all_families() if f.recognizes(pickled)]
     if len(found) != 1:
-        names = ", ".join(f.name for f in all_families())
+        names = ", ".join(f.name for f in all_families() if not f.recognized_by)
         why = "its pickle holds no model class of theirs" if not found else \
             f"its pickle mixes classes of {', '.join(f.name for f in found)}"
         raise UserError(f"{path} is not a checkpoint of a supported model family ({names}): {why} "

@@ -87,6 +87,7 @@ class Family(ABC):
     # Whether the loaded model of a checkpoint this family recognizes says which family decodes it
     # (``family_of_model``), where the pickled classes cannot tell (a YOLO26 from a YOLO11 checkpoint)
     family_told_by_model: ClassVar[bool] = False
+    recognized_by: ClassVar[str] = ""  # the family that recognizes this one's checkpoints, where another does
 
     @abstractmethod
     def model_names(self) -> tuple[str, ...]:

@@ -150,8 +150,8 @@ def _with_placeholders(top: torch.Tensor, label: torch.Tensor, image: torch.Tens
     import torch
 
     two = torch.arange(2, device=top.device)
-    return (torch.cat([top, top.new_zeros(2)]), torch.cat([label, two]), torch.cat([image, torch.full_like(two, batch)]),
-            torch.cat([box, box.new_zeros(2, 4)]))
+    return (torch.cat([top, top.new_zeros(2)]), torch.cat([label, two]),
+            torch.cat([image, torch.full_like(two, batch)]), torch.cat([box, box.new_zeros(2, 4)]))
 
 
 def _candidates(scores: torch.Tensor, multi_label: bool,

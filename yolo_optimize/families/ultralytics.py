@@ -68,7 +68,7 @@ class Ultralytics(Detector):
 
     def recognizes(self, pickled: list[str]) -> bool:
         """Any Ultralytics checkpoint: the loaded model then says which of the three families it is."""
-        return any(n.startswith("ultralytics.") for n in pickled)
+        return not self.recognized_by and any(n.startswith("ultralytics.") for n in pickled)
 
     def family_of_model(self, model: Any) -> str:
         from ultralytics.nn.tasks import RTDETRDetectionModel
@@ -151,12 +151,10 @@ class UltralyticsEndToEnd(FinalDetections, Ultralytics):
     head = "one-to-one (NMS-free: the top-k selection is in the graph)"
     one_to_one = True
     heads = {ONE_TO_ONE: name, ONE_TO_MANY: Ultralytics.name}
+    recognized_by = Ultralytics.name  # which names this family for a checkpoint (family_of_model)
 
     def model_names(self) -> tuple[str, ...]:
         return END_TO_END
-
-    def recognizes(self, pickled: list[str]) -> bool:
-        return False  # Ultralytics recognizes every Ultralytics checkpoint and names this family (family_of_model)
 
     def describe(self, model: Any) -> dict[str, Any]:
         return {**super().describe(model), "max_det": int(model.model[-1].max_det)}
@@ -168,12 +166,10 @@ class RTDETR(FinalDetections, Ultralytics):
     name = "rtdetr"
     names_hint = "rtdetr-l, rtdetr-x, rtdetr-resnet50, rtdetr-resnet101"
     head = "DETR decoder (queries ranked in the graph, no NMS)"
+    recognized_by = Ultralytics.name
 
     def model_names(self) -> tuple[str, ...]:
         return DETR
-
-    def recognizes(self, pickled: list[str]) -> bool:
-        return False  # as UltralyticsEndToEnd
 
     def for_export(self, model: torch.nn.Module) -> torch.nn.Module:
         from yolo_optimize.families.modules import DetrInPixels
