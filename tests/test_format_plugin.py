@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import VAL_DATA, WEIGHTS
 from yolo_optimize.build.request import BuildRequest
 from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+from yolo_optimize.errors import UserError
 from yolo_optimize.formats import Format, Step, format_named, formats, targets_help
 from yolo_optimize.metadata import ArtifactMetadata, artifact_metadata
 from yolo_optimize.runtime.runners.onnxruntime import OnnxRuntimeRunner
@@ -86,19 +87,40 @@ ROWS = (
 )
 
 
-@pytest.fixture
-def registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """ROWS installed as another package would register them: a distribution's entry point on sys.path (which
-    spawned processes inherit)."""
+# A row whose step names a parent no row makes
+BROKEN = (Format("onnx-broken", (), "{model}.onnx", ("fp32",), ORT_RUNNER, "onnxruntime", "",
+                 steps=(Step("fp32", f"{HERE}:OrtOptimized", "onnx-fp64"),)),)
+
+
+def install(rows: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows of this module named ``rows`` installed as another package would register them: a distribution's
+    entry point on sys.path (which spawned processes inherit)."""
     dist = tmp_path / "plugin" / "yolo_optimize_test_plugin-0.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: yolo-optimize-test-plugin\nVersion: 0\n")
-    (dist / "entry_points.txt").write_text(f"[yolo_optimize.formats]\nrows = {HERE}:ROWS\n")
+    (dist / "entry_points.txt").write_text(f"[yolo_optimize.formats]\nrows = {HERE}:{rows}\n")
     monkeypatch.syspath_prepend(str(dist.parent))
     formats.cache_clear()
+
+
+@pytest.fixture
+def registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    install("ROWS", tmp_path, monkeypatch)
     yield
     monkeypatch.undo()
     formats.cache_clear()
+
+
+def test_a_registered_step_made_from_a_node_no_row_makes_is_refused_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    install("BROKEN", tmp_path, monkeypatch)
+    try:
+        with pytest.raises(UserError, match="format 'onnx-broken': its fp32 step is made from 'onnx-fp64', which no "
+                                            "format's step makes"):
+            formats()
+    finally:
+        monkeypatch.undo()
+        formats.cache_clear()
 
 
 def test_registered_rows_join_the_table_and_the_help_and_the_plan(registered: None) -> None:

@@ -29,6 +29,7 @@ from yolo_optimize.families import (
 )
 from yolo_optimize.families.base import RANDOM_SEED, Family
 from yolo_optimize.families.detection import Detector
+from yolo_optimize.families.nms import FOLDER as NMS_FOLDER
 from yolo_optimize.families.nms import SUFFIX, NmsSettings
 from yolo_optimize.files import file_sha256, write_atomically
 from yolo_optimize.runtime_env import user_cache_dir
@@ -103,7 +104,7 @@ def with_output(source: ModelSource, head: str, nms: NmsSettings | None) -> Mode
                 f"its head returns final detections ({family.output_spec({})['head']})"
             raise UserError(f"--nms: {name} has no NMS to put inside the artifact: {why}"
                             + ("; build it with --head one-to-many to have one" if family.heads else ""))
-        changed = replace(changed, family=changed.family + SUFFIX, model_id=f"{changed.model_id}-nms",
+        changed = replace(changed, family=changed.family + SUFFIX, model_id=changed.model_id + NMS_FOLDER,
                           nms=nms.for_family(family))
     return changed if changed.family != source.family else source
 
@@ -278,9 +279,17 @@ def _refuse_foreign(pickled: list[str], path: Path) -> None:
     """Refuse, before unpickling, a checkpoint importing anything neither PyTorch nor a family allows."""
     foreign = sorted({name for name in pickled if not _torch_name(name)
                       and not any(f.allowed_class(name) is not None for f in all_families())})
-    if foreign:
-        raise UserError(f"{path} was refused before loading: its pickle would import {', '.join(foreign)}, which is "
-                        f"not a class of PyTorch or of a supported model family (nothing in it was run)")
+    if not foreign:
+        return
+    for family in all_families():
+        if family.module_prefixes and all(family.installed_name(n).startswith(family.module_prefixes) for n in foreign):
+            from importlib.metadata import version
+
+            installed = ", ".join(f"{tool} {version(tool)}" for tool in family.tools)
+            raise UserError(f"{path} was refused before loading: its classes {', '.join(foreign)} are not in the "
+                            f"installed {installed} (made by a newer version? nothing in it was run)")
+    raise UserError(f"{path} was refused before loading: its pickle would import {', '.join(foreign)}, which is "
+                    f"not a class of PyTorch or of a supported model family (nothing in it was run)")
 
 
 def _torch_name(name: str) -> bool:

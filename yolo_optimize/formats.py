@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
+from typing import Any
 
 from yolo_optimize.errors import UserError
 
@@ -29,6 +31,10 @@ class Step:
     parent: str = LOAD  # the node it is made from: LOAD (the model) or another step's node
     intermediate: str = ""  # the node's name when not deployable (kept under .cache/); "": {target}-{precision}
     gated: bool = False  # INT8: planned only when the build has calibration images and an accuracy gate
+
+    def node_of(self, target: str) -> str:
+        """The node it makes for the format ``target``."""
+        return self.intermediate or f"{target}-{self.precision}"
 
 
 @dataclass(frozen=True)
@@ -150,7 +156,25 @@ def formats() -> dict[str, Format]:
             if row.target in table:
                 raise UserError(f"format plugin {point.value}: target {row.target!r} is taken")
             table[row.target] = row
+    _check_parents(table)
     return table
+
+
+def _check_parents(table: dict[str, Format]) -> None:
+    """Every step is made from the model or from a node another step makes (a registered row may name a parent that
+    no row makes: one line, not a failure of the planner)."""
+    made = {LOAD} | {step.node_of(row.target) for row in table.values() for step in row.steps}
+    for row in table.values():
+        for step in row.steps:
+            if step.parent not in made:
+                raise UserError(f"format {row.target!r}: its {step.precision} step is made from {step.parent!r}, "
+                                f"which no format's step makes (known: {', '.join(sorted(made))})")
+
+
+def imported(reference: str) -> Any:
+    """What a row's "module:Class" string names (a stage or a runner), imported on first use."""
+    module, _, name = reference.partition(":")
+    return getattr(import_module(module), name)
 
 
 def _loaded_rows(point: EntryPoint) -> tuple[Format, ...]:

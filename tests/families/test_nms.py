@@ -98,7 +98,8 @@ def test_every_image_of_a_batch_of_8_gets_what_host_nms_gives_it_in_every_format
 @pytest.mark.slow
 def test_nms_inside_at_validation_settings_scores_the_map_of_host_nms(tmp_path: Path) -> None:
     """Built at validation's settings (conf 0.001, every class), the artifact scores what the plain model with host
-    NMS scores on the same 128 images, within 0.005 mAP50-95; the evaluator runs no host NMS for it."""
+    NMS scores on the same 128 images, within 0.005 mAP50-95; the evaluator runs no host NMS for it, and the
+    recommendation compares its end-to-end speed with the plain model's."""
     out = tmp_path / "artifacts"
     common = {"imgsz": [SIZE], "targets": ["onnx"], "precisions": ["fp32"], "batch_sizes": [1, 8],
               "parity_data": VAL_DATA, "out": out}
@@ -112,3 +113,6 @@ def test_nms_inside_at_validation_settings_scores_the_map_of_host_nms(tmp_path: 
     host, inside = rows[("yolov5n", "onnx-fp32")], rows[("yolov5n-nms", "onnx-fp32")]
     assert host["accuracy"]["map50_95"] > 0.2
     assert abs(inside["accuracy"]["map50_95"] - host["accuracy"]["map50_95"]) <= 0.005
+    compared = yo.recommend(report, batch_size=8, model="yolov5n-nms").recommendation.against_host_nms
+    assert compared.startswith("end to end at b8, NMS inside the graph vs host NMS: onnx-fp32 ")
+    assert yo.recommend(report, batch_size=8, model="yolov5n").recommendation.against_host_nms == ""

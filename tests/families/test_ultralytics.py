@@ -269,3 +269,39 @@ def test_the_one_to_many_head_of_yolo26_is_the_nms_head_in_its_own_folder() -> N
     assert raw.shape == (1, 84, 20 * 20 + 10 * 10 + 5 * 5)
     nms = resolve_source("yolo26n", random_weights=True, head="one-to-many", nms=NmsSettings())
     assert (nms.family, nms.model_id) == ("ultralytics+nms", "yolo26n-random-one-to-many-nms")
+
+
+def test_a_checkpoint_with_classes_the_installed_ultralytics_lacks_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A checkpoint of a newer Ultralytics (a head class this version does not have) is refused before unpickling."""
+    import zipfile
+
+    checkpoint = tmp_path / "future.pt"
+    torch.save({"model": None}, checkpoint)
+    with zipfile.ZipFile(checkpoint) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    data = next(name for name in files if name.endswith("data.pkl"))
+    files[data] = b"\x80\x02cultralytics.nn.modules.head\nDetect2027\nq\x00."  # the class its pickle imports
+    with zipfile.ZipFile(checkpoint, "w") as archive:
+        for name, content in files.items():
+            archive.writestr(name, content)
+    with pytest.raises(UserError, match=r"its classes ultralytics.nn.modules.head.Detect2027 are not in the "
+                                        r"installed ultralytics 8\.\d+\.\d+ \(made by a newer version"):
+        resolve_source(str(checkpoint))
+
+
+@pytest.mark.parametrize(("config", "family"), [("yolov10n.yaml", "ultralytics-end2end"), ("rtdetr-l.yaml", "rtdetr"),
+                                                ("yolo11n.yaml", "ultralytics")])
+def test_a_trained_checkpoint_is_decoded_by_the_family_its_head_makes(config: str, family: str,
+                                                                       tmp_path: Path) -> None:
+    """YOLOv10's, RT-DETR's and YOLO11's checkpoints pickle the same kind of classes: the loaded model names the
+    family that decodes its artifacts, with the checkpoint's own classes."""
+    from ultralytics.nn.tasks import DetectionModel, RTDETRDetectionModel
+
+    kind = RTDETRDetectionModel if config.startswith("rtdetr") else DetectionModel
+    trained = kind(config, nc=2, verbose=False)
+    trained.names = {0: "apple", 1: "pear"}
+    checkpoint = tmp_path / "fruit.pt"
+    torch.save({"model": trained}, checkpoint)
+    source = resolve_source(str(checkpoint), verdicts=tmp_path / "verdicts")
+    assert (source.family, source.model_id) == (family, "fruit")
+    assert family_named(family).describe(load_model(source))["names"] == ["apple", "pear"]

@@ -16,7 +16,6 @@ OpenVINO and TensorRT.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import import_module
 from typing import Protocol
 
 from yolo_optimize.build.dag import Node
@@ -31,7 +30,7 @@ from yolo_optimize.build.stage import (
     StageContext,
     StageOutput,
 )
-from yolo_optimize.formats import LOAD, Format, Step, format_named, formats
+from yolo_optimize.formats import LOAD, Step, format_named, formats, imported
 
 
 class PlannedStage(Protocol):
@@ -59,12 +58,8 @@ def plan(request: BuildRequest) -> list[Node]:
 
 def _usable_steps(request: BuildRequest) -> dict[str, Step]:
     """Every step of the table by the node it makes, in table order (parents first); gated ones need a gate."""
-    return {_node_name(row, step): step for row in formats().values() for step in row.steps
+    return {step.node_of(row.target): step for row in formats().values() for step in row.steps
             if request.gate or not step.gated}
-
-
-def _node_name(row: Format, step: Step) -> str:
-    return step.intermediate or f"{row.target}-{step.precision}"
 
 
 def _with_parents(names: set[str], steps: dict[str, Step]) -> set[str]:
@@ -77,8 +72,7 @@ def _with_parents(names: set[str], steps: dict[str, Step]) -> set[str]:
 
 def _node(name: str, step: Step, request: BuildRequest, requested: bool) -> Node:
     """The step's stage as the request configures it, wired to its parent (and, if it reads it, the reference)."""
-    module, _, class_name = step.stage.partition(":")
-    stage_class: PlannedStage = getattr(import_module(module), class_name)
+    stage_class: PlannedStage = imported(step.stage)
     stage = stage_class.planned(request, step.precision)
     inputs = {MODEL if step.parent == LOAD else SOURCE: step.parent}
     if REFERENCE in stage.inputs:

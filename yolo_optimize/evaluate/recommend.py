@@ -13,11 +13,12 @@ not as a choice.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from yolo_optimize.evaluate.discover import BASELINE_TARGET
 from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Report, Row
+from yolo_optimize.families.nms import FOLDER as NMS_FOLDER
 from yolo_optimize.formats import format_named
 from yolo_optimize.runtime.runners.base import THROUGHPUT
 
@@ -63,11 +64,34 @@ class Recommendation:
     tie: bool = False  # the two are within measurement noise
     verdict: str = ""  # one sentence: why this one, or why none
     excluded: dict[str, str] = field(default_factory=dict)  # artifact -> why it is not a candidate
+    against_host_nms: str = ""  # a model built with --nms beside the same model without it: which path is faster
 
 
 def recommend(report: Report, budget: Budget) -> list[Recommendation]:
     """One recommendation per model in the report."""
-    return [_for_model(report, model, budget) for model in dict.fromkeys(row.model for row in report.rows)]
+    found = [_for_model(report, model, budget) for model in dict.fromkeys(row.model for row in report.rows)]
+    return [replace(pick, against_host_nms=_against_host_nms(report, pick.model, budget.batch)) for pick in found]
+
+
+def _against_host_nms(report: Report, model: str, batch: int) -> str:
+    """For a model built with NMS inside its artifacts (``<model>-nms``) evaluated beside the same model without it:
+    each artifact's end-to-end speed against its host-NMS twin, and which path to ship (in-graph NMS only where it
+    is faster in every round)."""
+    if NMS_FOLDER not in model:
+        return ""
+    host_model = model.replace(NMS_FOLDER, "", 1)
+    host = {row.name: row for row in report.rows if row.model == host_model}
+    pairs = [(row, host[row.name]) for row in report.rows if row.model == model and row.name in host
+             and _throughput(row, batch, END_TO_END) and _throughput(host[row.name], batch, END_TO_END)]
+    if not pairs:
+        return ""
+    compared = [f"{row.name} {_throughput(row, batch, END_TO_END):.1f} vs {_throughput(twin, batch, END_TO_END):.1f} "
+                f"img/s" for row, twin in pairs]
+    faster = [row.name for row, twin in pairs if _clearly_faster(row, twin, batch, END_TO_END)]
+    slower = [row.name for row, twin in pairs if _clearly_faster(twin, row, batch, END_TO_END)]
+    verdict = (f"NMS inside the graph is faster for {', '.join(faster)}" if faster else
+               f"host NMS ({host_model}) is faster for {', '.join(slower)}" if slower else "within noise")
+    return f"end to end at b{batch}, NMS inside the graph vs host NMS: {'; '.join(compared)}: {verdict}"
 
 
 def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
@@ -203,6 +227,8 @@ def describe(recommendation: Recommendation) -> str:
     if recommendation.choice:
         lines += ["  " + line for line in recommendation.choice.snippet.splitlines()]
     lines += [f"  not eligible: {artifact}: {why}" for artifact, why in recommendation.excluded.items()]
+    if recommendation.against_host_nms:
+        lines.append(f"  {recommendation.against_host_nms}")
     return "\n".join(lines)
 
 
@@ -223,4 +249,6 @@ def brief(recommendation: Recommendation) -> str:
         text += f", tied within noise with {runner_up.artifact} ({runner_up.throughput_ips:g} img/s)"
     elif runner_up:
         text += f", {choice.throughput_ips / runner_up.throughput_ips - 1:.0%} ahead of {runner_up.artifact}"
+    if recommendation.against_host_nms:
+        text += f"; {recommendation.against_host_nms}"
     return head + text

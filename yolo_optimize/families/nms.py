@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from yolo_optimize.families.base import Family, Preprocessed
 
 SUFFIX = "+nms"  # family name of an artifact with NMS inside: "<family>+nms"
+FOLDER = "-nms"  # and its model folder: "<model>-nms"
 # The inner family's facts an artifact with NMS inside keeps as they are
 INHERITED = ("default_imgsz", "names_hint", "map_conf", "map_iou", "map_max_det", "module_aliases", "module_prefixes",
              "extra_classes", "release_url", "export_warm_up")

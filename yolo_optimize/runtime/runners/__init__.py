@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from importlib import import_module
 from pathlib import Path
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.formats import format_named
+from yolo_optimize.formats import format_named, imported
 from yolo_optimize.runtime.runners.base import LATENCY, Runner
 
 
 def runner_class(target: str) -> type[Runner]:
     """The runner class the format table names for ``target``, imported on first use."""
-    module, _, name = format_named(target).runner.partition(":")
-    found: type[Runner] = getattr(import_module(module), name)
+    found: type[Runner] = imported(format_named(target).runner)
     return found
 
 
