@@ -37,7 +37,7 @@ class NmsSettings:
     """What the graph's NMS keeps: the defaults are the host-side decode's at deployment (Detector.postprocess), so
     an artifact with NMS inside returns what the same model's host NMS returns."""
 
-    conf: float = DEPLOY_CONF  # candidates scored above this are suppressed; the rest never leave the graph
+    conf: float = DEPLOY_CONF  # only candidates scored above this enter NMS (and can be kept)
     iou: float | None = None  # None: the family's own (its validation's IoU, as its host-side decode uses)
     max_det: int = 300
     multi_label: bool = False  # one box may be kept once per class scored above conf (what mAP validation does)

@@ -115,8 +115,6 @@ class Ultralytics(Detector):
         for module in model.modules():
             if isinstance(module, (Detect, RTDETRDecoder)):
                 module.export, module.dynamic, module.format = True, False, "onnx"
-            if isinstance(module, Detect):  # numbers, not a tensor: a frozen graph (AOTInductor INT8) cannot read a
-                module.stride = module.stride.tolist()  # constant tensor's value back (its anchors' fill values)
         return model
 
     def nms_candidates(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

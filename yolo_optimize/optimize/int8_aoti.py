@@ -101,7 +101,7 @@ class AotiInt8(Stage):
             quantizer.set_module_name_qconfig(kept, None)
         example = example_input(self.config.input_form, 2, self.config.imgsz)
         graph = _one_partition_per_layer(exported(module, example, warm_up=warm_up).module())
-        prepared = prepare_pt2e(_accumulators_of_their_own(graph), quantizer)
+        prepared = prepare_pt2e(_accumulators_of_their_own(_constant_scalars_folded(graph)), quantizer)
         with torch.no_grad():
             for image in images:
                 prepared(torch.from_numpy(image))
@@ -161,3 +161,41 @@ def _accumulators_of_their_own(graph_module: Any) -> Any:
                 node.replace_input_with(operand, copy)
     graph_module.recompile()
     return graph_module
+
+
+def _constant_scalars_folded(graph_module: Any) -> Any:
+    """The exported graph with every number read from an element of a constant tensor (``stride[i].item()``) written
+    in as that number.
+
+    Compiled with freezing, as INT8 packages are, such a tensor becomes a constant, and Inductor has no lowering that
+    reads a constant's value back ("AssertionError: Constant" in ``_local_scalar_dense``): Ultralytics' Detect head
+    fills its anchors' strides from its ``stride`` tensor this way."""
+    import functools
+
+    import torch
+
+    aten = torch.ops.aten
+    graph = graph_module.graph
+    for node in list(graph.nodes):
+        source = node.args[0] if node.target == aten.item.default else None
+        if not (isinstance(source, torch.fx.Node) and source.target == aten.select.int
+                and isinstance(source.args[0], torch.fx.Node) and source.args[0].op == "get_attr"):
+            continue
+        held, dim, index = source.args
+        _written_in(node, functools.reduce(getattr, held.target.split("."), graph_module).select(dim, index).item())
+        graph.erase_node(node)
+    graph.eliminate_dead_code()
+    graph_module.recompile()
+    return graph_module
+
+
+def _written_in(node: Any, value: float) -> None:
+    """Every use of ``node`` replaced by ``value``."""
+    import torch
+
+    def swapped(arg: Any) -> Any:
+        return value if arg is node else arg
+
+    for user in list(node.users):
+        user.args = torch.fx.node.map_arg(user.args, swapped)
+        user.kwargs = torch.fx.node.map_arg(user.kwargs, swapped)
