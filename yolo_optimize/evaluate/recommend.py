@@ -75,14 +75,15 @@ def recommend(report: Report, budget: Budget) -> list[Recommendation]:
 
 def _against_host_nms(report: Report, model: str, batch: int) -> str:
     """For a model built with NMS inside its artifacts (``<model>-nms``) evaluated beside the same model without it:
-    each artifact's end-to-end speed against its host-NMS twin, and which path to ship (in-graph NMS only where it
-    is faster in every round)."""
+    each deployable artifact's end-to-end speed against its host-NMS twin, and which path to ship (in-graph NMS only
+    where it is faster in every round)."""
     if NMS_FOLDER not in model:
         return ""
     host_model = model.replace(NMS_FOLDER, "", 1)
     host = {row.name: row for row in report.rows if row.model == host_model}
     pairs = [(row, host[row.name]) for row in report.rows if row.model == model and row.name in host
-             and _throughput(row, batch, END_TO_END) and _throughput(host[row.name], batch, END_TO_END)]
+             and row.target != BASELINE_TARGET and _throughput(row, batch, END_TO_END)
+             and _throughput(host[row.name], batch, END_TO_END)]
     if not pairs:
         return ""
     compared = [f"{row.name} {_throughput(row, batch, END_TO_END):.1f} vs {_throughput(twin, batch, END_TO_END):.1f} "
