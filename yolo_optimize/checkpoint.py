@@ -30,7 +30,7 @@ from yolo_optimize.families import (
 from yolo_optimize.families.base import RANDOM_SEED, Family
 from yolo_optimize.families.detection import Detector
 from yolo_optimize.families.nms import FOLDER as NMS_FOLDER
-from yolo_optimize.families.nms import SUFFIX, NmsSettings
+from yolo_optimize.families.nms import SUFFIX, NmsSettings, with_nms
 from yolo_optimize.files import file_sha256, write_atomically
 from yolo_optimize.runtime_env import user_cache_dir
 
@@ -236,11 +236,7 @@ def load_model(source: ModelSource) -> torch.nn.Module:
             model = family.for_export(family.random_model(source.architecture))
         else:
             model = family.for_export(_checkpoint_model(source.checkpoint, family))
-    if source.nms is None:
-        return model
-    from yolo_optimize.families.nms import with_nms
-
-    return with_nms(model, family, source.nms)
+    return model if source.nms is None else with_nms(model, family, source.nms)
 
 
 def _checkpoint_model(path: Path, family: Family) -> torch.nn.Module:

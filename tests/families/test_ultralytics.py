@@ -267,6 +267,9 @@ def test_the_one_to_many_head_of_yolo26_is_the_nms_head_in_its_own_folder() -> N
     with torch.inference_mode():
         raw = load_model(source)(torch.zeros(1, 3, 160, 160))
     assert raw.shape == (1, 84, 20 * 20 + 10 * 10 + 5 * 5)
+    facts = ULTRALYTICS.describe(load_model(source))
+    assert ULTRALYTICS.output_spec(facts)["head"] == "one-to-many (needs NMS)"
+    assert "head" not in ULTRALYTICS.describe(load_model(resolve_source("yolo11n", random_weights=True)))
     nms = resolve_source("yolo26n", random_weights=True, head="one-to-many", nms=NmsSettings())
     assert (nms.family, nms.model_id) == ("ultralytics+nms", "yolo26n-random-one-to-many-nms")
 

@@ -121,8 +121,14 @@ class Ultralytics(Detector):
         rows = raw.transpose(1, 2)
         return xywh_to_xyxy(rows[..., :4]), rows[..., 4:]
 
+    def describe(self, model: Any) -> dict[str, Any]:
+        """The Detect facts; for YOLO26 and YOLOv10 built with their NMS head, which head that is."""
+        end_to_end = getattr(model, "yaml", {}).get("end2end") or type(model.model[-1]).__name__ == "v10Detect"
+        return {**super().describe(model), **({"head": ONE_TO_MANY} if end_to_end and not self.one_to_one else {})}
+
     def output_spec(self, facts: dict[str, Any]) -> dict[str, Any]:
-        return {"name": "output0", "shape": ["batch", 4 + facts["nc"], "anchors"], "layout": OUTPUT_LAYOUT}
+        spec = {"name": "output0", "shape": ["batch", 4 + facts["nc"], "anchors"], "layout": OUTPUT_LAYOUT}
+        return {**spec, "head": "one-to-many (needs NMS)"} if facts.get("head") == ONE_TO_MANY else spec
 
     def sample_images(self) -> Path:
         return package_dir("ultralytics") / "assets"
