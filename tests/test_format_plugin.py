@@ -158,5 +158,6 @@ def test_a_registered_format_and_providers_are_built_checked_measured_and_recomm
     maps = [rows[name].accuracy.map50_95 for name in ("onnx-fp32", "onnx-cpu-fp32", "onnx-ort-fp32")]
     assert max(maps) - min(maps) < 0.005, maps
     best = yo.recommend(report, max_map_drop=1.0, batch_size=1)
-    assert best.artifact in {"onnx-fp32", "onnx-cpu-fp32", "onnx-ort-fp32"}
+    assert set(best.recommendation.excluded) == {"onnx-openvino-fp32"}, "the registered rows are candidates"
+    assert best.artifact in rows  # which one is fastest is this run's noise (8 images, one short round)
     assert f'"{best.path}"' in best.load_snippet
