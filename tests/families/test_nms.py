@@ -3,7 +3,7 @@ every format; the same mAP as the host path; options it cannot take refused in o
 
 from __future__ import annotations
 
-import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -71,10 +71,11 @@ def host_detections(images: np.ndarray) -> list[np.ndarray]:
 @pytest.mark.slow
 def test_every_image_of_a_batch_of_8_gets_what_host_nms_gives_it_in_every_format(tmp_path: Path) -> None:
     """The Ultralytics nms=True exports answered for the first image of a batch only (ultralytics#21188): here a batch
-    of 8 different images, each compared with the host-side NMS of the same model on the same image."""
+    of 8 different images, each compared with the host-side NMS of the same model on the same image; then evaluated
+    beside the model without NMS inside, the recommendation compares the two paths end to end."""
     out = tmp_path / "artifacts"
-    yo.build(WEIGHTS, nms=True, imgsz=[SIZE], targets=list(nms_targets()), precisions=["fp32"], batch_sizes=[1, 8],
-             parity_data=VAL_DATA, out=out)
+    common = {"imgsz": [SIZE], "precisions": ["fp32"], "batch_sizes": [1, 8], "parity_data": VAL_DATA, "out": out}
+    yo.build(WEIGHTS, nms=True, targets=list(nms_targets()), **common)
     images = np.stack([YOLOV5.preprocess(p, SIZE).pixels for p in list_images(VAL_DATA)[:8]])
     expected = host_detections(images)
     assert len({len(d) for d in expected}) > 1 and all(len(d) for d in expected), "8 different images, each found"
@@ -86,33 +87,44 @@ def test_every_image_of_a_batch_of_8_gets_what_host_nms_gives_it_in_every_format
         assert manifest.metadata["nms"] == {"conf": 0.25, "iou": 0.6, "max_det": 300, "multi_label": False}
         with open_runner(folder, manifest) as runner:
             got = family.postprocess(runner.infer(runner.input_of(images)))
+            blank = runner.infer(runner.input_of(np.full((2, SIZE, SIZE, 3), 114, np.uint8)))
         for image, (mine, theirs) in enumerate(zip(got, expected)):
             assert mine.shape == theirs.shape, f"{node}: image {image} of the batch"
             np.testing.assert_allclose(mine, theirs, atol=0.05, err_msg=f"{node}: image {image} of the batch")
-        with open_runner(folder, manifest) as runner:
-            blank = runner.infer(runner.input_of(np.full((2, SIZE, SIZE, 3), 114, np.uint8)))
         assert blank.shape == (2, 300, 6) and not blank.any(), f"{node}: nothing found is all zero rows"
+    yo.build(WEIGHTS, targets=["onnx"], **common)
+    for node in ("aoti-fp32", "torchscript-fp32", "openvino-fp32"):
+        shutil.rmtree(out / "yolov5n-nms" / node)  # measured above; keep the evaluation short
+    report = yo.evaluate(out, data=VAL_DATA, batch_sizes=[8], max_images=16, min_time=0, repeats=1)
+    assert {(row.model, row.name) for row in report.rows if row.measurements and not row.error} == {
+        ("yolov5n", "pytorch-fp32"), ("yolov5n", "onnx-fp32"), ("yolov5n-nms", "pytorch-fp32"),
+        ("yolov5n-nms", "onnx-fp32")}
+    compared = yo.recommend(report, batch_size=8, model="yolov5n-nms").recommendation.against_host_nms
+    assert compared.startswith("end to end at b8, NMS inside the graph vs host NMS: onnx-fp32 ")
+    assert yo.recommend(report, batch_size=8, model="yolov5n").recommendation.against_host_nms == ""
 
 
 @needs_weights
 @pytest.mark.slow
 def test_nms_inside_at_validation_settings_scores_the_map_of_host_nms(tmp_path: Path) -> None:
     """Built at validation's settings (conf 0.001, every class), the artifact scores what the plain model with host
-    NMS scores on the same 128 images, within 0.005 mAP50-95; the evaluator runs no host NMS for it, and the
-    recommendation compares its end-to-end speed with the plain model's."""
+    NMS scores on the same 128 images, within 0.005 mAP50-95, the metric computed as the evaluator computes it."""
+    from yolo_optimize.build.gate import Gate
+    from yolo_optimize.build.request import GateConfig
+
     out = tmp_path / "artifacts"
-    common = {"imgsz": [SIZE], "targets": ["onnx"], "precisions": ["fp32"], "batch_sizes": [1, 8],
-              "parity_data": VAL_DATA, "out": out}
-    yo.build(WEIGHTS, **common)
-    yo.build(WEIGHTS, nms=True, nms_conf=0.001, nms_multi_label=True, **common)
-    report = tmp_path / "report"
-    result = optimize("eval", out, "--data", VAL_DATA, "--batch-sizes", "8", "--min-time", "0", "--repeats", "1",
-                      "--out", report)
-    assert result.returncode == 0, brief(result)
-    rows = {(r["model"], r["name"]): r for r in json.loads((report / "results.json").read_text())["rows"]}
-    host, inside = rows[("yolov5n", "onnx-fp32")], rows[("yolov5n-nms", "onnx-fp32")]
-    assert host["accuracy"]["map50_95"] > 0.2
-    assert abs(inside["accuracy"]["map50_95"] - host["accuracy"]["map50_95"]) <= 0.005
-    compared = yo.recommend(report, batch_size=8, model="yolov5n-nms").recommendation.against_host_nms
-    assert compared.startswith("end to end at b8, NMS inside the graph vs host NMS: onnx-fp32 ")
-    assert yo.recommend(report, batch_size=8, model="yolov5n").recommendation.against_host_nms == ""
+    yo.build(WEIGHTS, nms=True, nms_conf=0.001, nms_multi_label=True, imgsz=[SIZE], targets=["onnx"],
+             precisions=["fp32"], batch_sizes=[1, 8], parity_data=VAL_DATA, out=out)
+    every_image = GateConfig(str(VAL_DATA), None, 1.0)
+    host_gate, inside_gate = Gate(every_image, YOLOV5, SIZE, 2), Gate(every_image, family_named("yolov5+nms"), SIZE, 2)
+    try:
+        model = load_model(resolve_source(str(WEIGHTS)))
+        with torch.inference_mode():
+            host = host_gate.score_raw([model(torch.from_numpy(x)).numpy() for x in host_gate.inputs()]).value
+        folder = out / "yolov5n-nms" / "onnx-fp32"
+        inside = inside_gate.score(folder, Manifest.read(folder)).value
+    finally:
+        host_gate.close()
+        inside_gate.close()
+    assert len(host_gate.pixels) == 128 and host > 0.2
+    assert abs(inside - host) <= 0.005, (inside, host)
