@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict, replace
@@ -39,6 +40,8 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, _interrupted_once)
         try:
             return command(*args, **kwargs)
         except UserError as err:
@@ -52,6 +55,13 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(1)
 
     return wrapper
+
+
+def _interrupted_once(signum: int, frame: Any) -> None:
+    """The first Ctrl-C interrupts the work; every later one is ignored from that moment, so a second press (a
+    terminal's double Ctrl-C) cannot land in the clean-up that stops the measuring processes and cut it short."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def _failure_line(err: Exception) -> str:
