@@ -111,7 +111,7 @@ class DetrInPixels(torch.nn.Module):
         self.stride: Any = model.stride
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
+        from yolo_optimize.families.detection import xywh_to_xyxy
+
         found = self.model(images)
-        half = found[..., 2:4] / 2
-        side = images.shape[-1]
-        return torch.cat([(found[..., :2] - half) * side, (found[..., :2] + half) * side, found[..., 4:]], -1)
+        return torch.cat([xywh_to_xyxy(found[..., :4]) * images.shape[-1], found[..., 4:]], -1)
