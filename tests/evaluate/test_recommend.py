@@ -82,3 +82,16 @@ def test_the_snippet_reproduces_the_throughput_configuration_it_was_measured_in(
     assert "ov.AsyncInferQueue(model, 2)" in snippet and "wait_all()" in snippet
     assert found.choice.mode == "throughput 2x1"
     compile(snippet, "snippet", "exec")  # valid Python as printed
+
+
+def test_a_gpu_row_s_snippet_captures_the_forward_in_a_cuda_graph_as_it_was_measured() -> None:
+    from yolo_optimize.runtime.runners.base import LATENCY
+
+    on_gpu = {"mode": LATENCY, "streams": 1, "threads_per_stream": 1, "request_batch": 1, "requests": 1, "note": "",
+              "settings": {"cuda_graph": True, "channels_last": True}, "label": "latency 1x1"}
+    found, = recommend(report(row("torchscript-fp16", [10, 11, 9], 0.340, execution=on_gpu)), Budget(1))
+    snippet = found.choice.snippet
+    assert "torch.cuda.CUDAGraph()" in snippet and "graph.replay()" in snippet and "channels_last" in snippet
+    assert "model = model.cuda().half()" in snippet and ".div(255).half()" in snippet
+    assert "outputs = model(torch.from_numpy(images))" not in snippet  # the CPU call is replaced, not repeated
+    compile(snippet, "snippet", "exec")

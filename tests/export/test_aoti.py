@@ -69,8 +69,8 @@ def test_a_package_is_refused_on_a_cpu_without_the_instruction_sets_it_was_compi
 def test_bf16_packages_are_built_only_where_the_cpu_computes_bf16() -> None:
     reason = AotiCompile(AotiConfig(640, "bf16")).unavailable_reason("cpu")
     assert (reason is None) == has_native_bf16(), reason
-    assert AotiCompile(AotiConfig(640, "fp32")).unavailable_reason("cuda") == \
-        "the aoti target is compiled for the CPU here (--device cpu)"
+    assert AotiCompile(AotiConfig(640, "fp32")).unavailable_reason("cuda").startswith(
+        "the aoti target is compiled for the CPU here (--device cpu)")
 
 
 def test_the_package_is_keyed_to_the_instruction_sets_it_was_compiled_for(built_int8: Path) -> None:

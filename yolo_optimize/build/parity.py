@@ -6,13 +6,14 @@ What "the same" means is the family's hook (``Family.compare``); the tolerance d
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
+from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput, without_cpu_device
 from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import ParityStats
@@ -54,41 +55,76 @@ class ReferenceConfig:
     imgsz: int
     images: tuple[str, ...]
     batch_sizes: tuple[int, ...]
+    device: str = "cpu"  # cuda: the outputs on the GPU too, for the artifacts that run there
 
 
 class ReferenceStage(Stage):
-    """PyTorch FP32 outputs on the parity images, computed once and shared by every artifact."""
+    """PyTorch FP32 outputs on the parity images, computed once and shared by every artifact; on a GPU build also
+    computed on the GPU (TF32 off): an artifact is held to the outputs of the device it runs on, since cuDNN's FP32
+    convolutions differ from the CPU's by more than FP32's tolerance (0.0045 in yolov5n's scores on an H100)."""
 
     name = "reference"
     inputs = (MODEL,)
     tools = ("torch", "opencv-python", "numpy")
 
-    def run(self, ctx: StageContext) -> StageOutput:
-        import torch
+    @cached_property
+    def params(self) -> dict[str, Any]:
+        return without_cpu_device(super().params)
 
+    def run(self, ctx: StageContext) -> StageOutput:
         from yolo_optimize.checkpoint import load_model
-        from yolo_optimize.images import to_input
 
         model = load_model(ctx.source)
         family = family_named(ctx.source.family)
         images = np.stack([family.preprocess(Path(p), self.config.imgsz).pixels for p in self.config.images])
-        with torch.no_grad():
-            outputs = np.concatenate([model(torch.from_numpy(to_input(im[None]))).numpy() for im in images])
-        np.savez(ctx.out_dir / REFERENCE_FILE, images=images, outputs=outputs)
+        outputs = {"outputs": reference_outputs(model, images, "cpu")}
+        if self.config.device == "cuda":
+            outputs[outputs_on("cuda")] = reference_outputs(model, images, "cuda")
+        np.savez(ctx.out_dir / REFERENCE_FILE, images=images, **outputs)
         return StageOutput(entry=REFERENCE_FILE, metadata={"images": list(self.config.images)})
+
+
+def reference_outputs(model: Any, images: np.ndarray, device: str) -> np.ndarray:
+    """``model``'s FP32 outputs for ``images``, one at a time, on ``device`` (with FP32 arithmetic: no TF32)."""
+    import torch
+
+    from yolo_optimize.images import to_input
+
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    model = model.to(device)
+    with torch.no_grad():
+        return np.concatenate([model(torch.from_numpy(to_input(im[None])).to(device)).float().cpu().numpy()
+                               for im in images])
+
+
+def outputs_on(device: str) -> str:
+    """The reference file's array of outputs computed on ``device``."""
+    return "outputs" if device == "cpu" else f"outputs_{device}"
+
+
+def parity_device(target: str, device: str) -> str:
+    """Where an artifact's parity runs: on the build's device, or on the CPU for a portable file whose runtime
+    cannot use this GPU here (ONNX without onnxruntime-gpu): the file is the same, and the CPU checks it."""
+    from yolo_optimize.runtime.runners import runner_class
+
+    runner = runner_class(target)
+    if device == "cuda" and runner.unavailable_reason("cuda") and not runner.unavailable_reason("cpu"):
+        return "cpu"
+    return device
 
 
 def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[str, Any]:
     """Run the artifact at every requested batch size; raise if it departs from its REFERENCE input's outputs."""
     from yolo_optimize.runtime.runners import open_runner
 
+    device = parity_device(manifest.target or "", ctx.device)
     saved = np.load(ctx.inputs[REFERENCE] / REFERENCE_FILE)
-    images, expected = saved["images"], saved["outputs"]
+    images, expected = saved["images"], saved[outputs_on(device)]
     batch_sizes = ctx.manifest(REFERENCE).params["batch_sizes"]
     metadata = ArtifactMetadata.of(manifest)
     family = metadata.model_family()
     stats = ParityStats()
-    with open_runner(folder, manifest, device=ctx.device, threads=ctx.threads) as runner:
+    with open_runner(folder, manifest, device=device, threads=ctx.threads) as runner:
         for batch in batch_sizes:
             index = np.arange(max(batch, len(images))) % len(images)
             for start in range(0, len(index), batch):
@@ -98,7 +134,7 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
     tolerance = tolerance_for(manifest.precision or "fp32", compute)
     result = {
         "images": len(images), "batch_sizes": list(batch_sizes), "executed_precision": executed,
-        "compute_precision": compute, "cpu": cpu_facts(),
+        "compute_precision": compute, "device": device, "cpu": cpu_facts(),
         "max_abs_diff_boxes_px": None if stats.box_diff is None else round(stats.box_diff, 6),
         "max_abs_diff_scores": round(stats.score_diff, 6), "agreement": round(stats.agreement, 4),
         "agreement_of": family.agreement_of, "tolerance": asdict(tolerance),

@@ -49,7 +49,8 @@ def plan(request: BuildRequest) -> list[Node]:
     needed = _with_parents(wanted, steps)
     nodes = [
         Node(LOAD, LoadStage(LoadConfig()), {}, f".cache/{LOAD}"),
-        Node("reference", ReferenceStage(ReferenceConfig(request.imgsz, request.parity_images, request.batch_sizes)),
+        Node("reference", ReferenceStage(ReferenceConfig(request.imgsz, request.parity_images, request.batch_sizes,
+                                                        request.device)),
              {MODEL: LOAD}, ".cache/reference"),
     ]
     nodes += [_node(name, step, request, name in wanted) for name, step in steps.items() if name in needed]

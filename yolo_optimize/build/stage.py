@@ -84,3 +84,9 @@ class Stage(ABC):
     @abstractmethod
     def run(self, ctx: StageContext) -> StageOutput:
         """Write the node's files into ``ctx.out_dir``."""
+
+
+def without_cpu_device(params: dict[str, Any]) -> dict[str, Any]:
+    """A config's parameters without its ``device`` where that is the CPU: a stage whose config learned the device
+    when it learned to build on a GPU keeps the cache keys its CPU builds had."""
+    return {k: v for k, v in params.items() if k != "device"} if params.get("device") == "cpu" else params

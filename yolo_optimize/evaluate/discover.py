@@ -46,6 +46,24 @@ def discover(root: Path) -> list[Candidate]:
     return sorted([*baselines, *found], key=_order)
 
 
+def is_baseline(target: str, precision: str) -> bool:
+    """The row every speedup is over: PyTorch FP32 eager (a GPU evaluation adds PyTorch FP16 eager beside it)."""
+    return target == BASELINE_TARGET and precision == "fp32"
+
+
+def with_half_baselines(candidates: list[Candidate]) -> list[Candidate]:
+    """Each PyTorch FP32 baseline followed by the same checkpoint run in FP16: on a GPU, what users compare a
+    compiled artifact against (the speedups stay over FP32)."""
+    return [extra for c in candidates for extra in (c, *_half(c))]
+
+
+def _half(candidate: Candidate) -> list[Candidate]:
+    if candidate.manifest is None or not is_baseline(candidate.target, candidate.precision):
+        return []
+    return [replace(candidate, manifest=replace(candidate.manifest, precision="fp16"), precision="fp16",
+                    name=f"{BASELINE_TARGET}-fp16")]
+
+
 def with_runtime_configurations(candidates: list[Candidate]) -> list[Candidate]:
     """Each candidate, then once more for every row that runs its files another way (an execution provider of its
     runtime): a row of its own over the same verified files, measured by that row's runner."""

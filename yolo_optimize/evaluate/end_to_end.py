@@ -56,7 +56,7 @@ class EndToEnd:
         images = self._next.result()
         self._index += 1
         self._next = self._reader.submit(self._load, self._index)
-        return self.family.postprocess(self.runner.infer(images))
+        return self.runner.kept(images)
 
     def block(self, seconds: float) -> list[float]:
         """One warm-up batch (its read was not overlapped), then batches until their intervals add up to
@@ -90,5 +90,5 @@ def sequential(family: Family, runner: Runner, files: tuple[Path, ...], imgsz: i
     kept: list[np.ndarray] = []
     for start in range(0, len(files), batch):
         pixels = np.stack([prepare(family, path, imgsz) for path in files[start:start + batch]])
-        kept += family.postprocess(runner.infer(runner.input_of(pixels)))
+        kept += runner.kept(runner.input_of(pixels))
     return kept

@@ -22,7 +22,7 @@ import numpy as np
 from yolo_optimize.artifact import scratch_folder
 from yolo_optimize.cpu import has_vnni
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate
+from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, is_baseline
 from yolo_optimize.evaluate.external import external_record
 from yolo_optimize.evaluate.facts import ModelFacts, recorded_model_facts
 from yolo_optimize.evaluate.interleave import LiveRow, take_turns, turns_for
@@ -270,7 +270,7 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
             measurement.round = round_
             row.measurements.append(measurement)
             if predictions is not None:
-                baseline = predictions if row.target == BASELINE_TARGET else baseline
+                baseline = predictions if is_baseline(row.target, row.precision) else baseline
                 row.accuracy = task_accuracy(_family(candidate), predictions, dataset, prepared[_imgsz(candidate)],
                                              names=candidate.metadata.names or [],
                                              pretrained=row.pretrained, baseline=baseline)

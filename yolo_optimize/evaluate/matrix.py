@@ -15,7 +15,7 @@ from functools import partial
 from operator import attrgetter
 from typing import Any
 
-from yolo_optimize.evaluate.discover import BASELINE_TARGET
+from yolo_optimize.evaluate.discover import is_baseline
 from yolo_optimize.evaluate.results import END_TO_END, BatchCells, MatrixRow, Report, Row
 from yolo_optimize.evaluate.roofline import roofline_cells
 from yolo_optimize.formats import formats
@@ -27,7 +27,7 @@ UNSTABLE_SPREAD = 0.15  # repeats of one row disagreeing by more than this are f
 
 def matrix_of(rows: list[Row], settings: dict[str, Any], limits: MachineLimits | None) -> list[MatrixRow]:
     """A line per row; with this machine's measured ``limits`` on a CPU evaluation, each row's roofline too."""
-    baselines = {r.model: r for r in rows if r.target == BASELINE_TARGET}
+    baselines = {r.model: r for r in rows if is_baseline(r.target, r.precision)}
     cpu_limits = limits if settings["device"] == "cpu" else None  # CPU peaks say nothing of a GPU row
     lines = [matrix_row(r, baselines.get(r.model), settings["batch_sizes"]) for r in rows]
     return [roofline_cells(row, line, cpu_limits) if line.status == "ok" else line for row, line in zip(rows, lines)]

@@ -42,7 +42,7 @@ def measure(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
     """Worker entry: everything about one artifact that one process can tell, its batch sizes one after the other
     (the evaluator's rounds interleave rows instead: ``interleave.py``)."""
     with activated(job) as (runner, images, started):
-        batches = [replace(time_batch(runner.infer, batch_input(runner, images, b), job.min_time_s, runner.phases),
+        batches = [replace(time_batch(runner.timed, batch_input(runner, images, b), job.min_time_s, runner.phases),
                            execution=execution_of(runner, b)) for b in job.batch_sizes]
         return finished(job, runner, images, started, batches)
 

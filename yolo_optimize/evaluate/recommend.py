@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from yolo_optimize.evaluate.discover import BASELINE_TARGET
+from yolo_optimize.evaluate.discover import BASELINE_TARGET, is_baseline
 from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Report, Row
 from yolo_optimize.families.nms import FOLDER as NMS_FOLDER
 from yolo_optimize.formats import format_named
@@ -97,7 +97,7 @@ def _against_host_nms(report: Report, model: str, batch: int) -> str:
 
 def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
     rows = [row for row in report.rows if row.model == model]
-    baseline = next((row for row in rows if row.target == BASELINE_TARGET), None)
+    baseline = next((row for row in rows if is_baseline(row.target, row.precision)), None)
     eligible: list[Row] = []
     excluded: dict[str, str] = {}
     for row in rows:
@@ -189,7 +189,8 @@ def _candidate(row: Row, baseline: Row | None, budget: Budget) -> Candidate:
                      round(_throughput(row, batch), 2), round(end_to_end, 2) if end_to_end else None,
                      round(_p50(row, batch), 3), round(row.median_latency(batch, "p99_ms") or 0.0, 3),
                      round(row.median_memory_mb(), 1), _accuracy_text(row, baseline),
-                     snippet(row.target, row.precision, path, execution, row.input_form))
+                     snippet(row.target, row.precision, path, execution, row.input_form,
+                             row.facts.imgsz if row.facts else 640))
 
 
 def _accuracy_text(row: Row, baseline: Row | None) -> str:
@@ -202,17 +203,43 @@ def _accuracy_text(row: Row, baseline: Row | None) -> str:
     return f"mAP50-95 {accuracy.map50_95:.4f}" + (f" ({-drop:+.2f} points)" if drop else "")
 
 
-def snippet(target: str, precision: str, path: str, execution: dict[str, Any], input_form: str) -> str:
+def snippet(target: str, precision: str, path: str, execution: dict[str, Any], input_form: str,
+            side: int = 640) -> str:
     """A few lines that load ``path`` with its plain runtime in the configuration it was measured in (the format
-    table's template for that configuration; ``execution``: the row's ``runners.base.Execution``)."""
+    table's template for that configuration; ``execution``: the row's ``runners.base.Execution``); a PyTorch row
+    measured on a GPU (``cuda_graph`` in its settings) goes on with how it ran there (``CUDA_GRAPH``)."""
     form = format_named(target)
     throughput = execution.get("mode") == THROUGHPUT and form.throughput_snippet
     template = form.throughput_snippet if throughput else form.snippet
     streams = execution.get("streams", 1)
-    return template.format(path=path, config=repr(execution.get("settings", {})), input=input_form,
-                           threads=streams * execution.get("threads_per_stream", 1),
-                           requests=execution.get("requests", 1),
-                           dtype="float16" if precision == "fp16" else "float32")
+    settings = execution.get("settings", {})
+    loaded = template.format(path=path, config=repr(settings), input=input_form,
+                             threads=streams * execution.get("threads_per_stream", 1),
+                             requests=execution.get("requests", 1),
+                             dtype="float16" if precision == "fp16" else "float32")
+    if "cuda_graph" not in settings:
+        return loaded
+    cast = ".half()" if precision == "fp16" else ""
+    weights = CHANNELS_LAST if settings.get("channels_last") else ""
+    return "\n".join(line for line in loaded.splitlines() if not line.startswith("outputs")) + "\n" + \
+        CUDA_GRAPH.format(cast=cast, channels_last=weights, batch=execution.get("request_batch", 1), side=side)
+
+
+# How a PyTorch row runs on a GPU (runtime/runners/cuda_graph.py), after the format's lines that load ``model``
+CHANNELS_LAST = ("for weight in model.parameters():  # channels-last convolution weights\n"
+                 "    weight.data = weight.data.contiguous(memory_format=torch.channels_last) if weight.dim() == 4 "
+                 "else weight.data\n")
+CUDA_GRAPH = (
+    "torch.backends.cudnn.benchmark = True\n"
+    "model = model.cuda(){cast}\n{channels_last}"
+    "pixels = torch.empty(({batch}, {side}, {side}, 3), dtype=torch.uint8, device=\"cuda\")  # the prepared batch\n"
+    "forward = lambda: model(pixels.permute(0, 3, 1, 2).float().div(255){cast})\n"
+    "side = torch.cuda.Stream()\nside.wait_stream(torch.cuda.current_stream())\n"
+    "with torch.inference_mode(), torch.cuda.stream(side):\n    for _ in range(3):\n        forward()\n"
+    "torch.cuda.current_stream().wait_stream(side)\ngraph = torch.cuda.CUDAGraph()\n"
+    "with torch.inference_mode(), torch.cuda.graph(graph):\n    outputs = forward()\n"
+    "# each batch: pixels.copy_(pinned_images, non_blocking=True); graph.replay()  (images in pinned memory)\n"
+    "# then NMS on outputs where they are (torchvision.ops.batched_nms); copy back only the detections")
 
 
 def describe(recommendation: Recommendation) -> str:

@@ -142,8 +142,10 @@ def _utilization_legend(report: Report) -> str:
 def _gpu_legend(report: Report) -> str:
     if report.settings["device"] != "cuda":
         return ""
-    return (" On CUDA, latency is the host's clock around each call, copies to and from the GPU included; GPU ms "
-            "in/compute/out splits the same runs by CUDA events (medians).")
+    return (" On CUDA, latency is the host's clock around each call, copies to and from the GPU included; PyTorch "
+            "rows are called as a GPU deployment runs them (the prepared uint8 batch in pinned memory, preprocessing "
+            "and the forward replayed from a CUDA graph, NMS on the GPU, the detections copied back: their 'out' "
+            "includes the NMS). GPU ms in/compute/out splits the same runs by CUDA events (medians).")
 
 
 def rich_table(report: Report) -> Table:

@@ -11,7 +11,13 @@ from yolo_optimize.artifact import MANIFEST, check_writable, written_whole
 from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.devices import resolve_device
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, discover, with_runtime_configurations
+from yolo_optimize.evaluate.discover import (
+    BASELINE_TARGET,
+    Candidate,
+    discover,
+    with_half_baselines,
+    with_runtime_configurations,
+)
 from yolo_optimize.evaluate.evaluator import EvalSettings, Progress, evaluate
 from yolo_optimize.evaluate.external import (
     checkpoint_baseline,
@@ -93,6 +99,8 @@ def candidates(request: EvalRequest) -> list[Candidate]:
     of its own, with the --checkpoint baseline, when it joins none)."""
     inspected = inspect_entries(request.add, request.family, request.settings.imgsz)  # a bad file is refused first
     found = discover(request.root) if request.root is not None else []
+    if request.settings.device == "cuda":
+        found = with_half_baselines(found)
     models = {c.model: (c.metadata.family, list(c.metadata.imgsz or ()))
               for c in found if c.manifest and c.target != BASELINE_TARGET}
     added = external_candidates(inspected, models)

@@ -43,8 +43,9 @@ class AotiConfig:
 def cannot_compile(device: str) -> str | None:
     """Why an AOTInductor package cannot be built here for ``device``, or None: it is compiled for the CPU, with
     $CXX or g++."""
-    if device == "cuda":
-        return "the aoti target is compiled for the CPU here (--device cpu)"
+    if device == "cuda":  # tried on an H100 with torch 2.11 + CUDA 13 (issue 33): the building process died
+        return ("the aoti target is compiled for the CPU here (--device cpu): building a CUDA package crashed the "
+                "process with torch 2.11")
     compiler = os.environ.get("CXX", "g++")
     if shutil.which(compiler):
         return None

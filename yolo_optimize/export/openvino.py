@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,10 @@ class OpenVinoExport(Stage):
     @classmethod
     def planned(cls, request: BuildRequest, precision: str) -> OpenVinoExport:
         return cls(OpenVinoConfig(precision))
+
+    def unavailable_reason(self, device: str) -> str | None:
+        """A GPU host may lack OpenVINO (it computes on CPUs): the other targets are still built."""
+        return None if importlib.util.find_spec("openvino") else "openvino is not installed here"
 
     def run(self, ctx: StageContext) -> StageOutput:
         import openvino as ov

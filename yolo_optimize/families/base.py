@@ -149,6 +149,11 @@ class Family(ABC):
     def postprocess(self, raw: np.ndarray) -> list[np.ndarray]:
         """Raw output -> what a deployment keeps per image (detectors: NMS at their usual 0.25 confidence)."""
 
+    def kept_on_device(self, raw: torch.Tensor, side: int) -> list[np.ndarray]:
+        """``postprocess`` of an output still on its device (a GPU) for ``side``-pixel inputs, on the host: families
+        whose post-processing runs on torch tensors do it there and copy back only what they keep."""
+        return self.postprocess(raw.float().cpu().numpy())
+
     @abstractmethod
     def sample_images(self) -> Path:
         """Images shipped with the family's package, for parity when the user gives none."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -15,6 +17,9 @@ from yolo_optimize.images import model_input
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.layers import LayerProfile
 from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
+
+if TYPE_CHECKING:
+    from yolo_optimize.families.base import Family
 
 LATENCY, THROUGHPUT, AUTO = "latency", "throughput", "auto"
 MODES = (AUTO, LATENCY, THROUGHPUT)
@@ -120,6 +125,21 @@ class Runner(ABC):
 
     @abstractmethod
     def infer(self, images: np.ndarray) -> np.ndarray: ...
+
+    @cached_property
+    def family(self) -> Family:
+        return self.metadata.model_family()
+
+    def kept(self, images: np.ndarray) -> list[np.ndarray]:
+        """What a deployment keeps of a batch in the artifact's input form, on the host: ``Family.postprocess`` of
+        the raw output (detections after NMS)."""
+        return self.family.postprocess(self.infer(images))
+
+    @property
+    def timed(self) -> Callable[[np.ndarray], Any]:
+        """The call the evaluation times per batch: ``infer`` (the raw output on the host), or ``kept`` for a runner
+        whose deployment post-processes on the device (a GPU runner: only what is kept crosses the bus)."""
+        return self.infer
 
     @abstractmethod
     def deactivate(self) -> None: ...

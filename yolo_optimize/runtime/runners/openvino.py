@@ -54,12 +54,20 @@ class OpenVinoRunner(Runner):
     has_throughput_mode = True
     compiled: Any = None  # the batch-1 latency model: what the precision is read back from
 
+    @classmethod
+    def unavailable_reason(cls, device: str) -> str | None:
+        """OpenVINO computes on CPUs (and Intel GPUs, which are not this tool's --device cuda): on a CUDA evaluation
+        its CPU speed would be set against a GPU baseline."""
+        if device == "cuda":
+            return "OpenVINO runs on the CPU, not on a CUDA GPU: evaluate it with --device cpu"
+        return None
+
     def activate(self) -> None:
         import openvino as ov
 
         self.core = ov.Core()
         self.config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, **compile_config(self.metadata)}
-        self.target = "GPU" if self.device == "cuda" and "GPU" in self.core.available_devices else "CPU"
+        self.target = "CPU"
         self.model = self.core.read_model(str(self.entry))
         self.models: dict[tuple[str, int], Any] = {}
         self.requests: dict[tuple[str, int], list[Any]] = {}

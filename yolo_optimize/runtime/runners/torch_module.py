@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from yolo_optimize.runtime.layers import LayerProfile
-from yolo_optimize.runtime.runners.base import Runner
+from yolo_optimize.runtime.runners.base import LATENCY, Execution, Runner
+from yolo_optimize.runtime.runners.cuda_graph import CapturedForward, pinned, to_channels_last
 from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
 from yolo_optimize.runtime.runners.torch_profile import torch_layer_profile
 
@@ -18,6 +20,7 @@ class TorchModuleRunner(Runner):
     calls ``prepare_device``."""
 
     module: Any = None
+    forward: CapturedForward | None = None  # on CUDA: the module as deployed there
     dtype: Any = None  # torch.float32, or torch.float16 for an FP16 TorchScript file, torch.uint8 for a uint8 input
     computes_with_torch = True
 
@@ -28,38 +31,75 @@ class TorchModuleRunner(Runner):
         return getattr(torch, self.metadata.takes.dtype)
 
     def prepare_device(self) -> None:
-        """On CUDA: FP32 means FP32 (PyTorch lets cuDNN round FP32 convolutions to TF32 by default, which TensorRT
-        engines here may not), and each call's copies and compute are split by CUDA events."""
+        """On CUDA, the forward as a GPU deployment runs it (``cuda_graph.py``): the prepared uint8 batch in pinned
+        memory, preprocessing on the GPU, one CUDA graph per batch size, cuDNN's autotuner on, channels-last for
+        half precisions (their tensor-core kernels take NHWC); and FP32 means FP32 (PyTorch lets cuDNN round FP32
+        convolutions to TF32 by default). Each call's copies and compute are split by CUDA events."""
         import torch
 
-        if self.device == "cuda":
-            torch.backends.cudnn.allow_tf32 = False
-            torch.backends.cuda.matmul.allow_tf32 = False
-            self.phases = CudaPhases()
+        if self.device != "cuda":
+            return
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.benchmark = True
+        channels_last = self.dtype in (torch.float16, torch.bfloat16) and isinstance(self.module, torch.nn.Module)
+        if channels_last:
+            self.module = to_channels_last(self.module)
+        self.phases = CudaPhases()
+        self.forward = CapturedForward(self.module, self.dtype, takes_pixels=self.metadata.takes.prepared,
+                                       channels_last=channels_last, phases=self.phases)
+
+    def input_of(self, pixels: np.ndarray) -> np.ndarray:
+        """On CUDA the prepared uint8 batch itself, in pinned memory (``cuda_graph.pinned``): its layout, scale and
+        cast are done on the GPU."""
+        if self.forward is None:
+            return super().input_of(pixels)
+        return pinned(pixels)
 
     def infer(self, images: np.ndarray) -> np.ndarray:
         import torch
 
-        with torch.inference_mode():
-            if not self.phases:
-                return self.module(torch.from_numpy(images).to(self.device, self.dtype)).float().cpu().numpy()
-            self.phases.start()
-            batch = torch.from_numpy(images).to(self.device, self.dtype)
-            self.phases.mark()
-            output = self.module(batch)
-            self.phases.mark()
-            found = output.float().cpu().numpy()
-            self.phases.finish()
-            return found
+        if self.forward is None:
+            with torch.inference_mode():
+                return self.module(torch.from_numpy(images).to(self.dtype)).float().numpy()
+        found = self.forward(images).float().cpu().numpy()
+        self.phases.finish()
+        return found
+
+    def kept(self, images: np.ndarray) -> list[np.ndarray]:
+        """On CUDA the family post-processes the output where it is (``Family.kept_on_device``: NMS on the GPU), and
+        only what it keeps is copied back."""
+        if self.forward is None:
+            return super().kept(images)
+        found = self.family.kept_on_device(self.forward(images), self.metadata.side)
+        self.phases.finish()
+        return found
+
+    @property
+    def timed(self) -> Callable[[np.ndarray], Any]:
+        return self.kept if self.forward else self.infer
+
+    def execution(self, batch: int) -> Execution:
+        """On CUDA: how the forward ran at ``batch`` (captured or not, and why) and what a deployment sets."""
+        if self.forward is None:
+            return super().execution(batch)
+        captured = self.forward.captured(batch)
+        settings = {"cuda_graph": captured, "input": "uint8 NHWC in pinned memory, asynchronous copy",
+                    "preprocess": "in the graph" if self.metadata.takes.prepared else "on the GPU (layout, /255, cast)",
+                    "postprocess": "on the GPU, only what it keeps copied back", "cudnn_benchmark": True,
+                    "channels_last": self.forward.channels_last, "tf32": False}
+        note = "" if captured else f"not captured in a CUDA graph: {self.forward.not_captured or 'not run yet'}"
+        return Execution(LATENCY, 1, self.threads, batch, settings=settings, note=note)
 
     def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
         import torch
 
-        batch = torch.from_numpy(images).to(self.device, self.dtype)
+        batch = torch.from_numpy(images).to(self.device)
+        run = self.forward.forward if self.forward else (lambda b: self.module(b.to(self.dtype)))
 
         def forward() -> Any:
             with torch.inference_mode():
-                return self.module(batch)
+                return run(batch)
 
         return torch_layer_profile(forward, runs, trace, self.compute_precision)
 
@@ -69,4 +109,4 @@ class TorchModuleRunner(Runner):
         return sum(tensor.numel() * tensor.element_size() for tensor in self.module.state_dict().values())
 
     def deactivate(self) -> None:
-        self.module = None
+        self.module = self.forward = None
