@@ -35,9 +35,11 @@ def optimize(*args: str) -> int:
 
 def build(args: Any) -> None:
     common = ["--out", str(args.out), "--parity-data", str(args.assets / "coco_val128"), "--targets", TARGETS]
-    for name in HEADS:
+    for name in HEADS if args.only != "nms" else ():
         optimize("build", name, "--random-weights", "--precisions", "fp32,int8", "--batch-sizes", "1",
                  "--calib-data", str(args.assets / "coco128"), *common)
+    if args.only == "heads":
+        return
     weights = str(args.assets / "weights" / "yolov5n.pt")
     nms_out = ["--out", str(args.out) + "-nms", *common[2:]]
     optimize("build", weights, "--precisions", "fp32", *nms_out)
@@ -46,8 +48,10 @@ def build(args: Any) -> None:
 
 def evaluate(args: Any) -> None:
     data = ["--data", str(args.assets / "coco_val128"), "--repeats", args.repeats, "--min-time", "2"]
-    optimize("eval", str(args.out), *data, "--batch-sizes", "1", "--out", str(args.report / "heads"))
-    optimize("eval", str(args.out) + "-nms", *data, "--batch-sizes", "1,8", "--out", str(args.report / "nms"))
+    if args.only != "nms":
+        optimize("eval", str(args.out), *data, "--batch-sizes", "1", "--out", str(args.report / "heads"))
+    if args.only != "heads":
+        optimize("eval", str(args.out) + "-nms", *data, "--batch-sizes", "1,8", "--out", str(args.report / "nms"))
 
 
 def heads_table(matrix: list[MatrixRow]) -> str:
@@ -74,6 +78,7 @@ def nms_table(matrix: list[MatrixRow]) -> str:
 
 def main() -> None:
     parser = study_parser(__doc__, "artifacts-detectors", "bench/results/zen4/detectors", "3")
+    parser.add_argument("--only", choices=("heads", "nms"), help="Build and evaluate one part (both are printed).")
     args = parser.parse_args()
     if not args.skip_build:
         build(args)

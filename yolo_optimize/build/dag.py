@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +116,8 @@ def node_facts(nodes: list[Node], family: str) -> dict[str, dict[str, Any]]:
 def cache_keys(nodes: list[Node], source: ModelSource, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
     """Key of every node, in topological order; the model's identity, family and the family's tools are the root."""
     model = {"identity": source.identity, "family": source.family, "tools": facts[MODEL_TOOLS]["tools"]}
-    if source.nms is not None:  # the graph's NMS settings (keys of builds without them stay as they were)
-        model["nms"] = asdict(source.nms)
+    if source.nms is not None:  # the graph's NMS (keys of builds without it stay as they were)
+        model["nms"] = source.nms.key()
     keys: dict[str, str] = {}
     for node in nodes:
         payload = {

@@ -21,6 +21,8 @@ from yolo_optimize.families.base import Family, ParityStats, Preprocessed, packa
 if TYPE_CHECKING:
     import torch
 
+    from yolo_optimize.families.nms import Candidates
+
 PARITY_CONF, PARITY_IOU, MATCH_IOU = 0.25, 0.45, 0.5
 DEPLOY_CONF = 0.25  # the confidence YOLOv5 detect.py and Ultralytics predict keep by default
 PAD_VALUE = 114
@@ -49,10 +51,10 @@ class Detector(Family):
                max_det: int) -> list[np.ndarray]:
         """Raw output -> per image [N, 6] (x1, y1, x2, y2, score, class) in letterboxed pixels, by the family's NMS."""
 
-    def nms_candidates(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The exported raw output (a torch tensor, inside the graph) -> ([B, anchors, 4] x1y1x2y2 boxes in input
-        pixels, [B, anchors, nc] class scores) as the family's NMS scores them: what NMS inside the artifact
-        (``optimize build --nms``: families/nms.py) suppresses. Only heads that need NMS have it."""
+    def nms_candidates(self, raw: torch.Tensor) -> Candidates:
+        """The exported raw output (a torch tensor, inside the graph) -> the boxes and scores the family's NMS
+        compares (``nms.Candidates``): what NMS inside the artifact (``optimize build --nms``: families/nms.py) and
+        on a GPU (``kept_on_device``) suppresses. Only heads that need NMS have it."""
         raise NotImplementedError(f"{self.name} has no NMS head")
 
     def describe(self, model: Any) -> dict[str, Any]:
@@ -89,7 +91,7 @@ class Detector(Family):
         if not self.needs_nms:
             return self.postprocess(raw)  # type: ignore[arg-type]
         settings = NmsSettings().for_family(self)
-        final = in_graph_nms(*self.nms_candidates(raw.float()), settings, MAX_CANDIDATES, side).cpu().numpy()
+        final = in_graph_nms(self.nms_candidates(raw.float()), settings, MAX_CANDIDATES, side).cpu().numpy()
         return [np.ascontiguousarray(rows[rows[:, 4] > settings.conf]) for rows in final]
 
     def input_spec(self) -> dict[str, Any]:
@@ -231,9 +233,11 @@ class AnchorDetector(Detector):
     def boxes_and_scores(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return raw[..., :4], raw[..., 4:]
 
-    def nms_candidates(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def nms_candidates(self, raw: torch.Tensor) -> Candidates:
         """Class scores times objectness, as YOLOv5's and YOLOv7's NMS score them."""
-        return xywh_to_xyxy(raw[..., :4]), raw[..., 5:] * raw[..., 4:5]
+        from yolo_optimize.families.nms import Candidates
+
+        return Candidates(xywh_to_xyxy(raw[..., :4]), raw[..., 5:], raw[..., 4])
 
 
 def xywh_to_xyxy(boxes: torch.Tensor) -> torch.Tensor:

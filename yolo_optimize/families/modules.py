@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from yolo_optimize.families.nms import Candidates
 
 
 class FirstOutput(torch.nn.Module):
@@ -83,7 +86,7 @@ def _float32(value: Any) -> Any:
 class WithNms(torch.nn.Module):
     """A detector's export form followed by NMS inside the graph (families/nms.py): [B, max_det, 6] out."""
 
-    def __init__(self, model: torch.nn.Module, candidates: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+    def __init__(self, model: torch.nn.Module, candidates: Callable[[torch.Tensor], Candidates],
                  settings: Any, max_candidates: int) -> None:
         super().__init__()
         self.model = model
@@ -96,8 +99,8 @@ class WithNms(torch.nn.Module):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         from yolo_optimize.families.nms import in_graph_nms
 
-        boxes, scores = self.candidates(self.model(images))
-        return in_graph_nms(boxes, scores, self.nms_settings, self.max_candidates, images.shape[-1])
+        return in_graph_nms(self.candidates(self.model(images)), self.nms_settings, self.max_candidates,
+                            images.shape[-1])
 
 
 class DetrInPixels(torch.nn.Module):

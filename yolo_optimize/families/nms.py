@@ -13,9 +13,9 @@ size (the bug behind Ultralytics' ``nms=True`` exports answering for the first i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from yolo_optimize.families.detection import DEPLOY_CONF, Detector, FinalDetections
 
@@ -29,7 +29,18 @@ FOLDER = "-nms"  # and its model folder: "<model>-nms"
 # The inner family's facts an artifact with NMS inside keeps as they are
 INHERITED = ("default_imgsz", "names_hint", "map_conf", "map_iou", "map_max_det", "module_aliases", "module_prefixes",
              "extra_classes", "release_url", "export_warm_up")
+GRAPH_REVISION = 2  # 2: the best class taken for the candidates above the threshold only (no TopK over all)
 MAX_CANDIDATES = 30000  # per image, by score, before NMS: YOLOv5's and Ultralytics' max_nms
+
+
+class Candidates(NamedTuple):
+    """What a head's NMS works on (``Detector.nms_candidates``): [B, anchors, 4] x1y1x2y2 boxes in input pixels,
+    [B, anchors, nc] class scores, and for heads with one (YOLOv5, YOLOv7) the [B, anchors] objectness each class
+    score is multiplied by (kept apart: the product over every class is only needed for the best candidates)."""
+
+    boxes: torch.Tensor
+    classes: torch.Tensor
+    objectness: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,10 @@ class NmsSettings:
     def for_family(self, family: Detector) -> NmsSettings:
         return self if self.iou is not None else NmsSettings(self.conf, family.map_iou, self.max_det,
                                                              self.multi_label)
+
+    def key(self) -> dict[str, Any]:
+        """What enters the cache key of an artifact with this NMS inside: the settings and the graph's revision."""
+        return {**asdict(self), "graph": GRAPH_REVISION}
 
     def describe(self) -> str:
         labels = "every class above conf" if self.multi_label else "the best class"
@@ -115,26 +130,31 @@ def with_nms(model: torch.nn.Module, family: Family, settings: NmsSettings) -> t
     return WithNms(model, family.inner.nms_candidates, settings.for_family(family.inner), MAX_CANDIDATES).eval()
 
 
-def in_graph_nms(boxes: torch.Tensor, scores: torch.Tensor, settings: NmsSettings, max_candidates: int,
-                 side: int) -> torch.Tensor:
-    """[B, anchors, 4] corner boxes and [B, anchors, nc] scores -> [B, max_det, 6] detections, every image of the
-    batch in one NMS call (see the module's docstring). ``side``: the input's side in pixels; boxes are suppressed
-    within [-side, 2 side], wider than any box a trained head draws, so that each region holds its boxes."""
+def in_graph_nms(candidates: Candidates, settings: NmsSettings, max_candidates: int, side: int) -> torch.Tensor:
+    """A head's ``Candidates`` -> [B, max_det, 6] detections, every image of the batch in one NMS call (see the
+    module's docstring). ``side``: the input's side in pixels; boxes are suppressed within [-side, 2 side], wider
+    than any box a trained head draws, so that each region holds its boxes."""
     import torch
     import torchvision
 
-    batch = scores.shape[0]
-    top, index, label = _candidates(scores, settings.multi_label, max_candidates)
-    image = torch.arange(batch, device=scores.device)[:, None].expand_as(index).flatten()
-    top, index, label = top.flatten(), index.flatten(), label.flatten()
+    boxes, classes, objectness = candidates
+    batch = classes.shape[0]
+    top, index, label = _candidates(candidates, settings.multi_label, max_candidates)
+    image = torch.arange(batch, device=classes.device)[:, None].expand_as(index).flatten()
+    top, index = top.flatten(), index.flatten()
     above = top > settings.conf
-    top, label, image, box = _with_placeholders(top[above], label[above], image[above],
-                                                boxes[image[above], index[above]], batch)
+    image, index = image[above], index[above]
+    if label is None:  # the best class of the candidates alone, by the same products the family's NMS compares
+        rows = classes[image, index]
+        label = (rows if objectness is None else rows * objectness[image, index, None]).argmax(dim=1)
+    else:
+        label = label.flatten()[above]
+    top, label, image, box = _with_placeholders(top[above], label, image, boxes[image, index], batch)
     region = torch.stack([label, image, label, image], 1).to(box.dtype) * (3.0 * side + 1.0)
     kept = torchvision.ops.nms(box.clamp(-side, 2 * side) + region, top, settings.iou)
     kept = kept[top[kept].argsort(descending=True)]  # not every runtime's NMS returns them by score
     owner = image[kept]
-    mine = (owner[:, None] == torch.arange(batch + 1, device=scores.device)[None]).to(torch.int64)
+    mine = (owner[:, None] == torch.arange(batch + 1, device=classes.device)[None]).to(torch.int64)
     rank = (mine.cumsum(0) * mine).sum(1) - 1  # place among its image's kept detections, by score
     spare = (batch + 1) * settings.max_det  # where placeholders and detections past max_det go
     slot = torch.where((rank < settings.max_det) & (owner < batch), owner * settings.max_det + rank, spare)
@@ -155,26 +175,33 @@ def _with_placeholders(top: torch.Tensor, label: torch.Tensor, image: torch.Tens
             torch.cat([image, torch.full_like(two, batch)]), torch.cat([box, box.new_zeros(2, 4)]))
 
 
-def _candidates(scores: torch.Tensor, multi_label: bool,
-                max_candidates: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per image (score, anchor, class) of every anchor (its best class), or of every anchor and class; only where
-    there are more than ``max_candidates`` (the multi-label case), the best of them, so that no sort runs where none
-    is needed (sorting 25,200 anchors cost more than the NMS at deployment settings)."""
+def _candidates(candidates: Candidates, multi_label: bool,
+                max_candidates: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Per image (score, anchor, class) of every anchor and class, or (score, anchor) of every anchor (its best
+    class's score; the class is then taken for the anchors above the threshold only: ``in_graph_nms``); only where
+    there are more than ``max_candidates``, the best of them, so that no sort runs where none is needed (sorting
+    25,200 anchors cost more than the NMS at deployment settings). No argmax over every anchor: exported, it is a
+    TopK, which took OpenVINO 4.6 ms on yolov5n's [1, 25200, 80] scores (13% of the forward; the max: 0.14 ms);
+    and with an objectness, the best score is the objectness times the best class probability (rounding a product
+    by a factor >= 0 keeps the order, so it is exactly the best product) instead of a product over every class."""
     import torch
 
-    classes = scores.shape[2]
+    _, probabilities, objectness = candidates
+    classes = probabilities.shape[2]
     if multi_label:
+        scores = probabilities if objectness is None else probabilities * objectness[..., None]
         flat = scores.flatten(1)
         if flat.shape[1] > max_candidates:
             top, index = flat.topk(max_candidates, dim=1)
         else:
             top, index = flat, torch.arange(flat.shape[1], device=flat.device).expand_as(flat)
         return top, index // classes, index % classes
-    top, label = scores.max(dim=2)
+    top = probabilities.amax(dim=2)
+    top = top if objectness is None else top * objectness
     if top.shape[1] > max_candidates:
         top, index = top.topk(max_candidates, dim=1)
-        return top, index, label.gather(1, index)
-    return top, torch.arange(top.shape[1], device=top.device).expand_as(top), label
+        return top, index, None
+    return top, torch.arange(top.shape[1], device=top.device).expand_as(top), None
 
 
 def nms_family(family: Family) -> InGraphNms:

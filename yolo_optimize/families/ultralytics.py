@@ -30,6 +30,8 @@ from yolo_optimize.families.detection import Detector, FinalDetections, coco_nam
 if TYPE_CHECKING:
     import torch
 
+    from yolo_optimize.families.nms import Candidates
+
 SIZES = "nsmlx"
 SCALED = {"yolov6": "v6/yolov6.yaml", "yolov8": "v8/yolov8.yaml", "yolo11": "11/yolo11.yaml",
           "yolo12": "12/yolo12.yaml", "yolo26": "26/yolo26.yaml"}  # a name's prefix -> the config its size scales
@@ -117,9 +119,11 @@ class Ultralytics(Detector):
                 module.export, module.dynamic, module.format = True, False, "onnx"
         return model
 
-    def nms_candidates(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def nms_candidates(self, raw: torch.Tensor) -> Candidates:
+        from yolo_optimize.families.nms import Candidates
+
         rows = raw.transpose(1, 2)
-        return xywh_to_xyxy(rows[..., :4]), rows[..., 4:]
+        return Candidates(xywh_to_xyxy(rows[..., :4]), rows[..., 4:])
 
     def describe(self, model: Any) -> dict[str, Any]:
         """The Detect facts; for YOLO26 and YOLOv10 built with their NMS head, which head that is."""
