@@ -95,3 +95,23 @@ def test_a_gpu_row_s_snippet_captures_the_forward_in_a_cuda_graph_as_it_was_meas
     assert "model = model.cuda().half()" in snippet and ".div(255).half()" in snippet
     assert "outputs = model(torch.from_numpy(images))" not in snippet  # the CPU call is replaced, not repeated
     compile(snippet, "snippet", "exec")
+
+
+def test_a_gpu_row_is_held_to_its_gpu_memory_and_the_matrix_shows_it_beside_host_memory() -> None:
+    from dataclasses import replace
+
+    from yolo_optimize.evaluate.matrix import matrix_columns
+    from yolo_optimize.evaluate.recommend import describe
+
+    gpu_row = row("torchscript-fp16", [10, 11, 9], 0.340, memory_mb=1800.0)
+    gpu_row.measurements = [replace(m, cuda_peak_mb=3400.0) for m in gpu_row.measurements]
+    made = report(gpu_row)
+    line = next(line for line in made.matrix if line.artifact == "torchscript-fp16")
+    assert (line.gpu_mb, line.peak_rss_mb) == (3400.0, 1800.0)
+    assert next(line for line in made.matrix if line.artifact == "pytorch-fp32").gpu_mb is None
+    assert "GPU MB" in [column.header for column in matrix_columns(made)]
+    assert "GPU MB" not in [column.header for column in matrix_columns(report())]  # a CPU evaluation: no such column
+    found, = recommend(made, Budget(1, max_memory_mb=2000))
+    assert found.excluded["torchscript-fp16"] == "peak GPU memory 3400 MB over 2000 MB"
+    found, = recommend(made, Budget(1))
+    assert found.choice.memory_mb == 3400.0 and "peak 3400 MB on the GPU" in describe(found)

@@ -391,7 +391,8 @@ def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | No
               help="Points of accuracy an artifact may lose against PyTorch FP32 (mAP50-95 for detectors, "
                    "top-1 agreement for classifiers).")
 @click.option("--max-latency-ms", type=click.FloatRange(0, min_open=True), help="Limit on p50 latency.")
-@click.option("--max-memory-mb", type=click.FloatRange(0, min_open=True), help="Limit on peak resident memory.")
+@click.option("--max-memory-mb", type=click.FloatRange(0, min_open=True),
+              help="Limit on peak memory: a GPU row's on the GPU, else resident memory.")
 @click.option("--by", type=click.Choice(["inference", "e2e"]), default="inference", show_default=True,
               help="Rank on inference alone, or on the pipelined end-to-end path (image files to kept predictions).")
 @click.option("--json", "as_json", is_flag=True, help="Print the recommendations as JSON.")

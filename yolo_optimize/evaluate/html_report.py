@@ -15,7 +15,7 @@ from typing import Any
 from yolo_optimize.evaluate.compare import Comparison, caveats
 from yolo_optimize.evaluate.matrix import Column
 from yolo_optimize.evaluate.plots import report_figures, save_figure
-from yolo_optimize.evaluate.recommend import Budget, Recommendation, recommend
+from yolo_optimize.evaluate.recommend import Budget, Recommendation, memory_text, recommend
 from yolo_optimize.evaluate.results import Report
 
 STYLE = """
@@ -89,9 +89,10 @@ def _recommendation_section(recommendations: list[Recommendation]) -> str:
                       f"{_e(rec.verdict)}</p>")
         picked = [(label, c) for label, c in (("ship", rec.choice), ("runner-up", rec.runner_up)) if c]
         if picked:
-            head = ["", "artifact", "file", "runs in", "img/s", "rounds", "p50 ms", "p99 ms", "peak MB", "accuracy"]
+            head = ["", "artifact", "file", "runs in", "img/s", "rounds", "p50 ms", "p99 ms", "peak memory",
+                    "accuracy"]
             rows = [[label, c.artifact, c.path, c.runs_in, c.throughput_ips,
-                     f"{c.throughput_range[0]:g}-{c.throughput_range[1]:g}", c.p50_ms, c.p99_ms, c.memory_mb,
+                     f"{c.throughput_range[0]:g}-{c.throughput_range[1]:g}", c.p50_ms, c.p99_ms, memory_text(c),
                      c.accuracy] for label, c in picked]
             blocks.append(_table(head, rows, sortable=False))
         if rec.choice:

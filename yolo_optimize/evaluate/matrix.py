@@ -58,7 +58,7 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> Matrix
         line, batches={batch: batch_cells(row, baseline, batch) for batch in batch_sizes},
         executed_precision=row.measurements[0].executed_precision,
         latency_b1_p50_ms=fast_b1.latency.p50_ms if fast_b1 else None,
-        peak_rss_mb=round(row.median_memory_mb(), 1), file_mb=row.file_mb,
+        peak_rss_mb=round(row.median_memory_mb(), 1), gpu_mb=row.median_gpu_memory_mb(), file_mb=row.file_mb,
         weights_mb=round(weight_bytes / 2**20, 3) if weight_bytes else None,
         map50_95=accuracy.map50_95 if accuracy else None, map50=accuracy.map50 if accuracy else None,
         map50_95_delta=round(delta, 4) if delta is not None else None,
@@ -223,7 +223,9 @@ def matrix_columns(report: Report) -> list[Column]:
     explained += [_at(b, "gpu_ms", _gpu_ms) for b in sizes if _any(report, b, "gpu_ms")]
     return [_field("model", "model"), _field("artifact", "artifact"), _field("executed_precision", "runs in"),
             *[_at(b, "speedup", partial(_speedup, b)) for b in sizes], *rates,
-            _field("latency_b1_p50_ms", "b1 p50 ms"), _field("peak_rss_mb", "peak MB"), _field("file_mb", "file MB"),
+            _field("latency_b1_p50_ms", "b1 p50 ms"),
+            *([_field("gpu_mb", "GPU MB")] if any(line.gpu_mb is not None for line in report.matrix) else []),
+            _field("peak_rss_mb", "peak MB"), _field("file_mb", "file MB"),
             _field("weights_mb", "weights MB"), _field("gflops_per_image", "GFLOPs"), *explained,
             *_accuracy_columns(report), *[_at(b, "fast_runs", _fast_runs) for b in sizes],
             _field("status", "status"), _field("cpu_note", "CPU note"), _field("note", "note")]

@@ -32,7 +32,7 @@ class Budget:
     batch: int
     max_accuracy_drop: float = 1.0  # points: mAP50-95 for detectors, top-1 agreement for classifiers
     max_latency_ms: float | None = None  # p50 at this batch size, in the host's fast state as in the matrix
-    max_memory_mb: float | None = None  # peak resident memory of the measuring process
+    max_memory_mb: float | None = None  # peak memory of the measuring process: on the GPU for a GPU row, else RSS
     by: str = INFERENCE  # rank on inference alone, or on the pipelined end-to-end path (results.END_TO_END)
 
 
@@ -50,9 +50,10 @@ class Candidate:
     end_to_end_ips: float | None  # the pipelined deployed path, fast state (None: not measured)
     p50_ms: float  # fast state, as the matrix
     p99_ms: float  # over all runs
-    memory_mb: float
+    memory_mb: float  # the measuring process's peak: on the GPU for a GPU row (``memory_on``), else host RSS
     accuracy: str  # the family's metric and its change against FP32
     snippet: str  # three lines that load it with its plain runtime
+    memory_on: str = "host"  # or "GPU"
 
 
 @dataclass
@@ -139,9 +140,9 @@ def _exclusion(row: Row, baseline: Row | None, budget: Budget) -> str:
     p50 = _p50(row, budget.batch)
     if budget.max_latency_ms is not None and p50 > budget.max_latency_ms:
         return f"p50 {p50:.1f} ms over {budget.max_latency_ms:g} ms"
-    memory = row.median_memory_mb()
+    memory, where = row.deployed_memory_mb(), "GPU " if row.median_gpu_memory_mb() is not None else ""
     if budget.max_memory_mb is not None and memory > budget.max_memory_mb:
-        return f"peak memory {memory:.0f} MB over {budget.max_memory_mb:g} MB"
+        return f"peak {where}memory {memory:.0f} MB over {budget.max_memory_mb:g} MB"
     return ""
 
 
@@ -188,9 +189,10 @@ def _candidate(row: Row, baseline: Row | None, budget: Budget) -> Candidate:
                      round(ranked / base, 3) if base else None,
                      round(_throughput(row, batch), 2), round(end_to_end, 2) if end_to_end else None,
                      round(_p50(row, batch), 3), round(row.median_latency(batch, "p99_ms") or 0.0, 3),
-                     round(row.median_memory_mb(), 1), _accuracy_text(row, baseline),
+                     round(row.deployed_memory_mb(), 1), _accuracy_text(row, baseline),
                      snippet(row.target, row.precision, path, execution, row.input_form,
-                             row.facts.imgsz if row.facts else 640))
+                             row.facts.imgsz if row.facts else 640),
+                     "GPU" if row.median_gpu_memory_mb() is not None else "host")
 
 
 def _accuracy_text(row: Row, baseline: Row | None) -> str:
@@ -242,6 +244,11 @@ CUDA_GRAPH = (
     "# then NMS on outputs where they are (torchvision.ops.batched_nms); copy back only the detections")
 
 
+def memory_text(candidate: Candidate) -> str:
+    """Its peak memory, saying when it is on the GPU."""
+    return f"{candidate.memory_mb:g} MB" + (" on the GPU" if candidate.memory_on == "GPU" else "")
+
+
 def describe(recommendation: Recommendation) -> str:
     """The recommendation as plain text: the verdict, the choice and runner-up with their numbers, the snippet."""
     lines = [f"{recommendation.model} at batch {recommendation.batch}: {recommendation.verdict}"]
@@ -250,7 +257,7 @@ def describe(recommendation: Recommendation) -> str:
             low, high = candidate.throughput_range
             lines.append(f"  {label}: {candidate.artifact} ({candidate.path}), runs in {candidate.runs_in}, "
                          f"{candidate.mode}: {_rates(candidate)} (rounds {low:g}-{high:g}), p50 "
-                         f"{candidate.p50_ms:g} ms, p99 {candidate.p99_ms:g} ms, peak {candidate.memory_mb:g} MB, "
+                         f"{candidate.p50_ms:g} ms, p99 {candidate.p99_ms:g} ms, peak {memory_text(candidate)}, "
                          f"{candidate.accuracy}")
     if recommendation.choice:
         lines += ["  " + line for line in recommendation.choice.snippet.splitlines()]

@@ -187,7 +187,19 @@ class Row:
         return {phase: round(statistics.median(s[phase].p50_ms for s in splits), 4) for phase in splits[0]}
 
     def median_memory_mb(self) -> float:
+        """Peak resident memory of the row's processes (host RSS), median over them."""
         return statistics.median(m.peak_rss_mb for m in self.measurements)
+
+    def median_gpu_memory_mb(self) -> float | None:
+        """A GPU row's memory on the GPU as the driver counts it per process (NVML), median over its processes;
+        None for a row measured on the CPU."""
+        found = [m.cuda_peak_mb for m in self.measurements if m.cuda_peak_mb is not None]
+        return statistics.median(found) if found else None
+
+    def deployed_memory_mb(self) -> float:
+        """The memory a deployment of the row must budget for: on the GPU its GPU memory, else host RSS."""
+        gpu = self.median_gpu_memory_mb()
+        return gpu if gpu is not None else self.median_memory_mb()
 
 
 @dataclass(frozen=True)
@@ -232,6 +244,7 @@ class MatrixRow:
     executed_precision: str | None = None  # what the runtime reported computing in
     latency_b1_p50_ms: float | None = None
     peak_rss_mb: float | None = None
+    gpu_mb: float | None = None  # a GPU row's memory on the GPU (NVML, per process)
     file_mb: float | None = None
     weights_mb: float | None = None
     map50_95: float | None = None
