@@ -85,11 +85,11 @@ class Detector(Family):
         """What ``postprocess`` keeps, suppressed on the device for every image of the batch in one NMS call (the
         one NMS inside ``--nms`` artifacts run: families/nms.py), and only the kept rows copied back. The families'
         own NMS functions loop over the images in Python: on a GPU that bounded yolov5n at ~1,400 img/s from batch 8
-        on, whatever the batch. Heads without NMS decode their final rows on the host."""
+        on, whatever the batch. Heads without NMS copy their final rows (a few) and decode them on the host."""
         from yolo_optimize.families.nms import MAX_CANDIDATES, NmsSettings, in_graph_nms
 
         if not self.needs_nms:
-            return self.postprocess(raw)  # type: ignore[arg-type]
+            return super().kept_on_device(raw, side)
         settings = NmsSettings().for_family(self)
         final = in_graph_nms(self.nms_candidates(raw.float()), settings, MAX_CANDIDATES, side).cpu().numpy()
         return [np.ascontiguousarray(rows[rows[:, 4] > settings.conf]) for rows in final]
@@ -164,30 +164,12 @@ class FinalDetections(Detector):
                max_det: int) -> list[np.ndarray]:
         """The rows scored at least ``conf`` (padding rows score 0), at most ``max_det``: ``iou`` and ``multi_label``
         were the graph's to apply."""
-        return [np.ascontiguousarray(rows[rows[:, 4] >= max(conf, 1e-9)][:max_det], dtype=np.float32)
-                for rows in on_host(raw)]
+        return [np.ascontiguousarray(rows[rows[:, 4] >= max(conf, 1e-9)][:max_det], dtype=np.float32) for rows in raw]
 
     def compare(self, got: np.ndarray, want: np.ndarray) -> ParityStats:
         score_diff = float(np.abs(np.sort(got[..., 4], axis=1) - np.sort(want[..., 4], axis=1)).max())
         matched, total = self._agreement(got, want)
         return ParityStats(_matched_box_diff(got, want), score_diff, matched, total)
-
-
-def nms_input(raw: np.ndarray | torch.Tensor) -> torch.Tensor:
-    """A raw output as the float32 tensor the families' NMS functions take, where it is: an output on the GPU is
-    suppressed there (``Family.kept_on_device``)."""
-    import torch
-
-    if isinstance(raw, torch.Tensor):
-        return raw.float()
-    return torch.from_numpy(np.ascontiguousarray(raw, dtype=np.float32))
-
-
-def on_host(raw: np.ndarray | torch.Tensor) -> np.ndarray:
-    """A raw output as a float32 array on the host (a small one: final detections)."""
-    if isinstance(raw, np.ndarray):
-        return raw
-    return raw.float().cpu().numpy()
 
 
 def _matched_box_diff(got: np.ndarray, want: np.ndarray) -> float:

@@ -67,7 +67,6 @@ class OpenVinoRunner(Runner):
 
         self.core = ov.Core()
         self.config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, **compile_config(self.metadata)}
-        self.target = "CPU"
         self.model = self.core.read_model(str(self.entry))
         self.models: dict[tuple[str, int], Any] = {}
         self.requests: dict[tuple[str, int], list[Any]] = {}
@@ -79,7 +78,7 @@ class OpenVinoRunner(Runner):
         if (mode, batch) not in self.models:
             model = self.model.clone()
             model.reshape({0: [batch, *self.model.input(0).partial_shape[1:].to_shape()]})
-            compiled = self.core.compile_model(model, self.target, {**self.config, "PERFORMANCE_HINT": mode.upper()})
+            compiled = self.core.compile_model(model, "CPU", {**self.config, "PERFORMANCE_HINT": mode.upper()})
             requests = 1 if mode == LATENCY else compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
             self.models[(mode, batch)] = compiled
             self.requests[(mode, batch)] = [compiled.create_infer_request() for _ in range(requests)]
@@ -147,7 +146,7 @@ class OpenVinoRunner(Runner):
         """
         model = self.model.clone()
         model.reshape({0: list(images.shape)})
-        compiled = self.core.compile_model(model, self.target, {**self.config, "PERFORMANCE_HINT": "LATENCY",
+        compiled = self.core.compile_model(model, "CPU", {**self.config, "PERFORMANCE_HINT": "LATENCY",
                                                                 "PERF_COUNT": True})
         request = compiled.create_infer_request()
         for _ in range(2):
