@@ -2,7 +2,8 @@
 # Issue 33's checks on a GPU machine, in one go (each step bounded, its log kept, the next step runs whatever happened):
 #   bash ../shared/gpu/prepare --calib     # on the CPU machine, once
 #   bash .carry/on-device bash bench/gpu_checks.sh "$OUT"     # on the GPU machine (the device tool's run)
-# 1. the CUDA tests, 2. bench/gpu_lane.py (probe, build, eval, ratios), 3. AOTInductor FP16 packages for the GPU.
+# 1. the CUDA tests, 2. bench/gpu_lane.py (probes, build, three evaluations, ratios), 3. bench/aoti_cuda_probe.py
+# (where a CUDA AOTInductor package dies; off unless AOTI_S is set).
 set -u
 out=${1:-/tmp/gpu-checks}
 mkdir -p "$out"
@@ -16,12 +17,9 @@ step() {  # step NAME SECONDS COMMAND...: its output in $out/NAME.log, its exit 
 }
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 step pytest "${PYTEST_S:-150}" python3 -m pytest -v -rs --durations=0 -p no:cacheprovider tests/runtime/runners/test_cuda_graph.py \
-  tests/evaluate/test_measure.py -k "cuda or captured or gpu"
+  tests/evaluate/test_measure.py -k "cuda or captured or gpu or streams"
 step gpu_lane "${LANE_S:-300}" python3 bench/gpu_lane.py --assets ../shared/assets --save "$out" \
   --targets "${LANE_TARGETS:-}"
-mkdir -p "$out/report" && cp /tmp/gpu-lane/report/{results.json,matrix.md} "$out/report/" 2>/dev/null
-step aoti "${AOTI_S:-200}" python3 -m yolo_optimize build yolov5n --weights-dir ../shared/assets/weights \
-  --device cuda --targets aoti --precisions "${AOTI_PRECISIONS:-fp16}" --batch-sizes 1,8 \
-  --parity-data ../shared/assets/coco_val128 --out /tmp/aoti-art --result "$out/aoti_result.json"
-find /tmp/aoti-art -name manifest.json -exec cp --parents {} "$out" \; 2>/dev/null
+for r in report report-latency report-auto_again; do mkdir -p "$out/$r" && cp /tmp/gpu-lane/$r/{results.json,matrix.md} "$out/$r/" 2>/dev/null; done
+step aoti "${AOTI_S:-0}" python3 bench/aoti_cuda_probe.py --assets ../shared/assets --save "$out" ${AOTI_DYNAMIC:+--dynamic}
 true

@@ -7,12 +7,17 @@ from the same GPU, in the same run.
    events (compute only: the input already on the GPU) eager and replayed from one CUDA graph, and by the host's clock
    the deployed path: a pinned uint8 NHWC batch -> asynchronous copy -> /255, layout and FP16 on the GPU -> graph
    replay -> NMS on the GPU (0.25 / 0.6, as the evaluation keeps) -> the detections on the host.
-2. The tool: ``optimize build yolov5n --device cuda`` (default targets, FP32 and FP16) then ``optimize eval --device
-   cuda`` at the same batch sizes. A CUDA row's timed call is the deployed path above (prepared uint8 batch on the host
-   -> detections on the host); its compute phase (CUDA events) is what the probe's compute-only figure measures.
-3. Saves, per batch size, each row's img/s, the probe's and their ``ratio``, with the GPU, its driver and torch.
+2. Reading images for the end-to-end path: JPEG decode and letterbox of 64 images by OpenCV on 1, 4, 8 and every
+   usable CPU but two threads (what the evaluation's decoders use), against nvJPEG on the GPU
+   (``torchvision.io.decode_jpeg(device="cuda")``, one call per batch) and a bilinear resize there.
+3. The tool: ``optimize build yolov5n --device cuda`` (default targets, FP32 and FP16) then three evaluations at the
+   same batch sizes: the default (``--mode auto``: one stream at batch 1, two CUDA streams from batch 2; accuracy
+   and end to end), ``--mode latency`` (one stream at every batch size: its CUDA-event compute phase is what the
+   probe's compute-only figure measures; and what the streams bring), and the default again (speed only), which
+   must agree with the first within 10% per speedup with the same ranking.
+4. Saves, per batch size, each row's img/s, the probe's and their ``ratio``, with the GPU, its driver and torch.
 
-``--skip-build`` evaluates the artifacts already in --out; ``--probe-only`` measures the probe alone.
+``--skip-build`` evaluates the artifacts already in --out; ``--probe-only`` measures the probes alone.
 """
 
 from __future__ import annotations
@@ -146,23 +151,72 @@ def probe(assets: Path) -> dict[int, dict[str, float]]:
     return found
 
 
+def decode_rates(assets: Path) -> dict[str, float]:
+    """Images per second read and letterboxed to 640: OpenCV on thread pools of several sizes (module docstring, 2),
+    and nvJPEG with a resize on the GPU (None where this torchvision cannot decode on the GPU)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import cv2
+    import torch
+    import torchvision
+
+    from yolo_optimize.cpu import usable_cpus
+    from yolo_optimize.evaluate.end_to_end import prepare
+    from yolo_optimize.families import family_named
+
+    cv2.setNumThreads(1)
+    family = family_named("yolov5")
+    files = sorted((assets / "coco_val128" / "images").rglob("*.jpg"))[:64]
+    found: dict[str, float] = {}
+    for threads in sorted({1, 4, 8, max(1, usable_cpus() - 2)}):
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda path: prepare(family, path, 640), files[:8]))  # warm-up
+            started = time.perf_counter()
+            list(pool.map(lambda path: prepare(family, path, 640), files))
+            found[f"opencv_{threads}_threads"] = round(len(files) / (time.perf_counter() - started), 1)
+    data = [torchvision.io.read_file(str(path)) for path in files]
+
+    def on_gpu() -> None:
+        for image in torchvision.io.decode_jpeg(data, device="cuda"):
+            scale = 640 / max(image.shape[1:])
+            size = [round(image.shape[1] * scale), round(image.shape[2] * scale)]
+            torch.nn.functional.interpolate(image[None].float(), size=size, mode="bilinear")
+        torch.cuda.synchronize()
+
+    try:
+        on_gpu()
+        started = time.perf_counter()
+        on_gpu()
+        found["nvjpeg_batch"] = round(len(files) / (time.perf_counter() - started), 1)
+    except (RuntimeError, TypeError) as err:
+        found["nvjpeg_batch"] = None  # type: ignore[assignment]
+        found["nvjpeg_error"] = str(err)[:200]  # type: ignore[assignment]
+    print(f"decode: {found}", flush=True)
+    return found
+
+
 def optimize(*args: str) -> int:
     return subprocess.run([sys.executable, "-m", "yolo_optimize", *args]).returncode
 
 
-def tool_rows(args: Any) -> tuple[dict[str, Any], dict[str, dict[int, dict[str, Any]]]]:
-    """Build and evaluate on the GPU; each CUDA row's deployed and compute-only img/s per batch size."""
+def tool_rows(args: Any) -> dict[str, Any]:
+    """Build on the GPU, then the three evaluations of the module's docstring (3): each one's exit and rows."""
     sizes = ",".join(map(str, BATCHES))
-    build_exit = None
+    found: dict[str, Any] = {}
     if not args.skip_build:
         targets = ["--targets", args.targets] if args.targets else []  # default: the default targets
-        build_exit = optimize("build", "yolov5n", "--weights-dir", str(args.assets / "weights"), "--device", "cuda",
-                              "--parity-data", str(args.assets / "coco_val128"), "--batch-sizes", sizes,
-                              "--out", str(args.out), *targets)
-    eval_exit = optimize("eval", str(args.out), "--device", "cuda", "--data", str(args.assets / "coco_val128"),
-                         "--batch-sizes", sizes, "--repeats", args.repeats, "--min-time", "1",
-                         "--out", str(args.report))
-    return {"build_exit": build_exit, "eval_exit": eval_exit}, rows_of(args.report)
+        found["build_exit"] = optimize("build", "yolov5n", "--weights-dir", str(args.assets / "weights"), "--device",
+                                       "cuda", "--parity-data", str(args.assets / "coco_val128"), "--batch-sizes",
+                                       sizes, "--out", str(args.out), *targets)
+    evaluations = {"auto": (), "latency": ("--mode", "latency", "--no-accuracy", "--no-end-to-end"),
+                   "auto_again": ("--no-accuracy", "--no-end-to-end")}
+    for name, extra in evaluations.items():
+        report = args.report.parent / f"{args.report.name}-{name}" if name != "auto" else args.report
+        exit_code = optimize("eval", str(args.out), "--device", "cuda", "--data", str(args.assets / "coco_val128"),
+                             "--batch-sizes", sizes, "--repeats", args.repeats, "--min-time", "1", "--out",
+                             str(report), *extra)
+        found[name] = {"exit": exit_code, "rows": rows_of(report) if exit_code == 0 else {}}
+    return found
 
 
 def rows_of(folder: Path) -> dict[str, dict[int, dict[str, Any]]]:
@@ -180,37 +234,61 @@ def rows_of(folder: Path) -> dict[str, dict[int, dict[str, Any]]]:
         for result in row.measurements[0].batches:
             compute = result.phases_ms.get("compute") if result.phases_ms else None
             rows[row.name][result.batch] = {
-                "deployed_ips": result.throughput_ips, "error": result.error,
+                "deployed_ips": result.throughput_ips, "error": result.error, "end_to_end_ips": result.end_to_end_ips,
                 "compute_ips": round(result.batch / (compute.p50_ms / 1e3), 1) if compute else None,
                 "execution": result.execution}
         rows[row.name]["map50_95"] = row.accuracy.map50_95 if row.accuracy else None  # type: ignore[assignment]
     return rows
 
 
-def ratios(found: dict[int, dict[str, float]], rows: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
-    """Per row and batch size: its compute-only img/s against the probe's graph, its deployed against the probe's."""
+def ratios(found: dict[int, dict[str, float]], evaluations: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
+    """Per row and batch size: its compute-only img/s (one stream: the latency evaluation) against the probe's graph,
+    its deployed img/s (the default evaluation, as the matrix reports it) against the probe's deployed path."""
     table: dict[str, dict[int, dict[str, Any]]] = {}
-    for name, batches in rows.items():
+    deployed, latency = evaluations["auto"]["rows"], evaluations["latency"]["rows"]
+    for name, batches in deployed.items():
         for batch, cells in batches.items():
             if not isinstance(batch, int) or not cells.get("deployed_ips"):
                 continue
+            compute = latency.get(name, {}).get(batch, {}).get("compute_ips")
             probe_row = found[batch]
             table.setdefault(name, {})[batch] = {
-                "compute_ips": cells["compute_ips"], "probe_graph_ips": probe_row["graph"],
-                "ratio": round(cells["compute_ips"] / probe_row["graph"], 3) if cells["compute_ips"] else None,
+                "compute_ips": compute, "probe_graph_ips": probe_row["graph"],
+                "ratio": round(compute / probe_row["graph"], 3) if compute else None,
                 "deployed_ips": cells["deployed_ips"], "probe_deployed_ips": probe_row["deployed"],
-                "deployed_ratio": round(cells["deployed_ips"] / probe_row["deployed"], 3)}
+                "deployed_ratio": round(cells["deployed_ips"] / probe_row["deployed"], 3),
+                "one_stream_deployed_ips": latency.get(name, {}).get(batch, {}).get("deployed_ips"),
+                "end_to_end_ips": cells.get("end_to_end_ips"), "mode": cells["execution"]["label"]}
     return table
 
 
+def agreement(evaluations: dict[str, Any]) -> dict[str, Any]:
+    """The two default evaluations' speedups over PyTorch FP32 per row and batch size, the largest relative
+    difference, and whether each batch size ranks the rows the same."""
+    speedups = {}
+    for name in ("auto", "auto_again"):
+        rows = evaluations[name]["rows"]
+        speedups[name] = {row: {batch: cells["deployed_ips"] / rows["pytorch-fp32"][batch]["deployed_ips"]
+                                for batch, cells in batches.items() if isinstance(batch, int) and cells["deployed_ips"]}
+                          for row, batches in rows.items() if "pytorch-fp32" in rows and "status" not in batches}
+    first, second = speedups["auto"], speedups["auto_again"]
+    differences = [abs(second[row][batch] / value - 1) for row in first for batch, value in first[row].items()
+                   if batch in second.get(row, {})]
+    same_ranking = {batch: sorted(first, key=lambda row: -first[row].get(batch, 0))
+                    == sorted(second, key=lambda row: -second[row].get(batch, 0)) for batch in BATCHES}
+    return {"speedups": speedups, "max_difference": round(max(differences), 3) if differences else None,
+            "same_ranking": same_ranking}
+
+
 def markdown(found: dict[int, dict[str, float]], table: dict[str, dict[int, dict[str, Any]]]) -> str:
-    lines = ["| row | batch | compute img/s | probe graph | ratio | deployed img/s | probe deployed | ratio |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| row | batch | mode | compute img/s | probe graph | ratio | deployed img/s | one stream | "
+             "probe deployed | ratio | e2e img/s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, batches in table.items():
         for batch, c in batches.items():
-            lines.append(f"| {name} | {batch} | {c['compute_ips']} | {c['probe_graph_ips']} | {c['ratio']} | "
-                         f"{c['deployed_ips']} | {c['probe_deployed_ips']} | {c['deployed_ratio']} |")
-    probe_lines = [f"| probe | {b} | eager {v['eager']} | graph {v['graph']} | | deployed {v['deployed']} | | |"
+            lines.append(f"| {name} | {batch} | {c['mode']} | {c['compute_ips']} | {c['probe_graph_ips']} | "
+                         f"{c['ratio']} | {c['deployed_ips']} | {c['one_stream_deployed_ips']} | "
+                         f"{c['probe_deployed_ips']} | {c['deployed_ratio']} | {c['end_to_end_ips']} |")
+    probe_lines = [f"| probe | {b} | | eager {v['eager']} | graph {v['graph']} | | deployed {v['deployed']} | | | | |"
                    for b, v in found.items()]
     return "\n".join([*lines, *probe_lines])
 
@@ -224,11 +302,14 @@ def main() -> None:
     facts = gpu_facts()
     print(json.dumps(facts), flush=True)
     found = probe(args.assets)
-    result: dict[str, Any] = {"gpu": facts, "probe": found}
+    result: dict[str, Any] = {"gpu": facts, "probe": found, "decode": decode_rates(args.assets)}
     if not args.probe_only:
-        exits, rows = tool_rows(args)
-        result |= {**exits, "rows": rows, "ratios": ratios(found, rows)}
-        print(markdown(found, result["ratios"]))
+        evaluations = tool_rows(args)
+        result |= {"evaluations": evaluations}
+        if all(evaluations[name]["exit"] == 0 for name in ("auto", "latency", "auto_again")):
+            result |= {"ratios": ratios(found, evaluations), "agreement": agreement(evaluations)}
+            print(markdown(found, result["ratios"]))
+            print(json.dumps({k: v for k, v in result["agreement"].items() if k != "speedups"}))
     save(args.save, "gpu_lane", result, threads=0)
 
 

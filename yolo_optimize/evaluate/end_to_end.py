@@ -1,36 +1,41 @@
 """The deployed path, image files in and kept predictions out, pipelined as a service runs it.
 
-While batch N is inferred, one reader thread reads and prepares batch N+1 (the family's
-decoder and resize, then the artifact's input form: ``Runner.input_of``); batch N's raw output
-is then post-processed (``Family.postprocess``: NMS at 0.25 for detectors) before batch N+1 is
-inferred. Its rate is the wall time between consecutive batches' predictions.
+While batch N is inferred, the next batches are read and prepared (the family's decoder and resize, then the
+artifact's input form: ``Runner.input_of``); batch N's raw output is then post-processed (``Family.postprocess``:
+NMS at 0.25 for detectors) before batch N+1 is inferred. Its rate is the wall time between consecutive batches'
+predictions.
 
-The reader and the post-processing each get one thread (OpenCV single-threaded; PyTorch, whose
-NMS the detectors use, single-threaded where the artifact does not compute on PyTorch itself):
-on two cores a second OpenCV or PyTorch pool competes with the runtime's own threads, and the
-post-processing of a runtime's output then took 8 ms instead of 0.8 (issue 21). ``SETTINGS``
-records this beside every end-to-end figure.
+On a CPU the reader and the post-processing each get one thread (OpenCV single-threaded; PyTorch, whose NMS the
+detectors use, single-threaded where the artifact does not compute on PyTorch itself): on two cores a second
+OpenCV or PyTorch pool competes with the runtime's own threads, and the post-processing of a runtime's output then
+took 8 ms instead of 0.8 (issue 21). A GPU row's runtime leaves the cores free: there a pool of decoders (every
+usable CPU but two: the inferring thread and the one assembling batches) reads the images of the next batches at
+once, one image per task (OpenCV releases the GIL), and enough batches are read ahead to keep every decoder busy;
+one reader bounded yolov5n on an H100 at ~200 img/s at every batch size (issue 33). ``EndToEnd.settings`` is
+recorded beside every end-to-end figure.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
+from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.families.base import Family
 from yolo_optimize.runtime.runners.base import Runner
 
-SETTINGS = {"reader_threads": 1, "prefetched_batches": 1, "opencv_threads": 1,
-            "postprocess": "after each batch, on the inferring thread; PyTorch single-threaded unless the artifact "
-                           "computes on PyTorch"}
+POSTPROCESS = "after each batch, on the inferring thread; PyTorch single-threaded unless the artifact computes on it"
 
 
 def single_threaded_helpers(runner: Runner) -> None:
-    """This process's OpenCV and (unless the runner computes on it) PyTorch pools down to one thread
-    (``SETTINGS``): the runtime keeps the cores."""
+    """This process's OpenCV and (unless the runner computes on it) PyTorch pools down to one thread (the module's
+    docstring): the runtime keeps the cores."""
     import cv2
 
     cv2.setNumThreads(1)
@@ -40,22 +45,32 @@ def single_threaded_helpers(runner: Runner) -> None:
         torch.set_num_threads(1)
 
 
-class EndToEnd:
-    """``batch`` image files at a time, from ``files`` in turn, through read, prepare, infer and postprocess."""
+def decoders_for(runner: Runner) -> int:
+    """Threads decoding images for ``runner``'s deployed path: one on a CPU (the runtime needs the cores), every
+    usable CPU but two for a GPU row (the module's docstring)."""
+    return max(1, usable_cpus() - 2) if runner.device == "cuda" else 1
 
-    def __init__(self, family: Family, runner: Runner, files: tuple[Path, ...], imgsz: int, batch: int) -> None:
+
+class EndToEnd:
+    """``batch`` image files at a time, from ``files`` in turn, through read, prepare, infer and postprocess;
+    ``decoders`` threads read images (one: a single reader prepares whole batches)."""
+
+    def __init__(self, family: Family, runner: Runner, files: tuple[Path, ...], imgsz: int, batch: int,
+                 decoders: int = 1) -> None:
         self.family, self.runner, self.files, self.imgsz, self.batch = family, runner, files, imgsz, batch
-        self._reader = ThreadPoolExecutor(1, thread_name_prefix="reader")
-        self._next: Future[np.ndarray] | None = None
+        self.ahead = math.ceil(2 * decoders / batch) if decoders > 1 else 1  # batches read ahead
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="reader")  # assembles batches in order
+        self._decoders = ThreadPoolExecutor(decoders, thread_name_prefix="decoder") if decoders > 1 else None
+        self._next: deque[Future[np.ndarray]] = deque()
         self._index = 0
+        self.settings = {"decoder_threads": decoders, "prefetched_batches": self.ahead, "opencv_threads": 1,
+                         "postprocess": POSTPROCESS}
 
     def step(self) -> list[np.ndarray]:
-        """The next batch's kept predictions, the batch after it already being read."""
-        if self._next is None:
-            self._next = self._reader.submit(self._load, self._index)
-        images = self._next.result()
-        self._index += 1
-        self._next = self._reader.submit(self._load, self._index)
+        """The next batch's kept predictions, the batches after it already being read."""
+        while len(self._next) < self.ahead + 1:
+            self._next.append(self._submit())
+        images = self._next.popleft().result()
         return self.runner.kept(images)
 
     def block(self, seconds: float) -> list[float]:
@@ -73,11 +88,23 @@ class EndToEnd:
 
     def close(self) -> None:
         self._reader.shutdown(wait=True, cancel_futures=True)
+        if self._decoders:
+            self._decoders.shutdown(wait=True, cancel_futures=True)
 
-    def _load(self, index: int) -> np.ndarray:
-        start = index * self.batch
+    def _submit(self) -> Future[np.ndarray]:
+        """The batch after the last one submitted: its images to the decoders, its assembly to the reader."""
+        start, self._index = self._index * self.batch, self._index + 1
         chunk = [self.files[(start + k) % len(self.files)] for k in range(self.batch)]
-        return self.runner.input_of(np.stack([prepare(self.family, path, self.imgsz) for path in chunk]))
+        if self._decoders is None:
+            return self._reader.submit(self._assembled, [lambda path=path: self._prepared(path) for path in chunk])
+        images = [self._decoders.submit(self._prepared, path) for path in chunk]
+        return self._reader.submit(self._assembled, [image.result for image in images])
+
+    def _prepared(self, path: Path) -> np.ndarray:
+        return prepare(self.family, path, self.imgsz)
+
+    def _assembled(self, images: list[Callable[[], np.ndarray]]) -> np.ndarray:
+        return self.runner.input_of(np.stack([image() for image in images]))
 
 
 def prepare(family: Family, path: Path, imgsz: int) -> np.ndarray:

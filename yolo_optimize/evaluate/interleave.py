@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.evaluate.end_to_end import EndToEnd, single_threaded_helpers
+from yolo_optimize.evaluate.end_to_end import EndToEnd, decoders_for, single_threaded_helpers
 from yolo_optimize.evaluate.measure import (
     MIN_RUNS,
     WARMUP_RUNS,
@@ -195,7 +195,8 @@ class _Timed:
         if job.files:
             single_threaded_helpers(runner)
             family, imgsz = runner.metadata.model_family(), runner.metadata.side
-            self.paths = {size: EndToEnd(family, runner, job.files, imgsz, size) for size in job.batch_sizes}
+            self.paths = {size: EndToEnd(family, runner, job.files, imgsz, size, decoders_for(runner))
+                          for size in job.batch_sizes}
 
     def block(self, size: int, part: str) -> int:
         """One block of ``part`` at ``size``: how many runs it timed; 0 for a batch size the runtime refused or a
@@ -226,9 +227,14 @@ class _Timed:
 
     def results(self) -> list[BatchResult]:
         return [batch_result(size, self.samples[INFERENCE][size], self.phases[size], self.errors.get(size, ""),
-                             execution=None if size in self.errors else execution_of(self.runner, size),
+                             execution=None if size in self.errors else self._execution(size),
                              end_to_end=self.samples[END_TO_END][size])
                 for size in self.samples[INFERENCE]]
+
+    def _execution(self, size: int) -> dict[str, Any]:
+        """How ``size`` ran, with how its end-to-end path read images (``EndToEnd.settings``) where it was measured."""
+        path = self.paths.get(size)
+        return {**execution_of(self.runner, size), **({"end_to_end": path.settings} if path else {})}
 
     def close(self) -> None:
         for path in self.paths.values():

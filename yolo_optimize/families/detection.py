@@ -83,16 +83,15 @@ class Detector(Family):
 
     def kept_on_device(self, raw: torch.Tensor, side: int) -> list[np.ndarray]:
         """What ``postprocess`` keeps, suppressed on the device for every image of the batch in one NMS call (the
-        one NMS inside ``--nms`` artifacts run: families/nms.py), and only the kept rows copied back. The families'
-        own NMS functions loop over the images in Python: on a GPU that bounded yolov5n at ~1,400 img/s from batch 8
-        on, whatever the batch. Heads without NMS copy their final rows (a few) and decode them on the host."""
-        from yolo_optimize.families.nms import MAX_CANDIDATES, NmsSettings, in_graph_nms
+        arithmetic of the NMS inside ``--nms`` artifacts: families/nms.py), and only the kept rows copied back. The
+        families' own NMS functions loop over the images in Python: on a GPU that bounded yolov5n at ~1,400 img/s
+        from batch 8 on, whatever the batch. Heads without NMS copy their final rows (a few) and decode them on the
+        host."""
+        from yolo_optimize.families.nms import MAX_CANDIDATES, NmsSettings, kept_per_image
 
         if not self.needs_nms:
             return super().kept_on_device(raw, side)
-        settings = NmsSettings().for_family(self)
-        final = in_graph_nms(self.nms_candidates(raw.float()), settings, MAX_CANDIDATES, side).cpu().numpy()
-        return [np.ascontiguousarray(rows[rows[:, 4] > settings.conf]) for rows in final]
+        return kept_per_image(self.nms_candidates(raw.float()), NmsSettings().for_family(self), MAX_CANDIDATES, side)
 
     def input_spec(self) -> dict[str, Any]:
         return {"name": "images", "layout": "NCHW", "dtype": "float32",

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
+
 from yolo_optimize.families.detection import DEPLOY_CONF, Detector, FinalDetections
 
 if TYPE_CHECKING:
@@ -135,7 +137,6 @@ def in_graph_nms(candidates: Candidates, settings: NmsSettings, max_candidates: 
     module's docstring). ``side``: the input's side in pixels; boxes are suppressed within [-side, 2 side], wider
     than any box a trained head draws, so that each region holds its boxes."""
     import torch
-    import torchvision
 
     boxes, classes, objectness = candidates
     batch = classes.shape[0]
@@ -150,8 +151,7 @@ def in_graph_nms(candidates: Candidates, settings: NmsSettings, max_candidates: 
     else:
         label = label.flatten()[above]
     top, label, image, box = _with_placeholders(top[above], label, image, boxes[image, index], batch)
-    region = torch.stack([label, image, label, image], 1).to(box.dtype) * (3.0 * side + 1.0)
-    kept = torchvision.ops.nms(box.clamp(-side, 2 * side) + region, top, settings.iou)
+    kept = _suppressed(box, top, label, image, settings.iou, side)
     kept = kept[top[kept].argsort(descending=True)]  # not every runtime's NMS returns them by score
     owner = image[kept]
     mine = (owner[:, None] == torch.arange(batch + 1, device=classes.device)[None]).to(torch.int64)
@@ -161,6 +161,47 @@ def in_graph_nms(candidates: Candidates, settings: NmsSettings, max_candidates: 
     found = torch.cat([box[kept], top[kept, None], label[kept, None].to(box.dtype)], 1)
     out = boxes.new_zeros(spare + 1, 6).index_put((slot,), found)
     return out[:batch * settings.max_det].view(batch, settings.max_det, 6)
+
+
+def kept_per_image(candidates: Candidates, settings: NmsSettings, max_candidates: int,
+                   side: int) -> list[np.ndarray]:
+    """The detections ``in_graph_nms`` keeps, per image on the host, as a GPU deployment computes them where the output
+    is: the candidates above the threshold gathered (a host synchronisation a graph cannot have, which a GPU row
+    can), their best class taken by the family's products, every image suppressed in one NMS call, one copy back.
+    ``in_graph_nms``'s fixed-shape ranking and scatter cost a yolov5n row on an H100 ~1.2 ms at batch 1 where this
+    costs ~0.6 (issue 33's probe). Best class only; an image with more than ``max_candidates`` above the threshold
+    (never at deployment settings) goes through ``in_graph_nms``, which ranks them first."""
+    import torch
+
+    assert not settings.multi_label, "the deployed NMS keeps each box's best class"
+    boxes, classes, objectness = candidates
+    batch = classes.shape[0]
+    best = classes.amax(dim=2)
+    image, index = ((best if objectness is None else best * objectness) > settings.conf).nonzero(as_tuple=True)
+    if len(image) and int(torch.bincount(image).max()) > max_candidates:
+        final = in_graph_nms(candidates, settings, max_candidates, side).cpu().numpy()
+        return [np.ascontiguousarray(rows[rows[:, 4] > settings.conf]) for rows in final]
+    rows = classes[image, index]
+    score, label = (rows if objectness is None else rows * objectness[image, index, None]).max(dim=1)
+    box = boxes[image, index]
+    kept = _suppressed(box, score, label, image, settings.iou, side)  # by descending score
+    found = torch.cat([box[kept], score[kept, None], label[kept, None].to(box.dtype), image[kept, None].to(box.dtype)],
+                      1).cpu().numpy()
+    owner = found[:, 6].astype(np.int64)
+    order = np.argsort(owner, kind="stable")  # by image, each image's by score
+    per_image = np.split(found[order, :6], np.cumsum(np.bincount(owner, minlength=batch))[:-1])
+    return [np.ascontiguousarray(rows[:settings.max_det]) for rows in per_image]
+
+
+def _suppressed(box: torch.Tensor, score: torch.Tensor, label: torch.Tensor, image: torch.Tensor, iou: float,
+                side: int) -> torch.Tensor:
+    """Indices NMS keeps of boxes that only suppress boxes of the same image and class: each (image, class) pair in a
+    region of its own (``side``: the input's side; boxes clamped to [-side, 2 side])."""
+    import torch
+    import torchvision
+
+    region = torch.stack([label, image, label, image], 1).to(box.dtype) * (3.0 * side + 1.0)
+    return torchvision.ops.nms(box.clamp(-side, 2 * side) + region, score, iou)
 
 
 def _with_placeholders(top: torch.Tensor, label: torch.Tensor, image: torch.Tensor, box: torch.Tensor,

@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import VAL_DATA, WEIGHTS, brief, eval_args, optimize, statuses, written_matrix
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.cpu import usable_cpus
 
 
 @pytest.fixture(scope="module")
@@ -70,19 +71,45 @@ def test_nms_on_the_gpu_keeps_what_the_host_nms_keeps(yolov5n_and_pixels: tuple[
         assert np.abs(mine - theirs).max() < 1e-2
 
 
-def test_a_gpu_build_publishes_every_target_it_can_and_the_gpu_evaluation_measures_graphs(
-        cuda: None, tmp_path: Path) -> None:
-    built = optimize("build", WEIGHTS, "--out", tmp_path / "art", "--parity-data", VAL_DATA, "--device", "cuda",
+@pytest.fixture(scope="module")
+def gpu_build(cuda: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """yolov5n built on the GPU at 320 (TorchScript, ONNX, OpenVINO; FP32 and FP16): the folder, each node's status."""
+    out = tmp_path_factory.mktemp("gpu") / "art"
+    built = optimize("build", WEIGHTS, "--out", out, "--parity-data", VAL_DATA, "--device", "cuda",
                      "--targets", "torchscript,onnx,openvino", "--precisions", "fp32,fp16", "--imgsz", "320",
                      "--batch-sizes", "1,4")
     assert built.returncode == 0, brief(built)
-    done = statuses(built)
+    return out, statuses(built)
+
+
+def test_the_throughput_mode_on_two_streams_keeps_what_one_stream_keeps(
+        gpu_build: tuple[Path, dict[str, str]], yolov5n_and_pixels: tuple[object, np.ndarray]) -> None:
+    """A batch of 5 (split 3 + 2 over the two streams, each part its own graph) and of 8, twice each (replays)."""
+    from yolo_optimize.runtime.runners import open_runner
+
+    folder = gpu_build[0] / "yolov5n" / "torchscript-fp32"
+    _, pixels = yolov5n_and_pixels
+    kept = {}
+    for mode in ("latency", "throughput"):
+        with open_runner(folder, Manifest.read(folder), device="cuda", mode=mode) as runner:
+            kept[mode] = [runner.kept(runner.input_of(pixels[:size])) for size in (5, 8, 5, 8)]
+            execution = runner.execution(8)
+        assert execution.mode == mode and execution.settings["cuda_graph"], execution
+    assert execution.streams == 2 and execution.request_batch == 4
+    assert sum(len(rows) for batch in kept["latency"] for rows in batch) > 20, "too few detections to compare"
+    for one, two in zip(kept["latency"], kept["throughput"]):
+        assert [len(rows) for rows in one] == [len(rows) for rows in two]
+        assert all(np.abs(a - b).max(initial=0) < 1e-2 for a, b in zip(one, two))
+
+
+def test_a_gpu_build_publishes_every_target_it_can_and_the_gpu_evaluation_measures_graphs(
+        gpu_build: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    art, done = gpu_build
     assert {done[n] for n in ("torchscript-fp32", "torchscript-fp16", "onnx-fp32", "onnx-fp16")} == {"built"}, done
-    parity = {node: Manifest.read(tmp_path / "art" / "yolov5n" / node).parity for node in ("torchscript-fp32",
-                                                                                            "onnx-fp32")}
+    parity = {node: Manifest.read(art / "yolov5n" / node).parity for node in ("torchscript-fp32", "onnx-fp32")}
     assert parity["torchscript-fp32"]["device"] == "cuda" and parity["onnx-fp32"]["device"] == "cpu"
     report = tmp_path / "report"
-    evaluated = optimize(*eval_args(tmp_path / "art", report, "--device", "cuda", "--batch-sizes", "1,4",
+    evaluated = optimize(*eval_args(art, report, "--device", "cuda", "--batch-sizes", "1,4",
                                     "--min-time", "0.5", "--repeats", "1", "--max-images", "32"))
     assert evaluated.returncode == 0, brief(evaluated)
     rows = {line.artifact: line for line in written_matrix(report)}
@@ -94,6 +121,9 @@ def test_a_gpu_build_publishes_every_target_it_can_and_the_gpu_evaluation_measur
     else:
         assert done["openvino-fp32"] == "skipped" and "openvino-fp32" not in rows  # not installed there
     results = json.loads((report / "results.json").read_text())["rows"]
-    graphs = {row["name"]: [b["execution"]["settings"]["cuda_graph"] for b in row["measurements"][0]["batches"]]
-              for row in results if row["name"].startswith(("pytorch", "torchscript")) and row["measurements"]}
-    assert graphs and all(all(captured) for captured in graphs.values()), graphs
+    executions = {row["name"]: {b["batch"]: b["execution"] for b in row["measurements"][0]["batches"]}
+                  for row in results if row["name"].startswith(("pytorch", "torchscript")) and row["measurements"]}
+    assert executions and all(e["settings"]["cuda_graph"] for row in executions.values() for e in row.values())
+    for row in executions.values():  # auto: latency at batch 1, two streams from batch 2; decoders beside
+        assert (row[1]["mode"], row[4]["mode"], row[4]["settings"]["cuda_streams"]) == ("latency", "throughput", 2)
+        assert row[4]["end_to_end"]["decoder_threads"] == max(1, usable_cpus() - 2)

@@ -125,6 +125,16 @@ class CapturedForward:
                 self.forward(pixels)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # thread-local: the end-to-end path's readers may pin a batch's memory meanwhile (a CUDA call that a global
+        # capture would refuse, from a thread that has nothing to do with the capture)
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             output = self.forward(pixels)
         return graph, output
+
+
+@dataclass(frozen=True)
+class Lane:
+    """A CUDA stream and the forward that runs on it, with its own buffers and graphs (the throughput mode's)."""
+
+    stream: Any
+    forward: CapturedForward

@@ -9,10 +9,12 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.runtime.layers import LayerProfile
-from yolo_optimize.runtime.runners.base import LATENCY, Execution, Runner
-from yolo_optimize.runtime.runners.cuda_graph import CapturedForward, pinned, to_channels_last
+from yolo_optimize.runtime.runners.base import LATENCY, THROUGHPUT, Execution, Runner, wanted_mode
+from yolo_optimize.runtime.runners.cuda_graph import CapturedForward, Lane, pinned, to_channels_last
 from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
 from yolo_optimize.runtime.runners.torch_profile import torch_layer_profile
+
+STREAMS = 2  # CUDA streams of the throughput mode (batches of at least as many images)
 
 
 class TorchModuleRunner(Runner):
@@ -21,6 +23,7 @@ class TorchModuleRunner(Runner):
 
     module: Any = None
     forward: CapturedForward | None = None  # on CUDA: the module as deployed there
+    lanes: tuple[Lane, ...] = ()  # on CUDA: the throughput mode's streams, each with its own graphs and buffers
     dtype: Any = None  # torch.float32, or torch.float16 for an FP16 TorchScript file, torch.uint8 for a uint8 input
     computes_with_torch = True
 
@@ -46,8 +49,12 @@ class TorchModuleRunner(Runner):
         if channels_last:
             self.module = to_channels_last(self.module)
         self.phases = CudaPhases()
-        self.forward = CapturedForward(self.module, self.dtype, takes_pixels=self.metadata.takes.prepared,
-                                       channels_last=channels_last, phases=self.phases)
+        self.forward = self._captured(channels_last, self.phases)
+        self.lanes = tuple(Lane(torch.cuda.Stream(), self._captured(channels_last)) for _ in range(STREAMS))
+
+    def _captured(self, channels_last: bool, phases: CudaPhases | None = None) -> CapturedForward:
+        return CapturedForward(self.module, self.dtype, takes_pixels=self.metadata.takes.prepared,
+                               channels_last=channels_last, phases=phases)
 
     def input_of(self, pixels: np.ndarray) -> np.ndarray:
         """On CUDA the prepared uint8 batch itself, in pinned memory (``cuda_graph.pinned``): its layout, scale and
@@ -71,8 +78,31 @@ class TorchModuleRunner(Runner):
         only what it keeps is copied back."""
         if self.forward is None:
             return super().kept(images)
+        if self._on_streams(len(images)):
+            return self._kept_on_streams(images)
         found = self.family.kept_on_device(self.forward(images), self.metadata.side)
         self.phases.finish()
+        return found
+
+    def _on_streams(self, batch: int) -> bool:
+        return wanted_mode(self.mode, batch) == THROUGHPUT and batch >= len(self.lanes) > 1
+
+    def _kept_on_streams(self, images: np.ndarray) -> list[np.ndarray]:
+        """The throughput mode: the batch split over the lanes, every part's copy and graph queued on its own
+        stream before any part's post-processing starts, so that a part's copy and its NMS (whose host
+        synchronisation waits for its own stream only) overlap the other parts' compute. Not split by CUDA events."""
+        import torch
+
+        parts = np.array_split(images, len(self.lanes))  # views of the pinned batch
+        outputs = []
+        for lane, part in zip(self.lanes, parts):
+            lane.stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(lane.stream):
+                outputs.append(lane.forward(part))
+        found: list[np.ndarray] = []
+        for lane, output in zip(self.lanes, outputs):
+            with torch.cuda.stream(lane.stream):
+                found += self.family.kept_on_device(output, self.metadata.side)
         return found
 
     @property
@@ -83,13 +113,20 @@ class TorchModuleRunner(Runner):
         """On CUDA: how the forward ran at ``batch`` (captured or not, and why) and what a deployment sets."""
         if self.forward is None:
             return super().execution(batch)
-        captured = self.forward.captured(batch)
+        streams = len(self.lanes) if self._on_streams(batch) else 1
+        forwards = [lane.forward for lane in self.lanes] if streams > 1 else [self.forward]
+        sizes = [len(part) for part in np.array_split(np.empty(batch), streams)]  # as ``_kept_on_streams`` splits
+        captured = all(forward.captured(size) for forward, size in zip(forwards, sizes))
         settings = {"cuda_graph": captured, "input": "uint8 NHWC in pinned memory, asynchronous copy",
                     "preprocess": "in the graph" if self.metadata.takes.prepared else "on the GPU (layout, /255, cast)",
                     "postprocess": "on the GPU, only what it keeps copied back", "cudnn_benchmark": True,
                     "channels_last": self.forward.channels_last, "tf32": False}
-        note = "" if captured else f"not captured in a CUDA graph: {self.forward.not_captured or 'not run yet'}"
-        return Execution(LATENCY, 1, self.threads, batch, settings=settings, note=note)
+        why = next((forward.not_captured for forward in forwards if forward.not_captured), "not run yet")
+        note = "" if captured else f"not captured in a CUDA graph: {why}"
+        if streams == 1:
+            return Execution(LATENCY, 1, self.threads, batch, settings=settings, note=note)
+        return Execution(THROUGHPUT, streams, self.threads, sizes[0], streams,
+                         {**settings, "cuda_streams": streams}, note)
 
     def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
         import torch
@@ -110,3 +147,4 @@ class TorchModuleRunner(Runner):
 
     def deactivate(self) -> None:
         self.module = self.forward = None
+        self.lanes = ()
