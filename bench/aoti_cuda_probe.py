@@ -7,7 +7,7 @@ happened in and the next step still runs.
 yolov5n (real weights) at 320, FP16, on the GPU, exported with a static batch of 1 (``--dynamic``: batch 1-64, as
 the aoti stage exports): 1. export and compile (``aoti_compile_and_package``), then load and run in the same
 process; 2. load and run in a fresh process. Saves each step's exit status (negative: the signal that killed it),
-seconds, and the last lines it printed.
+seconds, what it printed and the end of its error stream.
 """
 
 from __future__ import annotations
@@ -62,11 +62,12 @@ def step(name: str, *args: str) -> dict[str, object]:
     try:
         done = subprocess.run([sys.executable, "-X", "faulthandler", __file__, name, *args], capture_output=True,
                               text=True, timeout=STEP_S)
-        code, text = done.returncode, done.stdout + done.stderr
-    except subprocess.TimeoutExpired as err:
-        code, text = None, f"timed out after {STEP_S} s\n{err.stdout or ''}{err.stderr or ''}"
-    print(f"{name}: exit {code}\n{text[-3000:]}", flush=True)
-    return {"exit": code, "seconds": round(time.perf_counter() - started, 1), "tail": text.splitlines()[-30:]}
+        code, out, err = done.returncode, done.stdout, done.stderr
+    except subprocess.TimeoutExpired as expired:
+        code, out, err = None, f"timed out after {STEP_S} s\n{expired.stdout or ''}", str(expired.stderr or "")
+    print(f"{name}: exit {code}\n{out}{err[-3000:]}", flush=True)
+    return {"exit": code, "seconds": round(time.perf_counter() - started, 1), "printed": out.splitlines(),
+            "stderr_tail": err.splitlines()[-30:]}
 
 
 def main() -> None:

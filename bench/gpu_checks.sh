@@ -20,6 +20,6 @@ step pytest "${PYTEST_S:-150}" python3 -m pytest -v -rs --durations=0 -p no:cach
   tests/evaluate/test_measure.py -k "cuda or captured or gpu or streams"
 step gpu_lane "${LANE_S:-300}" python3 bench/gpu_lane.py --assets ../shared/assets --save "$out" \
   --targets "${LANE_TARGETS:-}"
-for r in report report-latency report-auto_again; do mkdir -p "$out/$r" && cp /tmp/gpu-lane/$r/{results.json,matrix.md} "$out/$r/" 2>/dev/null; done
+for r in report report-throughput report-auto_again; do mkdir -p "$out/$r" && cp /tmp/gpu-lane/$r/{results.json,matrix.md} "$out/$r/" 2>/dev/null; done
 step aoti "${AOTI_S:-0}" python3 bench/aoti_cuda_probe.py --assets ../shared/assets --save "$out" ${AOTI_DYNAMIC:+--dynamic}
 true

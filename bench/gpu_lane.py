@@ -11,10 +11,10 @@ from the same GPU, in the same run.
    usable CPU but two threads (what the evaluation's decoders use), against nvJPEG on the GPU
    (``torchvision.io.decode_jpeg(device="cuda")``, one call per batch) and a bilinear resize there.
 3. The tool: ``optimize build yolov5n --device cuda`` (default targets, FP32 and FP16) then three evaluations at the
-   same batch sizes: the default (``--mode auto``: one stream at batch 1, two CUDA streams from batch 2; accuracy
-   and end to end), ``--mode latency`` (one stream at every batch size: its CUDA-event compute phase is what the
-   probe's compute-only figure measures; and what the streams bring), and the default again (speed only), which
-   must agree with the first within 10% per speedup with the same ranking.
+   same batch sizes: the default (one CUDA stream at every batch size; accuracy and end to end; each row's
+   CUDA-event compute phase is what the probe's compute-only figure measures), ``--mode throughput`` (two streams
+   from batch 2: what they bring), and the default again (speed only), which must agree with the first within 10%
+   per speedup with the same ranking.
 4. Saves, per batch size, each row's img/s, the probe's and their ``ratio``, with the GPU, its driver and torch.
 
 ``--skip-build`` evaluates the artifacts already in --out; ``--probe-only`` measures the probes alone.
@@ -208,7 +208,7 @@ def tool_rows(args: Any) -> dict[str, Any]:
         found["build_exit"] = optimize("build", "yolov5n", "--weights-dir", str(args.assets / "weights"), "--device",
                                        "cuda", "--parity-data", str(args.assets / "coco_val128"), "--batch-sizes",
                                        sizes, "--out", str(args.out), *targets)
-    evaluations = {"auto": (), "latency": ("--mode", "latency", "--no-accuracy", "--no-end-to-end"),
+    evaluations = {"auto": (), "throughput": ("--mode", "throughput", "--no-accuracy", "--no-end-to-end"),
                    "auto_again": ("--no-accuracy", "--no-end-to-end")}
     for name, extra in evaluations.items():
         report = args.report.parent / f"{args.report.name}-{name}" if name != "auto" else args.report
@@ -242,22 +242,21 @@ def rows_of(folder: Path) -> dict[str, dict[int, dict[str, Any]]]:
 
 
 def ratios(found: dict[int, dict[str, float]], evaluations: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
-    """Per row and batch size: its compute-only img/s (one stream: the latency evaluation) against the probe's graph,
-    its deployed img/s (the default evaluation, as the matrix reports it) against the probe's deployed path."""
+    """Per row and batch size of the default evaluation: its compute-only img/s against the probe's graph, its
+    deployed img/s (as the matrix reports it) against the probe's deployed path; beside them, on two streams."""
     table: dict[str, dict[int, dict[str, Any]]] = {}
-    deployed, latency = evaluations["auto"]["rows"], evaluations["latency"]["rows"]
+    deployed, streams = evaluations["auto"]["rows"], evaluations["throughput"]["rows"]
     for name, batches in deployed.items():
         for batch, cells in batches.items():
             if not isinstance(batch, int) or not cells.get("deployed_ips"):
                 continue
-            compute = latency.get(name, {}).get(batch, {}).get("compute_ips")
-            probe_row = found[batch]
+            compute, probe_row = cells["compute_ips"], found[batch]
             table.setdefault(name, {})[batch] = {
                 "compute_ips": compute, "probe_graph_ips": probe_row["graph"],
                 "ratio": round(compute / probe_row["graph"], 3) if compute else None,
                 "deployed_ips": cells["deployed_ips"], "probe_deployed_ips": probe_row["deployed"],
                 "deployed_ratio": round(cells["deployed_ips"] / probe_row["deployed"], 3),
-                "one_stream_deployed_ips": latency.get(name, {}).get(batch, {}).get("deployed_ips"),
+                "two_streams_deployed_ips": streams.get(name, {}).get(batch, {}).get("deployed_ips"),
                 "end_to_end_ips": cells.get("end_to_end_ips"), "mode": cells["execution"]["label"]}
     return table
 
@@ -281,12 +280,12 @@ def agreement(evaluations: dict[str, Any]) -> dict[str, Any]:
 
 
 def markdown(found: dict[int, dict[str, float]], table: dict[str, dict[int, dict[str, Any]]]) -> str:
-    lines = ["| row | batch | mode | compute img/s | probe graph | ratio | deployed img/s | one stream | "
+    lines = ["| row | batch | mode | compute img/s | probe graph | ratio | deployed img/s | two streams | "
              "probe deployed | ratio | e2e img/s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, batches in table.items():
         for batch, c in batches.items():
             lines.append(f"| {name} | {batch} | {c['mode']} | {c['compute_ips']} | {c['probe_graph_ips']} | "
-                         f"{c['ratio']} | {c['deployed_ips']} | {c['one_stream_deployed_ips']} | "
+                         f"{c['ratio']} | {c['deployed_ips']} | {c['two_streams_deployed_ips']} | "
                          f"{c['probe_deployed_ips']} | {c['deployed_ratio']} | {c['end_to_end_ips']} |")
     probe_lines = [f"| probe | {b} | | eager {v['eager']} | graph {v['graph']} | | deployed {v['deployed']} | | | | |"
                    for b, v in found.items()]
@@ -306,7 +305,7 @@ def main() -> None:
     if not args.probe_only:
         evaluations = tool_rows(args)
         result |= {"evaluations": evaluations}
-        if all(evaluations[name]["exit"] == 0 for name in ("auto", "latency", "auto_again")):
+        if all(evaluation["exit"] == 0 for evaluation in evaluations.values()):
             result |= {"ratios": ratios(found, evaluations), "agreement": agreement(evaluations)}
             print(markdown(found, result["ratios"]))
             print(json.dumps({k: v for k, v in result["agreement"].items() if k != "speedups"}))

@@ -85,7 +85,7 @@ def test_the_snippet_reproduces_the_throughput_configuration_it_was_measured_in(
 
 
 def test_a_gpu_row_s_snippet_captures_the_forward_in_a_cuda_graph_as_it_was_measured() -> None:
-    from yolo_optimize.runtime.runners.base import LATENCY
+    from yolo_optimize.runtime.runners.base import LATENCY, THROUGHPUT
 
     on_gpu = {"mode": LATENCY, "streams": 1, "threads_per_stream": 1, "request_batch": 1, "requests": 1, "note": "",
               "settings": {"cuda_graph": True, "channels_last": True}, "label": "latency 1x1"}
@@ -95,6 +95,11 @@ def test_a_gpu_row_s_snippet_captures_the_forward_in_a_cuda_graph_as_it_was_meas
     assert "model = model.cuda().half()" in snippet and ".div(255).half()" in snippet
     assert "outputs = model(torch.from_numpy(images))" not in snippet  # the CPU call is replaced, not repeated
     compile(snippet, "snippet", "exec")
+    on_streams = {**on_gpu, "mode": THROUGHPUT, "streams": 2, "request_batch": 4, "label": "throughput 2x1",
+                  "settings": {**on_gpu["settings"], "cuda_streams": 2}}
+    found, = recommend(report(row("torchscript-fp16", [10, 11, 9], 0.340, execution=on_streams)), Budget(1))
+    assert "torch.empty((4, 640, 640, 3)" in found.choice.snippet and "on 2 CUDA streams" in found.choice.snippet
+    compile(found.choice.snippet, "snippet", "exec")
 
 
 def test_a_gpu_row_is_held_to_its_gpu_memory_and_the_matrix_shows_it_beside_host_memory() -> None:

@@ -223,8 +223,10 @@ def snippet(target: str, precision: str, path: str, execution: dict[str, Any], i
         return loaded
     cast = ".half()" if precision == "fp16" else ""
     weights = CHANNELS_LAST if settings.get("channels_last") else ""
+    batch = execution.get("request_batch", 1)
+    streams = CUDA_STREAMS.format(streams=settings["cuda_streams"], batch=batch) if settings.get("cuda_streams") else ""
     return "\n".join(line for line in loaded.splitlines() if not line.startswith("outputs")) + "\n" + \
-        CUDA_GRAPH.format(cast=cast, channels_last=weights, batch=execution.get("request_batch", 1), side=side)
+        CUDA_GRAPH.format(cast=cast, channels_last=weights, batch=batch, side=side) + streams
 
 
 # How a PyTorch row runs on a GPU (runtime/runners/cuda_graph.py), after the format's lines that load ``model``
@@ -242,6 +244,9 @@ CUDA_GRAPH = (
     "with torch.inference_mode(), torch.cuda.graph(graph):\n    outputs = forward()\n"
     "# each batch: pixels.copy_(pinned_images, non_blocking=True); graph.replay()  (images in pinned memory)\n"
     "# then NMS on outputs where they are (torchvision.ops.batched_nms); copy back only the detections")
+
+CUDA_STREAMS = ("\n# on {streams} CUDA streams (--mode throughput): the batch split in parts of {batch} images, each "
+                "part's copy, graph and NMS on its own stream, with a graph and buffers per stream")
 
 
 def memory_text(candidate: Candidate) -> str:

@@ -124,6 +124,6 @@ def test_a_gpu_build_publishes_every_target_it_can_and_the_gpu_evaluation_measur
     executions = {row["name"]: {b["batch"]: b["execution"] for b in row["measurements"][0]["batches"]}
                   for row in results if row["name"].startswith(("pytorch", "torchscript")) and row["measurements"]}
     assert executions and all(e["settings"]["cuda_graph"] for row in executions.values() for e in row.values())
-    for row in executions.values():  # auto: latency at batch 1, two streams from batch 2; decoders beside
-        assert (row[1]["mode"], row[4]["mode"], row[4]["settings"]["cuda_streams"]) == ("latency", "throughput", 2)
+    for row in executions.values():  # auto: one stream at every batch size (two measured slower); decoders beside
+        assert (row[1]["mode"], row[4]["mode"]) == ("latency", "latency") and "two measured slower" in row[4]["note"]
         assert row[4]["end_to_end"]["decoder_threads"] == max(1, usable_cpus() - 2)

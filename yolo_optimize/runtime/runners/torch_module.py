@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.runtime.layers import LayerProfile
-from yolo_optimize.runtime.runners.base import LATENCY, THROUGHPUT, Execution, Runner, wanted_mode
+from yolo_optimize.runtime.runners.base import AUTO, LATENCY, THROUGHPUT, Execution, Runner
 from yolo_optimize.runtime.runners.cuda_graph import CapturedForward, Lane, pinned, to_channels_last
 from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
 from yolo_optimize.runtime.runners.torch_profile import torch_layer_profile
 
-STREAMS = 2  # CUDA streams of the throughput mode (batches of at least as many images)
+STREAMS = 2  # CUDA streams of the throughput mode (--mode throughput; batches of at least as many images)
 
 
 class TorchModuleRunner(Runner):
@@ -85,7 +85,9 @@ class TorchModuleRunner(Runner):
         return found
 
     def _on_streams(self, batch: int) -> bool:
-        return wanted_mode(self.mode, batch) == THROUGHPUT and batch >= len(self.lanes) > 1
+        """Only when asked for by name (``--mode throughput``): on an H100, yolov5n's batches of 8 and 32 ran 29% and
+        8% slower on two streams than on one, and batches of 64 as fast (bench/README.md, the GPU lane)."""
+        return self.mode == THROUGHPUT and batch >= len(self.lanes) > 1
 
     def _kept_on_streams(self, images: np.ndarray) -> list[np.ndarray]:
         """The throughput mode: the batch split over the lanes, every part's copy and graph queued on its own
@@ -124,6 +126,8 @@ class TorchModuleRunner(Runner):
         why = next((forward.not_captured for forward in forwards if forward.not_captured), "not run yet")
         note = "" if captured else f"not captured in a CUDA graph: {why}"
         if streams == 1:
+            auto = self.mode == AUTO and batch > 1
+            note = note or ("one CUDA stream: two measured slower (--mode throughput runs them)" if auto else "")
             return Execution(LATENCY, 1, self.threads, batch, settings=settings, note=note)
         return Execution(THROUGHPUT, streams, self.threads, sizes[0], streams,
                          {**settings, "cuda_streams": streams}, note)
