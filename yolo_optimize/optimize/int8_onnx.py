@@ -49,10 +49,11 @@ class OnnxInt8Config(Int8Config):
 
 class OnnxInt8(NncfInt8):
     name = "onnx-int8"
-    revision = 8  # 3: NNCF's ONNX backend instead of ONNX Runtime's quantize_static; 4: the gate's metric per task;
+    revision = 9  # 3: NNCF's ONNX backend instead of ONNX Runtime's quantize_static; 4: the gate's metric per task;
     #               5: completed for ONNX Runtime's int8 kernels (optimize/onnxruntime_fusion.py); 6: the stem as
     #               space-to-depth, a uint8 input read on its own grid; 7: the anchor head's convolutions on integer
-    #               GEMMs (optimize/integer_head.py); 8: activations per tensor (recipes)
+    #               GEMMs (optimize/integer_head.py); 8: activations per tensor (recipes); 9: convolutions without
+    #               a bias completed too, and those reading a Split (YOLOv8's C2f)
     tools = ("onnx", "onnxruntime", "nncf")
     target = "onnx"
     config: OnnxInt8Config

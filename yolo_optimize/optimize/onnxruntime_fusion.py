@@ -12,8 +12,8 @@ NNCF's own quantizers:
 - activations become unsigned (the same grid shifted by 128): ONNX Runtime's x86 kernels take u8
   activations with s8 weights, and a convolution's output must have its input's type;
 - the float bias becomes int32 at scale ``x_scale * w_scale``, the sums QLinearConv accumulates;
-- a Concat (and MaxPools before it) whose inputs NNCF quantized on one shared grid get that grid on
-  their outputs, which changes no value;
+- a Concat (and MaxPools or Splits before it) whose inputs NNCF quantized on one shared grid get that
+  grid on their outputs, which changes no value;
 - the convolution's output gets a Q/DQ pair whose range is the mean over calibration images of each
   image's min and max; where it feeds a SiLU its low end is cut at ``-silu_floor``: SiLU(x) for
   x < -6 lies within 0.015 of 0, while early layers reach -85, which would coarsen the grid 7x;
@@ -105,7 +105,7 @@ class QdqGraph:
 class _Site:
     conv: Any
     input_dq: Any  # the DequantizeLinear whose grid the convolution's input is on
-    on_input_grid: tuple[Any, ...]  # MaxPools and a Concat between that grid and the convolution
+    on_input_grid: tuple[Any, ...]  # MaxPools, Splits and a Concat between that grid and the convolution
     sigmoid: Any
     mul: Any
 
@@ -242,10 +242,10 @@ def _move_above(graph: QdqGraph, dequantize: Any, layout: list[Any]) -> None:
 
 
 def _sites(graph: QdqGraph) -> list[_Site]:
-    """Convolutions with NNCF-quantized input and weights whose output only feeds a SiLU."""
+    """Convolutions with NNCF-quantized input and weights whose output only feeds a SiLU (with or without a bias)."""
     sites = []
     for conv in graph.model.graph.node:
-        if conv.op_type != "Conv" or len(conv.input) < 3 or not graph.made_by(conv.input[1], "DequantizeLinear"):
+        if conv.op_type != "Conv" or not graph.made_by(conv.input[1], "DequantizeLinear"):
             continue
         silu = _silu(graph, conv.output[0])
         input_dq, on_input_grid = _input_grid(graph, conv.input[0])
@@ -267,7 +267,7 @@ def _silu(graph: QdqGraph, tensor: str) -> tuple[Any, Any] | None:
 def _input_grid(graph: QdqGraph, tensor: str) -> tuple[Any, tuple[Any, ...]]:
     """The DequantizeLinear whose grid ``tensor`` is on, and the nodes on the way that keep values on it.
 
-    Those are MaxPools (their outputs are some of their inputs) and a Concat whose inputs are all on one
+    Those are MaxPools and Splits (their outputs are some of their inputs) and a Concat whose inputs are all on one
     grid; putting their outputs on that grid changes no value. (None, ()) where there is no single grid.
     """
     concat = graph.made_by(tensor, "Concat")
@@ -280,14 +280,18 @@ def _input_grid(graph: QdqGraph, tensor: str) -> tuple[Any, tuple[Any, ...]]:
     return dqs[0], keeping
 
 
+GRID_KEEPING = ("MaxPool", "Split")  # each output holds some of its input's values, so it can share its grid
+
+
 def _grid_source(graph: QdqGraph, tensor: str) -> tuple[Any, list[Any]]:
-    """The DequantizeLinear at the start of a chain of MaxPools ending in ``tensor``, and those MaxPools."""
-    pools = []
+    """The DequantizeLinear at the start of a chain of MaxPools and Splits (YOLOv8's and YOLO11's C2f and C3k2 split
+    a convolution's output in two) ending in ``tensor``, and the nodes of that chain."""
+    chain = []
     node = graph.producer.get(tensor)
-    while node is not None and node.op_type == "MaxPool":
-        pools.append(node)
+    while node is not None and node.op_type in GRID_KEEPING:
+        chain.append(node)
         node = graph.producer.get(node.input[0])
-    return (node if node is not None and node.op_type == "DequantizeLinear" else None), pools
+    return (node if node is not None and node.op_type == "DequantizeLinear" else None), chain
 
 
 def _only_quantized(graph: QdqGraph, tensor: str) -> bool:
@@ -322,20 +326,25 @@ def u8_grid(graph: QdqGraph, name: str, low: float, high: float) -> tuple[str, s
 
 
 def _quantize_output(graph: QdqGraph, node: Any, grid: tuple[str, str]) -> None:
-    """Insert Q -> DQ on the grid after ``node``; its consumers read the same tensor name as before."""
+    """Insert Q -> DQ on the grid after each output of ``node``; its consumers read the same tensor names as before."""
     from onnx import helper
 
-    tensor = node.output[0]
-    node.output[0] = tensor + "_float"
-    graph.after.setdefault(node.name, []).extend([
-        helper.make_node("QuantizeLinear", [node.output[0], *grid], [tensor + "_u8"], name=tensor + "_quantize"),
-        helper.make_node("DequantizeLinear", [tensor + "_u8", *grid], [tensor], name=tensor + "_dequantize")])
+    for index, tensor in enumerate(list(node.output)):
+        node.output[index] = tensor + "_float"
+        quantized = tensor + "_u8"
+        graph.after.setdefault(node.name, []).extend([
+            helper.make_node("QuantizeLinear", [node.output[index], *grid], [quantized], name=tensor + "_quantize"),
+            helper.make_node("DequantizeLinear", [quantized, *grid], [tensor], name=tensor + "_dequantize")])
 
 
 def _quantize_bias(graph: QdqGraph, site: _Site) -> None:
+    """The float bias as int32 at the scale QLinearConv accumulates in. A convolution without one stays without: the
+    exporter drops a bias of zeros, which is what folding an untrained BatchNorm gives (random-weight models)."""
     from onnx import helper
 
     conv = site.conv
+    if len(conv.input) < 3 or not conv.input[2]:
+        return
     weight_scale = graph.array(graph.producer[conv.input[1]].input[1]).astype(np.float64)
     scale = (float(graph.array(site.input_dq.input[1])) * weight_scale).astype(np.float32)
     bias = np.round(graph.array(conv.input[2]).astype(np.float64) / scale)
