@@ -31,7 +31,8 @@ FOLDER = "-nms"  # and its model folder: "<model>-nms"
 # The inner family's facts an artifact with NMS inside keeps as they are
 INHERITED = ("default_imgsz", "names_hint", "map_conf", "map_iou", "map_max_det", "module_aliases", "module_prefixes",
              "extra_classes", "release_url", "export_warm_up")
-GRAPH_REVISION = 2  # 2: the best class taken for the candidates above the threshold only (no TopK over all)
+GRAPH_REVISION = 3  # 2: the best class taken for the candidates above the threshold only (no TopK over all);
+#                    3: with an objectness, only the anchors whose objectness is above the threshold looked at
 MAX_CANDIDATES = 30000  # per image, by score, before NMS: YOLOv5's and Ultralytics' max_nms
 
 
@@ -138,19 +139,10 @@ def in_graph_nms(candidates: Candidates, settings: NmsSettings, max_candidates: 
     than any box a trained head draws, so that each region holds its boxes."""
     import torch
 
-    boxes, classes, objectness = candidates
+    boxes, classes, _ = candidates
     batch = classes.shape[0]
-    top, index, label = _candidates(candidates, settings.multi_label, max_candidates)
-    image = torch.arange(batch, device=classes.device)[:, None].expand_as(index).flatten()
-    top, index = top.flatten(), index.flatten()
-    above = top > settings.conf
-    image, index = image[above], index[above]
-    if label is None:  # the best class of the candidates alone, by the same products the family's NMS compares
-        rows = classes[image, index]
-        label = (rows if objectness is None else rows * objectness[image, index, None]).argmax(dim=1)
-    else:
-        label = label.flatten()[above]
-    top, label, image, box = _with_placeholders(top[above], label, image, boxes[image, index], batch)
+    top, label, image, index = _above(candidates, settings, max_candidates)
+    top, label, image, box = _with_placeholders(top, label, image, boxes[image, index], batch)
     kept = _suppressed(box, top, label, image, settings.iou, side)
     kept = kept[top[kept].argsort(descending=True)]  # not every runtime's NMS returns them by score
     owner = image[kept]
@@ -161,6 +153,34 @@ def in_graph_nms(candidates: Candidates, settings: NmsSettings, max_candidates: 
     found = torch.cat([box[kept], top[kept, None], label[kept, None].to(box.dtype)], 1)
     out = boxes.new_zeros(spare + 1, 6).index_put((slot,), found)
     return out[:batch * settings.max_det].view(batch, settings.max_det, 6)
+
+
+def _above(candidates: Candidates, settings: NmsSettings,
+           max_candidates: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Score, class, image and anchor of every candidate scored above the threshold. With an objectness (YOLOv5,
+    YOLOv7; the best class) and at most ``max_candidates`` anchors, only the anchors whose objectness is above the
+    threshold are looked at, as YOLOv5's own NMS does first (a class probability is at most 1, so no product exceeds
+    its objectness): the products and the best class are taken over those few, not every anchor. Else the scores
+    of every anchor (``_candidates``), the class of those above the threshold."""
+    import torch
+
+    _, classes, objectness = candidates
+    if objectness is not None and not settings.multi_label and classes.shape[1] <= max_candidates:
+        image, index = (objectness > settings.conf).nonzero(as_tuple=True)
+        top, label = (classes[image, index] * objectness[image, index, None]).max(dim=1)
+        above = top > settings.conf
+        return top[above], label[above], image[above], index[above]
+    top, index, label = _candidates(candidates, settings.multi_label, max_candidates)
+    image = torch.arange(classes.shape[0], device=classes.device)[:, None].expand_as(index).flatten()
+    top, index = top.flatten(), index.flatten()
+    above = top > settings.conf
+    image, index = image[above], index[above]
+    if label is None:  # the best class of the candidates alone, by the same products the family's NMS compares
+        rows = classes[image, index]
+        label = (rows if objectness is None else rows * objectness[image, index, None]).argmax(dim=1)
+    else:
+        label = label.flatten()[above]
+    return top[above], label, image, index
 
 
 def kept_per_image(candidates: Candidates, settings: NmsSettings, max_candidates: int,
