@@ -254,7 +254,8 @@ def _say(text: str) -> None:
 @click.option("--mode", type=click.Choice(["auto", "latency", "throughput"]),
               help="How each batch size runs: auto = latency at batch 1 (one request on every thread), throughput "
                    "above (the runtime's own: OpenVINO's THROUGHPUT hint, concurrent ONNX Runtime requests on "
-                   "one-thread sessions; PyTorch as it is); or one of them for every batch size [default: auto].")
+                   "one-thread sessions; PyTorch as it is, on a GPU one CUDA stream, two with throughput); or one "
+                   "of them for every batch size [default: auto].")
 @click.option("--no-end-to-end", "end_to_end", flag_value=False, default=None,
               help="Time inference only, not also the pipelined path from image files to kept predictions.")
 @click.option("--add", multiple=True, metavar="[FAMILY=]PATH",
