@@ -32,3 +32,7 @@ def test_the_pipeline_keeps_the_same_detections_as_the_sequential_path(small_art
     for got, want in zip(found, expected):
         assert got.shape == want.shape and np.allclose(got, want, atol=1e-4)
     assert sum(intervals) >= BLOCK_S and all(0 < t < 5 for t in intervals)
+    settings = path.settings()  # one reader prepares an image in ~5 ms, the runtime infers it in ~30 on two cores
+    assert len(path.waits) == len(path.runs) == 3 + len(intervals)  # the block's warm-up batch left out
+    assert settings["bound_by"] == "the runtime (inference, NMS)", settings
+    assert settings["waited_for_images_ms"] < 0.1 * settings["inference_and_postprocess_ms"]

@@ -123,6 +123,8 @@ def test_end_to_end_rates_are_the_pipelines_fast_state_recomputable_from_its_raw
             assert fast and cells.end_to_end_ips == fast.throughput_ips
             assert cells.end_to_end_share == round(fast.throughput_ips / cells.throughput_ips, 3)
             assert 0.1 < cells.end_to_end_share < 1.5, (row["name"], batch)
+            how = [b["execution"]["end_to_end"] for b in found]  # how it read images, and what bounded it
+            assert all(h["decoder_threads"] == 1 and h["bound_by"].startswith(("reading", "the runtime")) for h in how)
 
 
 def test_the_schedule_rotates_the_artifacts_behind_the_baseline() -> None:

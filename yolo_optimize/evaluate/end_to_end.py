@@ -12,7 +12,8 @@ took 8 ms instead of 0.8 (issue 21). A GPU row's runtime leaves the cores free: 
 usable CPU but two: the inferring thread and the one assembling batches) reads the images of the next batches at
 once, one image per task (OpenCV releases the GIL), and enough batches are read ahead to keep every decoder busy;
 one reader bounded yolov5n on an H100 at ~200 img/s at every batch size (issue 33). ``EndToEnd.settings`` is
-recorded beside every end-to-end figure.
+recorded beside every end-to-end figure, with the stage that bounded it: how long the inferring thread waited for
+each batch's images against how long it inferred and post-processed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +33,7 @@ from yolo_optimize.families.base import Family
 from yolo_optimize.runtime.runners.base import Runner
 
 POSTPROCESS = "after each batch, on the inferring thread; PyTorch single-threaded unless the artifact computes on it"
+BOUND_SHARE = 0.1  # of a batch's interval spent waiting for its images, from which reading bounds the path
 
 
 def single_threaded_helpers(runner: Runner) -> None:
@@ -63,20 +66,39 @@ class EndToEnd:
         self._decoders = ThreadPoolExecutor(decoders, thread_name_prefix="decoder") if decoders > 1 else None
         self._next: deque[Future[np.ndarray]] = deque()
         self._index = 0
-        self.settings = {"decoder_threads": decoders, "prefetched_batches": self.ahead, "opencv_threads": 1,
-                         "postprocess": POSTPROCESS}
+        self.decoders = decoders
+        self.waits: list[float] = []  # per timed batch: seconds the inferring thread waited for its images
+        self.runs: list[float] = []  # and seconds of inference and post-processing
+
+    def settings(self) -> dict[str, Any]:
+        """How this path read images and, once batches were timed, which stage bounded it: reading (the inferring
+        thread waited for images for at least BOUND_SHARE of each batch's interval, in the median) or the runtime."""
+        found: dict[str, Any] = {"decoder_threads": self.decoders, "prefetched_batches": self.ahead,
+                                 "opencv_threads": 1, "postprocess": POSTPROCESS}
+        if self.waits:
+            wait, run = float(np.median(self.waits)), float(np.median(self.runs))
+            reading = wait >= BOUND_SHARE * (wait + run)
+            found |= {"waited_for_images_ms": round(wait * 1e3, 3), "inference_and_postprocess_ms": round(run * 1e3, 3),
+                      "bound_by": "reading images (decode, letterbox)" if reading else "the runtime (inference, NMS)"}
+        return found
 
     def step(self) -> list[np.ndarray]:
         """The next batch's kept predictions, the batches after it already being read."""
         while len(self._next) < self.ahead + 1:
             self._next.append(self._submit())
+        started = time.perf_counter()
         images = self._next.popleft().result()
-        return self.runner.kept(images)
+        read = time.perf_counter()
+        kept = self.runner.kept(images)
+        self.waits.append(read - started)
+        self.runs.append(time.perf_counter() - read)
+        return kept
 
     def block(self, seconds: float) -> list[float]:
         """One warm-up batch (its read was not overlapped), then batches until their intervals add up to
         ``seconds``: each interval is the wall time from one batch's predictions to the next's."""
         self.step()
+        del self.waits[-1], self.runs[-1]  # the warm-up batch
         intervals: list[float] = []
         last = time.perf_counter()
         while sum(intervals) < seconds:

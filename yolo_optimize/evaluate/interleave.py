@@ -234,7 +234,7 @@ class _Timed:
     def _execution(self, size: int) -> dict[str, Any]:
         """How ``size`` ran, with how its end-to-end path read images (``EndToEnd.settings``) where it was measured."""
         path = self.paths.get(size)
-        return {**execution_of(self.runner, size), **({"end_to_end": path.settings} if path else {})}
+        return {**execution_of(self.runner, size), **({"end_to_end": path.settings()} if path else {})}
 
     def close(self) -> None:
         for path in self.paths.values():
