@@ -221,6 +221,13 @@ class AnchorDetector(Detector):
         return Candidates(xywh_to_xyxy(raw[..., :4]), raw[..., 5:], raw[..., 4])
 
 
+def nms_input(raw: np.ndarray) -> torch.Tensor:
+    """A raw output as the contiguous float32 tensor the families' own NMS functions take (sharing its memory)."""
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(raw, dtype=np.float32))
+
+
 def xywh_to_xyxy(boxes: torch.Tensor) -> torch.Tensor:
     """Centre, width and height -> corners (torch, inside an exported graph)."""
     import torch

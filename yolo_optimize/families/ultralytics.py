@@ -25,7 +25,7 @@ import numpy as np
 
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import RANDOM_SEED, package_dir
-from yolo_optimize.families.detection import Detector, FinalDetections, coco_names, xywh_to_xyxy
+from yolo_optimize.families.detection import Detector, FinalDetections, coco_names, nms_input, xywh_to_xyxy
 
 if TYPE_CHECKING:
     import torch
@@ -143,10 +143,9 @@ class Ultralytics(Detector):
 
     def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
                max_det: int) -> list[np.ndarray]:
-        import torch
         from ultralytics.utils.nms import non_max_suppression
 
-        kept = non_max_suppression(torch.from_numpy(np.ascontiguousarray(raw, dtype=np.float32)), conf, iou,
+        kept = non_max_suppression(nms_input(raw), conf, iou,
                                    multi_label=multi_label, max_det=max_det, max_time_img=NMS_TIME_LIMIT_S)
         return [k.numpy() for k in kept]
 
