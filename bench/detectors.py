@@ -78,15 +78,16 @@ def nms_table(matrix: list[MatrixRow]) -> str:
 
 def main() -> None:
     parser = study_parser(__doc__, "artifacts-detectors", "bench/results/zen4/detectors", "3")
-    parser.add_argument("--only", choices=("heads", "nms"), help="Build and evaluate one part (both are printed).")
+    parser.add_argument("--only", choices=("heads", "nms"), help="Build, evaluate and print one part.")
     args = parser.parse_args()
     if not args.skip_build:
         build(args)
     if not args.skip_eval:
         evaluate(args)
-    print(heads_table(load_report(args.report / "heads").matrix))
-    print()
-    print(nms_table(load_report(args.report / "nms").matrix))
+    if args.only != "nms":
+        print(heads_table(load_report(args.report / "heads").matrix))
+    if args.only != "heads":
+        print(nms_table(load_report(args.report / "nms").matrix))
 
 
 if __name__ == "__main__":

@@ -218,7 +218,7 @@ class AnchorDetector(Detector):
         """Class scores times objectness, as YOLOv5's and YOLOv7's NMS score them."""
         from yolo_optimize.families.nms import Candidates
 
-        return Candidates(xywh_to_xyxy(raw[..., :4]), raw[..., 5:], raw[..., 4])
+        return Candidates(xywh_to_xyxy(raw[..., :4]), raw[..., 5:], raw[..., 4], raw)
 
 
 def nms_input(raw: np.ndarray) -> torch.Tensor:

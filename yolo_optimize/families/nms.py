@@ -31,19 +31,23 @@ FOLDER = "-nms"  # and its model folder: "<model>-nms"
 # The inner family's facts an artifact with NMS inside keeps as they are
 INHERITED = ("default_imgsz", "names_hint", "map_conf", "map_iou", "map_max_det", "module_aliases", "module_prefixes",
              "extra_classes", "release_url", "export_warm_up")
-GRAPH_REVISION = 3  # 2: the best class taken for the candidates above the threshold only (no TopK over all);
-#                    3: with an objectness, only the anchors whose objectness is above the threshold looked at
+GRAPH_REVISION = 4  # 2: the best class taken for the candidates above the threshold only (no TopK over all);
+#                    3: with an objectness, only the anchors whose objectness is above the threshold looked at;
+#                    4: and only their rows sliced into box and scores (nothing sliced over every anchor)
 MAX_CANDIDATES = 30000  # per image, by score, before NMS: YOLOv5's and Ultralytics' max_nms
 
 
 class Candidates(NamedTuple):
     """What a head's NMS works on (``Detector.nms_candidates``): [B, anchors, 4] x1y1x2y2 boxes in input pixels,
     [B, anchors, nc] class scores, and for heads with one (YOLOv5, YOLOv7) the [B, anchors] objectness each class
-    score is multiplied by (kept apart: the product over every class is only needed for the best candidates)."""
+    score is multiplied by (kept apart: the product over every class is only needed for the best candidates) and
+    the raw [B, anchors, 5 + nc] rows (xywh, objectness, class probabilities) all three are sliced from, so that the
+    graph can take the few rows above the threshold before slicing anything (``_above``)."""
 
     boxes: torch.Tensor
     classes: torch.Tensor
     objectness: torch.Tensor | None = None
+    rows: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -139,48 +143,52 @@ def in_graph_nms(candidates: Candidates, settings: NmsSettings, max_candidates: 
     than any box a trained head draws, so that each region holds its boxes."""
     import torch
 
-    boxes, classes, _ = candidates
-    batch = classes.shape[0]
-    top, label, image, index = _above(candidates, settings, max_candidates)
-    top, label, image, box = _with_placeholders(top, label, image, boxes[image, index], batch)
+    batch = candidates.classes.shape[0]
+    top, label, image, box = _above(candidates, settings, max_candidates)
+    top, label, image, box = _with_placeholders(top, label, image, box, batch)
     kept = _suppressed(box, top, label, image, settings.iou, side)
     kept = kept[top[kept].argsort(descending=True)]  # not every runtime's NMS returns them by score
     owner = image[kept]
-    mine = (owner[:, None] == torch.arange(batch + 1, device=classes.device)[None]).to(torch.int64)
+    mine = (owner[:, None] == torch.arange(batch + 1, device=box.device)[None]).to(torch.int64)
     rank = (mine.cumsum(0) * mine).sum(1) - 1  # place among its image's kept detections, by score
     spare = (batch + 1) * settings.max_det  # where placeholders and detections past max_det go
     slot = torch.where((rank < settings.max_det) & (owner < batch), owner * settings.max_det + rank, spare)
     found = torch.cat([box[kept], top[kept, None], label[kept, None].to(box.dtype)], 1)
-    out = boxes.new_zeros(spare + 1, 6).index_put((slot,), found)
+    out = box.new_zeros(spare + 1, 6).index_put((slot,), found)
     return out[:batch * settings.max_det].view(batch, settings.max_det, 6)
 
 
 def _above(candidates: Candidates, settings: NmsSettings,
            max_candidates: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Score, class, image and anchor of every candidate scored above the threshold. With an objectness (YOLOv5,
+    """Score, class, image and box of every candidate scored above the threshold. With an objectness (YOLOv5,
     YOLOv7; the best class) and at most ``max_candidates`` anchors, only the anchors whose objectness is above the
     threshold are looked at, as YOLOv5's own NMS does first (a class probability is at most 1, so no product exceeds
-    its objectness): the products and the best class are taken over those few, not every anchor. Else the scores
-    of every anchor (``_candidates``), the class of those above the threshold."""
+    its objectness): their raw rows are gathered, and the box and the products are taken of those few rows alone.
+    Slicing every anchor's boxes and class scores out of the [B, 25200, 85] output first cost OpenVINO 0.45 ms at
+    batch 1 (Slice, VariadicSplit), 2-3x the NMS ops themselves (bench/README.md); the exporter drops the unused
+    slices. Else the scores of every anchor (``_candidates``), the class of those above the threshold."""
     import torch
 
-    _, classes, objectness = candidates
-    if objectness is not None and not settings.multi_label and classes.shape[1] <= max_candidates:
+    from yolo_optimize.families.detection import xywh_to_xyxy
+
+    boxes, classes, objectness, rows = candidates
+    if objectness is not None and rows is not None and not settings.multi_label and classes.shape[1] <= max_candidates:
         image, index = (objectness > settings.conf).nonzero(as_tuple=True)
-        top, label = (classes[image, index] * objectness[image, index, None]).max(dim=1)
+        chosen = rows[image, index]
+        top, label = (chosen[:, 5:] * chosen[:, 4:5]).max(dim=1)
         above = top > settings.conf
-        return top[above], label[above], image[above], index[above]
+        return top[above], label[above], image[above], xywh_to_xyxy(chosen[above, :4])
     top, index, label = _candidates(candidates, settings.multi_label, max_candidates)
     image = torch.arange(classes.shape[0], device=classes.device)[:, None].expand_as(index).flatten()
     top, index = top.flatten(), index.flatten()
     above = top > settings.conf
     image, index = image[above], index[above]
     if label is None:  # the best class of the candidates alone, by the same products the family's NMS compares
-        rows = classes[image, index]
-        label = (rows if objectness is None else rows * objectness[image, index, None]).argmax(dim=1)
+        chosen = classes[image, index]
+        label = (chosen if objectness is None else chosen * objectness[image, index, None]).argmax(dim=1)
     else:
         label = label.flatten()[above]
-    return top[above], label, image, index
+    return top[above], label, image, boxes[image, index]
 
 
 def kept_per_image(candidates: Candidates, settings: NmsSettings, max_candidates: int,
@@ -195,7 +203,7 @@ def kept_per_image(candidates: Candidates, settings: NmsSettings, max_candidates
     import torch
 
     assert not settings.multi_label, "the deployed NMS keeps each box's best class"
-    boxes, classes, objectness = candidates
+    boxes, classes, objectness, _ = candidates
     batch = classes.shape[0]
     best = classes.amax(dim=2)
     image, index = ((best if objectness is None else best * objectness) > settings.conf).nonzero(as_tuple=True)
@@ -248,7 +256,7 @@ def _candidates(candidates: Candidates, multi_label: bool,
     by a factor >= 0 keeps the order, so it is exactly the best product) instead of a product over every class."""
     import torch
 
-    _, probabilities, objectness = candidates
+    _, probabilities, objectness, _ = candidates
     classes = probabilities.shape[2]
     if multi_label:
         scores = probabilities if objectness is None else probabilities * objectness[..., None]
