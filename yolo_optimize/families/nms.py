@@ -172,7 +172,7 @@ def _above(candidates: Candidates, settings: NmsSettings,
     from yolo_optimize.families.detection import xywh_to_xyxy
 
     boxes, classes, objectness, rows = candidates
-    if objectness is not None and rows is not None and not settings.multi_label and classes.shape[1] <= max_candidates:
+    if rows is not None and not settings.multi_label and classes.shape[1] <= max_candidates:  # rows: an objectness
         image, index = (objectness > settings.conf).nonzero(as_tuple=True)
         chosen = rows[image, index]
         top, label = (chosen[:, 5:] * chosen[:, 4:5]).max(dim=1)
