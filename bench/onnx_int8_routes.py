@@ -41,6 +41,7 @@ from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.build.gate import Gate
+from yolo_optimize.build.held_out import ImageSet
 from yolo_optimize.build.request import GateConfig
 from yolo_optimize.cpu import has_vnni
 from yolo_optimize.evaluate.measure import MeasureJob, measure
@@ -140,9 +141,10 @@ def accuracy(folders: dict[str, Path], parent: Manifest, data: Path, threads: in
     from yolo_optimize.build.gate import GateRecord
 
     metadata = ArtifactMetadata.of(parent)
-    gate = Gate(GateConfig(str(data), None, 1.0), metadata.model_family(), metadata.side, threads)
+    config = GateConfig(ImageSet.of(data), None, "every image of the folder", 1.0)
+    gate = Gate(config.images, metadata.model_family(), metadata.side, threads)
     try:
-        record = GateRecord(gate.config, gate.score(folders["fp32"], parent), gate)
+        record = GateRecord(config, gate.score(folders["fp32"], parent), gate)
         for route, folder in folders.items():
             if route != "fp32":
                 manifest = candidate_manifest(parent, node="onnx-int8", metadata=replace(metadata, precision="int8"))

@@ -36,6 +36,16 @@ def test_importing_the_package_and_its_api_changes_nothing_and_imports_no_runtim
     assert found == {"package": True, "api": True, "heavy": [], "telemetry_stub": False}
 
 
+def test_bad_input_raises_the_user_error_the_package_exports(tmp_path: Path) -> None:
+    import yolo_optimize as yo
+    from yolo_optimize.errors import UserError
+
+    assert yo.UserError is UserError
+    with pytest.raises(yo.UserError, match="unknown model 'yolo27n'"):
+        yo.build("yolo27n", random_weights=True, out=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_readme_example_builds_evaluates_and_recommends_with_typed_results(built: Path, tmp_path: Path) -> None:
     """yo.build on a copy of the session build (every node cached: the same parameters), yo.evaluate, yo.recommend:
     typed results, progress only through the callback, and os.environ the same before and after."""

@@ -159,5 +159,6 @@ def test_a_registered_format_and_providers_are_built_checked_measured_and_recomm
     assert max(maps) - min(maps) < 0.005, maps
     best = yo.recommend(report, max_map_drop=1.0, batch_size=1)
     assert set(best.recommendation.excluded) == {"onnx-openvino-fp32"}, "the registered rows are candidates"
-    assert best.artifact in rows  # which one is fastest is this run's noise (8 images, one short round)
+    onnx_rows = {"onnx-fp32", "onnx-cpu-fp32", "onnx-ort-fp32"}  # which of them is fastest is this run's noise
+    assert best.artifact in onnx_rows, f"PyTorch eager picked over ONNX Runtime: {best.artifact}"
     assert f'"{best.path}"' in best.load_snippet

@@ -1,6 +1,7 @@
 """yolo-optimize: export, optimize and evaluate YOLO detectors and the classifiers deployed beside them.
 
-The Python API (``yolo_optimize.api``): ``build``, ``evaluate``, ``recommend``. Importing the package changes
+The Python API (``yolo_optimize.api``): ``build``, ``evaluate``, ``recommend``; bad input raises ``UserError``, a
+build with a failed node ``BuildFailed``. Importing the package changes
 nothing in your process (no environment variable, no import of torch or of any runtime): the API's functions
 import what they need when called.
 """
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 # subpackage binds its name on the package, so the functions defined below must come after to keep the names.
 import yolo_optimize.build  # noqa: F401
 import yolo_optimize.evaluate  # noqa: F401
+from yolo_optimize.errors import BuildFailed, UserError
 
 if TYPE_CHECKING:
     from yolo_optimize.api import Pick
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
     from yolo_optimize.evaluate.results import Report
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "build", "evaluate", "recommend"]
+__all__ = ["BuildFailed", "UserError", "__version__", "build", "evaluate", "recommend"]
 
 
 def build(model: str | Path | None = None, **options: Any) -> BuildResult:

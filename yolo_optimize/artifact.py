@@ -207,13 +207,15 @@ def show(stored: Path, view: Path, cache_key: str, *, full: bool = False, replac
     """Make ``view`` (the folder users read and ship) a copy of ``stored``, atomically, unless it already shows
     ``cache_key`` and its files verify (by stamp, or every byte with ``full``) and ``replace`` is not asked.
 
-    Returns what was wrong with a view of this key that had to be put right (a file edited, truncated or deleted
-    since it was published), else None. The view is a copy-on-write clone where the file system has them, else a
-    plain copy, never a hard link: a tool that edits a shipped file in place must not edit the cache behind it
-    (docs/building.md, "Published folders").
+    Returns what was wrong with a view that had to be put right (a file of this key edited, truncated or deleted
+    since it was published; another node's files in it), else None. The view is a copy-on-write clone where the
+    file system has them, else a plain copy, never a hard link: a tool that edits a shipped file in place must not
+    edit the cache behind it (docs/building.md, "Published folders").
     """
-    shown = _shown(view)
+    shown, wanted = _shown(view), Manifest.read(stored)
     damage = f"{MANIFEST} missing or unreadable" if shown is None and view.is_dir() else None
+    if shown is not None and shown.node != wanted.node:
+        damage = f"it held {shown.node}'s files (a copy of another artifact's folder)"
     if shown is not None and shown.cache_key == cache_key:
         damage = verify_files(view, shown, full=full)
         if damage is None and not replace:
@@ -226,7 +228,7 @@ def show(stored: Path, view: Path, cache_key: str, *, full: bool = False, replac
                 target.mkdir()
             elif source.name != MANIFEST:
                 clone_or_copy(source, target)
-        _restamp(Manifest.read(stored), staging)
+        _restamp(wanted, staging)
     except BaseException:  # a full disk, Ctrl-C: the view stays as it was
         shutil.rmtree(staging, ignore_errors=True)
         raise

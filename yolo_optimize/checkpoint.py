@@ -151,6 +151,8 @@ def _download(url: str, name: str, cache_dir: Path) -> Path:
 
 
 def _checkpoint_source(path: Path, verdicts: Path | None) -> ModelSource:
+    if path.is_dir():
+        raise UserError(f"{path} is a folder: name the checkpoint file (a .pt) in it")
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
     identity = file_sha256(path)

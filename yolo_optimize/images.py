@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,12 +33,26 @@ def checked_images(paths: list[Path]) -> list[Path]:
 
     for path in paths:
         try:
-            with Image.open(path) as image:
+            with pil_open(path) as image:
                 image.draft("RGB", (image.width // 8, image.height // 8))
                 image.load()
+        except Image.DecompressionBombError:
+            raise UserError(f"cannot read image {path}: larger than {2 * Image.MAX_IMAGE_PIXELS} pixels, PIL's guard "
+                            f"against decompression bombs") from None
         except (OSError, SyntaxError, ValueError) as err:  # PIL's UnidentifiedImageError, "image file is truncated"
             raise UserError(f"cannot read image {path}: {str(err).strip() or type(err).__name__}") from None
     return paths
+
+
+def pil_open(path: Path) -> Any:
+    """PIL's own ``Image.open``. Importing Ultralytics replaces it process-wide with one that, on a file PIL cannot
+    identify, tries to install pi-heif (from the network) and dies of ModuleNotFoundError where it cannot: a bad
+    image must stay one line naming it."""
+    import sys
+
+    from PIL import Image
+
+    return getattr(sys.modules.get("ultralytics.utils.patches"), "_image_open", Image.open)(path)
 
 
 LEAST_BYTES_PER_PIXEL = 28  # float32: the 3 input channels, and the stem's output (stride 2, 16 channels or more)

@@ -10,6 +10,7 @@ initializer) apply them first thing; the Python API applies them only while a ca
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import tempfile
@@ -26,6 +27,9 @@ def scratch_dir() -> Path:
 def user_cache_dir() -> Path:
     """Where this package keeps what it fetched or measured once (weights, machine peaks): ``$XDG_CACHE_HOME``."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "yolo-optimize"
+
+
+CPP_EXTENSION_LOGGER = "torch.utils.cpp_extension"  # warns "No CUDA runtime is found" on every import without CUDA
 
 
 def configure() -> None:
@@ -51,6 +55,10 @@ def configure() -> None:
     # module cannot be imported; it has no off switch that avoids writing to $HOME.
     sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]
     warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
+    # Said once per measuring process otherwise: the TorchScript row is measured as the README says it is deprecated,
+    # and a CPU machine has no CUDA runtime to find.
+    warnings.filterwarnings("ignore", message="`torch.jit.load` is deprecated")
+    logging.getLogger(CPP_EXTENSION_LOGGER).setLevel(logging.ERROR)
 
 
 @contextlib.contextmanager
@@ -58,6 +66,7 @@ def configured() -> Iterator[None]:
     """``configure`` for the length of a call: the environment, the telemetry stub and the warning filters as they
     were afterwards (the processes started inside inherit the settings)."""
     environment, stub = dict(os.environ), "openvino_telemetry" in sys.modules
+    level = logging.getLogger(CPP_EXTENSION_LOGGER).level
     with warnings.catch_warnings():
         configure()
         try:
@@ -65,5 +74,6 @@ def configured() -> Iterator[None]:
         finally:
             os.environ.clear()
             os.environ.update(environment)
+            logging.getLogger(CPP_EXTENSION_LOGGER).setLevel(level)
             if not stub:
                 sys.modules.pop("openvino_telemetry", None)

@@ -15,6 +15,7 @@ from tests.conftest import BUILD_TARGETS, VAL_DATA, WEIGHTS, brief, build_args, 
 from tests.test_artifact import edited_in_place
 from yolo_optimize.artifact import MANIFEST, Manifest, read_valid, store_folder
 from yolo_optimize.build.dag import cache_keys, node_facts
+from yolo_optimize.build.held_out import ImageSet
 from yolo_optimize.build.pipeline import plan
 from yolo_optimize.build.request import BuildRequest, GateConfig
 from yolo_optimize.checkpoint import resolve_source
@@ -26,6 +27,7 @@ from yolo_optimize.tensorrt_api import engine_facts
 REQUEST = BuildRequest(source=resolve_source(str(WEIGHTS)), targets=("torchscript", "onnx", "openvino", "tensorrt"),
                        precisions=("fp32", "fp16"), imgsz=640, batch_sizes=(1, 8), opset=18, device="cpu",
                        parity_images=tuple(str(p) for p in list_images(VAL_DATA)[:4]))
+GATE = GateConfig(ImageSet.of(VAL_DATA, 8), None, "the first 8", 1.0)
 
 
 def keys(request: BuildRequest) -> dict[str, str]:
@@ -48,7 +50,7 @@ def test_plan_declares_onnx_as_the_parent_of_openvino_and_tensorrt() -> None:
 
 def test_a_tensorrt_int8_engine_is_built_from_its_own_gated_symmetric_qdq_graph() -> None:
     request = replace(REQUEST, precisions=("fp32", "int8"), calib_images=REQUEST.parity_images,
-                      gate=GateConfig(str(VAL_DATA), images=8, max_map_drop=1.0))
+                      gate=GATE)
     nodes = {node.name: node for node in plan(request)}
     assert nodes["tensorrt-int8"].parents == ("onnx-int8-tensorrt", "reference")
     assert nodes["onnx-int8-tensorrt"].parents == ("onnx-fp32", "reference")
@@ -59,7 +61,7 @@ def test_a_tensorrt_int8_engine_is_built_from_its_own_gated_symmetric_qdq_graph(
 
 def test_a_cpu_without_vnni_changes_the_int8_arithmetic_of_onnx_and_aoti_and_only_their_keys() -> None:
     vnni = replace(REQUEST, targets=("aoti", "onnx", "openvino"), precisions=("fp32", "int8"),
-                   calib_images=REQUEST.parity_images, gate=GateConfig(str(VAL_DATA), images=8, max_map_drop=1.0))
+                   calib_images=REQUEST.parity_images, gate=GATE)
     without = replace(vnni, int8_vnni=False)
     configs = {request.int8_vnni: {node.name: node.stage.config for node in plan(request)}
                for request in (vnni, without)}
@@ -219,6 +221,12 @@ def test_a_build_repairs_published_files_edited_truncated_or_deleted_and_force_r
     assert all(read_valid(model / node) is not None for node in damaged)
     again = optimize(*build_args(out, *fp32, "--verify"))
     assert set(statuses(again).values()) == {"cached"}, again.stdout
+
+    shutil.rmtree(model / "onnx-fp32")
+    shutil.copytree(model / "onnx-fp16", model / "onnx-fp32")  # one folder copied over another
+    copied = optimize(*build_args(out, "--targets", "onnx", "--precisions", "fp32"))
+    assert statuses(copied)["onnx-fp32"] == "repaired", copied.stdout
+    assert "it held onnx-fp16's files" in copied.stdout and Manifest.read(model / "onnx-fp32").node == "onnx-fp32"
 
     edited_in_place(model / "onnx-fp32" / "yolov5n.onnx")
     forced = optimize(*build_args(out, "--targets", "onnx", "--precisions", "fp32", "--force"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -43,6 +44,32 @@ def test_broken_export_fails_parity_in_one_readable_line(built: Path, tmp_path: 
     message = str(failure.value)
     assert message.startswith("parity failed (runs in fp32, fp32 tolerance): score diff ") and "\n" not in message
     assert "(at most 0.001)" in message and "Tolerance(" not in message
+
+
+def test_an_int8_file_with_one_scale_wrong_fails_parity_on_its_scores_and_its_agreement(built_int8: Path,
+                                                                                         tmp_path: Path) -> None:
+    """onnx-int8 with the weight scale of its middle quantized convolution multiplied by 8, as a faulty quantizer
+    could leave it: refused by the check every artifact passes before it is published, on the 99.9th percentile of
+    its score differences and on its agreement, each far outside what sound INT8 files show (bench/README.md,
+    "INT8 parity"). The sound file passes the same check."""
+    sound = Manifest.read(built_int8 / "onnx-int8").parity
+    assert sound and sound["passed"] and sound["p99.9_abs_diff_scores"] <= TOLERANCES["int8"].quantile_limit
+    broken = tmp_path / "onnx-int8"
+    shutil.copytree(built_int8 / "onnx-int8", broken)
+    model = onnx.load(str(broken / "yolov5n.onnx"))
+    weights = {i.name for i in model.graph.initializer if len(i.dims) == 4}
+    dequantized = [n for n in model.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in weights]
+    scale = next(i for i in model.graph.initializer if i.name == dequantized[len(dequantized) // 2].input[1])
+    scale.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(scale) * np.float32(8), scale.name))
+    onnx.save(model, str(broken / "yolov5n.onnx"))
+    with pytest.raises(RuntimeError) as failure:
+        check_parity(broken, Manifest.read(broken), context(built_int8, broken))
+    found = re.search(r"its 99.9th percentile ([\d.]+) \(at most ([\d.]+)\), agreement of .+ ([\d.]+) "
+                      r"\(at least ([\d.]+)\)", str(failure.value))
+    message = str(failure.value)
+    assert message.startswith("parity failed (runs in int8+fp32") and "int8 tolerance): " in message and found, message
+    quantile, limit, agreement, floor = map(float, found.groups())
+    assert quantile > limit and agreement < floor
 
 
 @pytest.mark.parametrize(("file", "compute", "expected"), [

@@ -119,6 +119,12 @@ def test_killed_build_leaves_no_valid_looking_partial_artifact_and_resumes(built
     (["build", "/nonexistent/yolov5n.pt"], "checkpoint not found"),
     (["build", WEIGHTS, "--imgsz", "100000"], "100000x100000 images in batches of 8 need more than"),
     (["build", WEIGHTS, "--result", "/"], "--result / is a folder"),
+    (["build", WEIGHTS.parent], f"{WEIGHTS.parent} is a folder: name the checkpoint file"),
+    (["build", WEIGHTS, "--nms", "--nms-conf", "2"], "error: Invalid value for '--nms-conf': 2.0 is not in the range"),
+    (["build", WEIGHTS, "--nms", "--nms-iou", "-1"], "error: Invalid value for '--nms-iou'"),
+    (["build", WEIGHTS, "--nms", "--max-det", "0"], "error: Invalid value for '--max-det'"),
+    (["build", WEIGHTS, "--jobs", "0"], "error: Invalid value for '--jobs': 0 is not in the range x>=1."),
+    (["build", WEIGHTS, "--colour"], "error: No such option '--colour'"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(args: list[str], message: str, tmp_path: Path) -> None:
     out = tmp_path / "out"

@@ -176,10 +176,37 @@ def test_every_failure_is_its_rows_own_and_the_rest_still_run(small_artifacts: P
     assert rows["pytorch-fp32"].status == "ok"
 
 
-def test_imgsz_mismatch_is_reported_per_artifact(small_artifacts: Path, tmp_path: Path) -> None:
+def test_an_imgsz_no_artifact_was_built_at_is_refused_before_anything_runs(small_artifacts: Path,
+                                                                          tmp_path: Path) -> None:
     result = optimize(*eval_args(small_artifacts, tmp_path / "report", *QUICK_EVAL, "--imgsz", "320"))
-    assert result.returncode == 1 and "nothing could be measured" in result.stderr
-    assert matrix(tmp_path / "report")["onnx-fp32"].status == "failed: artifact imgsz 640 differs from --imgsz 320"
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, brief(result)
+    assert "--imgsz 320: the artifacts under" in result.stderr and "were built at 640" in result.stderr
+    assert not (tmp_path / "report").exists()
+
+
+def test_a_run_that_measures_nothing_leaves_the_good_report_in_place_and_says_where_it_wrote(
+        small_artifacts: Path, tmp_path: Path) -> None:
+    """A good report in --out, then a run in which every row fails (each artifact's bytes changed, the baseline's
+    checkpoint gone): its report goes to <out>-failed, and the good one is as it was, byte for byte."""
+    root, report = tmp_path / "artifacts", tmp_path / "report"
+    shutil.copytree(small_artifacts, root)
+    assert optimize(*eval_args(root, report, *QUICK_EVAL)).returncode == 0
+    good = (report / "results.json").read_bytes()
+    for node in ("onnx-fp32", "openvino-fp32"):
+        for path in (root / "yolov5n" / node).rglob("*"):
+            if path.is_file() and path.name != "manifest.json":
+                path.write_bytes(path.read_bytes()[:100])
+    load = root / "yolov5n" / ".cache" / "load"
+    recorded = Manifest.read(load)
+    source = {**recorded.info["source"], "checkpoint": str(tmp_path / "gone.pt")}
+    replace(recorded, info={**recorded.info, "source": source}).write(load)
+    result = optimize(*eval_args(root, report, *QUICK_EVAL))
+    assert result.returncode == 1, brief(result)
+    failed = tmp_path / "report-failed"
+    assert f"nothing could be measured (the failed report is in {failed}; {report} is as it was)" in " ".join(
+        result.stderr.split())
+    assert (report / "results.json").read_bytes() == good
+    assert {line.status.split(":")[0] for line in written_matrix(failed)} == {"failed"}
 
 
 @pytest.mark.parametrize("make", ["missing", "empty"])

@@ -65,16 +65,30 @@ def test_foreign_exports_join_the_matrix_measured_like_ours(small_artifacts: Pat
     assert "yolo11n-external" in (out / "matrix.md").read_text()
 
 
+def identity_onnx(path: Path) -> Path:
+    """A valid ONNX file taking a [1, 3, 64, 64] image (its content never matters where it is used)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    image = helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 64, 64])
+    output = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 64, 64])
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Identity", ["images"], ["output"])], "g",
+                                                  [image], [output])), path)
+    return path
+
+
 def test_a_file_of_no_known_family_or_format_is_refused_in_one_line(tmp_path: Path) -> None:
     model = tmp_path / "model.tflite"
     model.write_bytes(b"tflite")
-    unnamed = tmp_path / "unnamed.onnx"
-    unnamed.write_bytes(b"onnx")
+    text = tmp_path / "text.onnx"
+    text.write_text("a text file named .onnx")
+    unnamed = identity_onnx(tmp_path / "unnamed.onnx")
     for args, message in (((model, "--family", "yolov5"), "not a model file this tool runs"),
                           ((tmp_path / "m.onnx", "--family", "yolov5"), "no such file"),
                           ((tmp_path / "m.onnx",), "no such file"),  # missing: said first, whatever else is wrong
+                          ((text,), "not a readable ONNX model"),  # not ONNX: said before the family is asked for
                           ((unnamed,), "which model family? pass --family"),
-                          ((tmp_path, "--add", f"yolo9={model}"), "unknown model family 'yolo9'")):
+                          ((tmp_path, "--add", f"yolo9={unnamed}"), "unknown model family 'yolo9'")):
         result = optimize("eval", *args, "--out", tmp_path / "report")
         assert result.returncode == 2 and message in result.stderr, result.stderr
 
@@ -89,14 +103,7 @@ def test_files_of_one_name_are_told_apart_by_their_folders() -> None:
 
 
 def test_a_file_added_twice_is_refused_in_one_line(tmp_path: Path) -> None:
-    import onnx
-    from onnx import TensorProto, helper
-
-    image = helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 64, 64])
-    output = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 64, 64])
-    model = tmp_path / "best.onnx"
-    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Identity", ["images"], ["output"])], "g",
-                                                  [image], [output])), model)
+    model = identity_onnx(tmp_path / "best.onnx")
     result = optimize("eval", model, "--add", tmp_path / "." / "best.onnx", "--family", "yolov5",
                       "--out", tmp_path / "report")
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [

@@ -106,6 +106,16 @@ def test_a_matrix_row_reads_back_from_results_json_as_the_same_typed_row() -> No
      'results.rows[0].measurements[0].load_s: expected a number, got "fast"'),
     (lambda data: {**data, "rows": [{**data["rows"][0], "colour": 1}]}, "results.rows[0].colour: not a field"),
     (lambda data: {**data, "machine_limits": {"schema": 1}}, "results.machine_limits.measured_at: missing"),
+    (lambda data: {**data, "rows": [{**data["rows"][0], "accuracy": {**data["rows"][0]["accuracy"],
+                                                                     "map50_95": float("nan")}}]},
+     "results.rows[0].accuracy.map50_95: expected a finite number within 0..1, got nan"),
+    (lambda data: {**data, "rows": [{**data["rows"][0], "accuracy": {**data["rows"][0]["accuracy"], "map50": 1.5}}]},
+     "results.rows[0].accuracy.map50: expected a finite number within 0..1, got 1.5"),
+    (lambda data: {**data, "rows": [{**data["rows"][0], "measurements": [
+        {**data["rows"][0]["measurements"][0], "batches": [
+            {**data["rows"][0]["measurements"][0]["batches"][0], "latency": {
+                **data["rows"][0]["measurements"][0]["batches"][0]["latency"], "samples_ms": [-5.0]}}]}]}]},
+     "results.rows[0].measurements[0].batches[0].latency.samples_ms[0]: expected a finite number at least 0, got -5.0"),
 ])
 def test_a_results_file_with_a_bad_field_is_refused_in_one_line_naming_it(tmp_path: Path, change: Any,
                                                                           message: str) -> None:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.build.test_dag import REQUEST, keys
-from tests.conftest import VAL_DATA
+from tests.build.test_dag import GATE, REQUEST, keys
 from yolo_optimize.build.pipeline import plan
-from yolo_optimize.build.request import GateConfig
 from yolo_optimize.machine.choices import BF16_MARGIN, bf16_evidence, float_parts_precision, slower_than_fp32_note
 from yolo_optimize.machine.peaks import SCHEMA, MachineLimits, Peak
 
@@ -28,7 +26,7 @@ XEON = measured({("openvino", "fp32"): 324.0, ("openvino", "bf16"): 174.0, ("tor
 AVX2 = measured({("openvino", "fp32"): 120.0, ("openvino", "bf16"): None, ("torch", "fp32"): 118.0,
                  ("torch", "bf16"): None})
 INT8 = replace(REQUEST, targets=("aoti", "onnx", "openvino"), precisions=("fp32", "bf16", "int8"),
-               calib_images=REQUEST.parity_images, gate=GateConfig(str(VAL_DATA), images=8, max_map_drop=1.0))
+               calib_images=REQUEST.parity_images, gate=GATE)
 
 
 def test_openvino_int8s_float_parts_are_bf16_only_where_bf16_measures_faster_and_only_its_key_changes() -> None:

@@ -18,8 +18,10 @@ from yolo_optimize.artifact import Manifest, read_valid
 from yolo_optimize.cpu import has_native_bf16, has_vnni, usable_cpus
 from yolo_optimize.machine.choices import bf16_evidence, float_parts_precision
 from yolo_optimize.machine.peaks import cached_limits
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.int8_openvino import OpenVinoInt8
-from yolo_optimize.optimize.nncf_int8 import ACCURACY_CONTROL_ROUTE, ROUTE
+from yolo_optimize.optimize.nncf_int8 import ACCURACY_CONTROL_ROUTE, NO_TUNING_IMAGES, ROUTE
+from yolo_optimize.runtime.dataset import Dataset, PreparedImages
 from yolo_optimize.runtime.runners.onnxruntime import INTEGER_CONVOLUTION_SUFFIX
 
 # ONNX Runtime computes a convolution in int8 only where it can fuse DQ -> Conv -> Q; onnx-int8 completes NNCF's
@@ -47,6 +49,10 @@ def test_int8_artifact_passes_its_gate_and_records_it(built_int8: Path, target: 
     gate = manifest.info["gate"]
     assert gate["passed"] and gate["drop_points"] <= gate["max_drop_points"] == 3.0
     assert gate["gate_data"] == str(CALIB_DATA.resolve()) and gate["gate_images"] == 24
+    assert gate["held_out"].startswith("held out of --calib-data: 50% of its 128 images")
+    images = gate["images"]
+    assert (len(images["calibrated"]), len(images["gated"])) == (16, 24) and images["tuned"] == []
+    assert not {Path(name).name for name in images["calibrated"]} & {Path(name).name for name in images["gated"]}
     assert gate["route"] and 0.2 < gate["fp32_score"] < 0.7 and gate["metric"] == "mAP50-95"
     assert gate["attempts"][-1]["route"] == gate["route"] and gate["attempts"][-1]["passed"]
     low, high = gate["drop_90ci_points"]
@@ -55,6 +61,46 @@ def test_int8_artifact_passes_its_gate_and_records_it(built_int8: Path, target: 
     assert gate["verdict"] == ("within noise of the limit" if low <= 3.0 <= high else "clear")
     assert manifest.parity and manifest.parity["executed_precision"] == executed(target)
     assert manifest.parity["tolerance"]["precision"] == "int8"
+
+
+def evaluator_map(folder: Path, dataset: Dataset, prepared: PreparedImages, pixels: np.ndarray) -> float:
+    """mAP50-95 of the artifact in ``folder`` on ``dataset`` (``prepared`` as ``pixels``), by the evaluator's own code:
+    its runner, predict_all, the COCO metric."""
+    from yolo_optimize.runtime.accuracy import coco_results, mean_average_precision, predict_all
+    from yolo_optimize.runtime.runners import open_runner
+
+    manifest = Manifest.read(folder)
+    with open_runner(folder, manifest) as runner:
+        found = predict_all(ArtifactMetadata.of(manifest).model_family(), runner, pixels, 8)
+    return float(mean_average_precision(coco_results(found, dataset, prepared), dataset).map50_95 or 0.0)
+
+
+@pytest.mark.slow
+def test_the_gate_at_its_default_limit_records_the_drop_the_evaluator_measures(built: Path, tmp_path: Path,
+                                                                               machine_cache: dict[str, str]) -> None:
+    """openvino-int8 of the real yolov5n with the gate's defaults: the held-out half of coco128 (64 images) at
+    --max-map-drop 1.0 (calibrated on 32 images of the other half, for time). The drop is computed again from the two
+    published files by the evaluator's own code on the images the manifest says it gated on, not read from the
+    manifest."""
+    from yolo_optimize.families import family_named
+    from yolo_optimize.runtime.dataset import load_dataset, prepare_images
+
+    out = tmp_path / "artifacts"
+    shutil.copytree(built.parent, out)
+    result = optimize(*build_args(out, "--targets", "openvino", "--precisions", "int8", "--calib-data", CALIB_DATA,
+                                  "--calib-images", "32"), env=machine_cache)
+    assert result.returncode == 0, brief(result)
+    int8 = Manifest.read(out / "yolov5n" / "openvino-int8")
+    gate = int8.info["gate"]
+    assert gate["max_drop_points"] == 1.0 and gate["gate_images"] == 64 and len(gate["images"]["calibrated"]) == 32
+    dataset = load_dataset(CALIB_DATA).subset(int8.params["gate"]["images"]["images"])
+    prepared = prepare_images(dataset, family_named("yolov5"), 640, tmp_path)
+    pixels = np.load(prepared.pixels)
+    maps = {node: evaluator_map(out / "yolov5n" / node, dataset, prepared, pixels)
+            for node in ("openvino-fp32", "openvino-int8")}
+    drop = (maps["openvino-fp32"] - maps["openvino-int8"]) * 100
+    assert abs(drop - gate["drop_points"]) <= 1e-3 and abs(maps["openvino-fp32"] - gate["fp32_score"]) <= 1e-4
+    assert gate["passed"] and drop <= 1.0, gate
 
 
 def test_openvino_int8_says_how_its_float_parts_compute_and_its_gate_measured_that(built_int8: Path) -> None:
@@ -179,21 +225,36 @@ def test_every_artifact_records_the_precision_it_executed_in(built_int8: Path) -
             assert manifest.parity["executed_precision"] in labels[manifest.precision], folder.name
 
 
-def test_a_missed_limit_tries_the_accuracy_aware_route_and_fails_naming_both(built_int8: Path, tmp_path: Path) -> None:
-    """Calibrated on one black image, every activation range is far too narrow: the default route loses points on
-    any CPU, and reverting NNCF's 8 most harmful quantizer groups cannot win them back, so both routes are tried, both
-    named with their drops, and the node fails without touching the artifact published before. Two gate images
-    (the accuracy-aware route re-validates them once per quantizer group)."""
+def black_images(folder: Path, labelled: bool) -> Path:
+    """A calibration set of one black image (with a box label, where ``labelled``): every activation range it gives
+    is far too narrow."""
     import cv2
 
+    (folder / "images").mkdir(parents=True)
+    cv2.imwrite(str(folder / "images" / "black.jpg"), np.zeros((480, 640, 3), np.uint8))
+    if labelled:
+        (folder / "labels").mkdir()
+        (folder / "labels" / "black.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    return folder
+
+
+@pytest.mark.parametrize("labelled", [True, False])
+def test_a_missed_limit_tries_the_accuracy_aware_route_on_the_calibration_images_only(
+        built_int8: Path, tmp_path: Path, labelled: bool) -> None:
+    """Calibrated on one black image, the default route loses points on any CPU, and the node fails without touching
+    the artifact published before. With a label on that image, the accuracy-aware route tunes on it (reverting
+    NNCF's 8 most harmful quantizer groups cannot win the points back) and both routes are named with their drops;
+    without one, it has nothing to tune on but the gate's images, so it is not tried, and the failure says why.
+    Two gate images (the accuracy-aware route re-validates once per quantizer group)."""
     shutil.copytree(built_int8.parent, tmp_path, dirs_exist_ok=True)  # never touch the folder other tests read
-    black = tmp_path / "black"
-    black.mkdir()
-    cv2.imwrite(str(black / "black.jpg"), np.zeros((480, 640, 3), np.uint8))
+    black = black_images(tmp_path / "black", labelled)
     result = optimize(*build_args(tmp_path, "--targets", "onnx", "--precisions", "int8", "--calib-data", black,
                                   "--gate-data", CALIB_DATA, "--gate-images", "2", "--max-map-drop", "0"))
     assert result.returncode == 1 and "accuracy gate failed" in result.stdout, brief(result)
-    assert f"{ROUTE}: " in result.stdout and f"{ACCURACY_CONTROL_ROUTE}: " in result.stdout, brief(result)
+    assert f"{ROUTE}: " in result.stdout, brief(result)
+    tried, skipped = f"{ACCURACY_CONTROL_ROUTE}: ", f"{ACCURACY_CONTROL_ROUTE} not tried: {NO_TUNING_IMAGES}"
+    assert (tried in result.stdout, skipped in " ".join(result.stdout.split())) == (labelled, not labelled), \
+        brief(result)
     assert read_valid(tmp_path / "yolov5n" / "onnx-int8") == read_valid(built_int8 / "onnx-int8")
 
 

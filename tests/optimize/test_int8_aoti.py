@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from yolo_optimize.build.held_out import ImageSet
 from yolo_optimize.build.request import GateConfig
 from yolo_optimize.optimize.int8_aoti import AotiInt8, AotiInt8Config
 
@@ -17,7 +18,8 @@ def activation_ranges(reduce_range: bool) -> set[tuple[int, int]]:
 
     module = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.SiLU(),
                                  torch.nn.Conv2d(16, 8, 1)).eval()
-    stage = AotiInt8(AotiInt8Config(IMGSZ, (), GateConfig("unused", None, 1.0), reduce_range=reduce_range))
+    unused = GateConfig(ImageSet("unused", ()), None, "unused", 1.0)
+    stage = AotiInt8(AotiInt8Config(IMGSZ, (), unused, reduce_range=reduce_range))
     images = [np.random.default_rng(seed).random((1, 3, IMGSZ, IMGSZ), dtype=np.float32) for seed in range(4)]
     program = stage._quantized(module, None, images, warm_up=True)
     quantize = torch.ops.quantized_decomposed.quantize_per_tensor.default

@@ -13,6 +13,7 @@ from onnx import numpy_helper
 from tests.conftest import CALIB_DATA
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.build.gate import Gate, GateRecord
+from yolo_optimize.build.held_out import ImageSet
 from yolo_optimize.build.request import GateConfig
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
@@ -46,8 +47,8 @@ def test_the_tensorrt_qdq_graph_is_symmetric_signed_int8_with_the_head_in_float_
     assert all(len(node.input) < 3 or node.input[2] not in dequantized for node in convolutions), "bias in float"
 
     parent = Manifest.read(built / "onnx-fp32")
-    config = GateConfig(str(CALIB_DATA), images=24, max_map_drop=3.0)
-    gate = Gate(config, family, imgsz=640, threads=2)
+    config = GateConfig(ImageSet.of(CALIB_DATA, 24), None, "the first 24", 3.0)
+    gate = Gate(config.images, family, imgsz=640, threads=2)
     try:
         record = GateRecord(config, gate.score(built / "onnx-fp32", parent), gate)
         passed = record.add("symmetric int8", gate.score(folder, replace(parent, precision="int8", files={})))

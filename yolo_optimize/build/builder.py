@@ -267,17 +267,30 @@ def check_nms_targets(nms: NmsSettings | None, targets: tuple[str, ...]) -> None
 
 
 def int8_inputs(family: Family, options: BuildOptions) -> dict[str, Any]:
-    """Calibration images and a gate set (labelled, where the family's gate metric needs labels), checked."""
+    """Calibration images and a gate set that shares none of them (labelled, where the family's gate metric needs
+    labels), checked: half of --calib-data held out (``held_out.py``) unless --gate-data names another set."""
     from yolo_optimize.build.gate import gate_metric_class
+    from yolo_optimize.build.held_out import HeldOutSplit, ImageSet, check_disjoint, split_held_out
     from yolo_optimize.build.request import GateConfig
-    from yolo_optimize.images import checked_images, list_images
     from yolo_optimize.runtime.dataset import load_dataset
 
-    calibration = checked_images(list_images(options.calib_data)[:options.calib_images])  # type: ignore[arg-type]
-    gate_root = (options.gate_data or options.calib_data).resolve()
-    gate = load_dataset(gate_root, max_images=options.gate_images)
-    if gate.ground_truth is None and gate_metric_class(family).needs_labels:
+    calib_root = options.calib_data.resolve()  # type: ignore[union-attr]
+    gate_root = options.gate_data.resolve() if options.gate_data else calib_root
+    needs_labels = gate_metric_class(family).needs_labels
+    calibration_set = load_dataset(calib_root)
+    gate_set = calibration_set if gate_root == calib_root else load_dataset(gate_root)
+    if gate_set.ground_truth is None and needs_labels:
         raise UserError(f"the INT8 accuracy gate needs labels and {gate_root} has none: pass --gate-data with a "
                         f"labelled set (YOLO labels/ beside images/)")
-    return {"calib_images": tuple(str(p.resolve()) for p in calibration),
-            "gate": GateConfig(str(gate_root), options.gate_images, options.max_map_drop)}
+    if gate_root == calib_root:
+        split = split_held_out(calibration_set)
+    else:
+        split = HeldOutSplit(tuple(calibration_set.images), tuple(gate_set.images),
+                             "given by --gate-data, sharing no image with the calibration images (compared by content)")
+    calibration = tuple(str(p.resolve()) for p in split.calibration[:options.calib_images])
+    gate = tuple(str(p.resolve()) for p in split.gate[:options.gate_images])
+    check_disjoint([Path(p) for p in calibration], [Path(p) for p in gate], gate_root)
+    labelled = calibration_set.ground_truth is not None or not needs_labels
+    return {"calib_images": calibration,
+            "gate": GateConfig(ImageSet(str(gate_root), gate), ImageSet(str(calib_root), calibration) if labelled
+                               else None, split.rule, options.max_map_drop)}

@@ -1,4 +1,5 @@
-"""The INT8 accuracy gate: candidates scored with the family's task metric on images that are not the evaluation set.
+"""The INT8 accuracy gate: candidates scored with the family's task metric on images that are neither the evaluation
+set nor calibration images (``held_out.py``).
 
 Detectors are gated on COCO mAP50-95 (labels needed). Classifiers are gated on top-1
 agreement with their FP32 parent (no labels needed, meaningful for random weights too);
@@ -12,16 +13,21 @@ from __future__ import annotations
 import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.build.held_out import ImageSet
 from yolo_optimize.build.request import GateConfig
 from yolo_optimize.families.base import Family
 from yolo_optimize.metadata import FLOAT32_NCHW, InputSpec
 from yolo_optimize.runtime.dataset import Dataset, PreparedImages
+
+if TYPE_CHECKING:
+    from yolo_optimize.runtime.accuracy import PairedBootstrap
 
 BOOTSTRAP_RESAMPLES = 100  # each costs one COCOeval of the gate set for detectors (about 0.3 s for 128 images)
 VACUOUS = "vacuous: the FP32 model scores 0 mAP on the gate set (random weights?), so no drop can show"
@@ -75,14 +81,16 @@ class MapMetric(GateMetric):
         results = coco_results(predictions, self.dataset, self.prepared)
         return GateScore(float(mean_average_precision(results, self.dataset).map50_95 or 0.0), predictions, results)
 
-    def set_reference(self, reference: GateScore) -> None:
+    @cached_property
+    def _bootstrap(self) -> PairedBootstrap:
+        """The reference's scores on every draw, computed once and only where a drop is recorded (not for tuning)."""
         from yolo_optimize.runtime.accuracy import PairedBootstrap
 
-        super().set_reference(reference)
-        self.bootstrap = PairedBootstrap(reference.evidence, self.dataset, BOOTSTRAP_RESAMPLES)
+        assert self.reference is not None
+        return PairedBootstrap(self.reference.evidence, self.dataset, BOOTSTRAP_RESAMPLES)
 
     def bootstrap_drops(self, candidate: GateScore) -> list[float]:
-        return self.bootstrap.drops(candidate.evidence)
+        return self._bootstrap.drops(candidate.evidence)
 
     def vacuous(self) -> str | None:
         return VACUOUS if self.reference is not None and self.reference.value == 0 else None
@@ -119,13 +127,14 @@ def gate_metric_class(family: Family) -> type[GateMetric]:
 
 
 class Gate:
-    """Candidate models scored on the gate set, each run through its own runner, against the FP32 parent."""
+    """Candidate models scored on a set of labelled images (the gate's, or the tuning set of the accuracy-aware
+    route), each run through its own runner, against the FP32 parent."""
 
-    def __init__(self, config: GateConfig, family: Family, imgsz: int, threads: int) -> None:
+    def __init__(self, images: ImageSet, family: Family, imgsz: int, threads: int) -> None:
         from yolo_optimize.runtime.dataset import load_dataset, prepare_images
 
-        self.config, self.family, self.threads = config, family, threads
-        self.dataset = load_dataset(Path(config.data), max_images=config.images)
+        self.family, self.threads = family, threads
+        self.dataset = load_dataset(Path(images.root)).subset(images.images)
         self._work = tempfile.TemporaryDirectory(prefix="yolo-optimize-gate-")
         self.prepared = prepare_images(self.dataset, family, imgsz, Path(self._work.name), threads)
         self.pixels = np.load(self.prepared.pixels)
@@ -166,6 +175,8 @@ class GateRecord:
     reference: GateScore
     gate: Gate
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    not_tried: dict[str, str] = field(default_factory=dict)  # route -> why it was not tried
+    tuned: ImageSet | None = None  # the images a route tuned on (the accuracy-aware route's), where one did
 
     def __post_init__(self) -> None:
         self.gate.metric.set_reference(self.reference)
@@ -185,13 +196,21 @@ class GateRecord:
             return vacuous
         return "within noise of the limit" if low <= self.config.max_map_drop <= high else "clear"
 
-    def result(self, **extra: Any) -> dict[str, Any]:
-        """The manifest's ``info.gate``: the kept (last) attempt, the limit, the rule and every attempt."""
+    def skip(self, route: str, why: str) -> None:
+        """A route that would have come next and was not tried, with why (in the record and any failure)."""
+        self.not_tried[route] = why
+
+    def result(self, calibrated: tuple[str, ...]) -> dict[str, Any]:
+        """The manifest's ``info.gate``: the kept (last) attempt, the limit, the rule, every attempt, and which images
+        calibrated (``calibrated``), tuned and gated."""
         metric = self.gate.metric.name
-        return {"gate_data": self.config.data, "gate_images": len(self.gate.dataset.images), "metric": metric,
-                "fp32_score": round(self.reference.value, 4), **self.attempts[-1],
-                "max_drop_points": self.config.max_map_drop, "rule": GATE_RULE.format(metric=metric),
-                "bootstrap_resamples": BOOTSTRAP_RESAMPLES, "attempts": self.attempts, **extra}
+        return {"gate_data": self.config.images.root, "gate_images": len(self.gate.dataset.images),
+                "held_out": self.config.held_out, "metric": metric, "fp32_score": round(self.reference.value, 4),
+                **self.attempts[-1], "max_drop_points": self.config.max_map_drop,
+                "rule": GATE_RULE.format(metric=metric), "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+                "attempts": self.attempts, "not_tried": self.not_tried,
+                "images": {"calibrated": ImageSet("", calibrated).names(), "gated": self.config.images.names(),
+                           "tuned": self.tuned.names() if self.tuned else []}}
 
     def require_pass(self) -> None:
         """Fail the node with the measured drop of every route when none passed."""
@@ -199,6 +218,7 @@ class GateRecord:
         if not last["passed"]:
             tried = "; ".join(f"{a['route']}: {a['drop_points']} (90% CI {a['drop_90ci_points'][0]} to "
                               f"{a['drop_90ci_points'][1]})" for a in self.attempts)
+            skipped = "".join(f"; {route} not tried: {why}" for route, why in self.not_tried.items())
             raise RuntimeError(f"accuracy gate failed: {self.gate.metric.name} {last['score']} vs FP32 "
                                f"{round(self.reference.value, 4)} = {last['drop_points']} points > --max-map-drop "
-                               f"{self.config.max_map_drop} (points lost per route: {tried})")
+                               f"{self.config.max_map_drop} (points lost per route: {tried}{skipped})")

@@ -16,7 +16,7 @@ from yolo_optimize.artifact import Manifest
 from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput, without_cpu_device
 from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.families import family_named
-from yolo_optimize.families.base import ParityStats
+from yolo_optimize.families.base import SCORE_QUANTILE, ParityStats
 from yolo_optimize.metadata import ArtifactMetadata
 
 REFERENCE_FILE = "reference.npz"
@@ -27,20 +27,32 @@ RANDOM_AGREEMENT = "no: random weights score near-ties, so only the raw outputs'
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Largest score difference and smallest agreement of predictions (detections, top-1 classes) an export may show."""
+    """Largest score difference, largest SCORE_QUANTILE of the score differences (the same as the largest where not
+    given), and smallest agreement of predictions (detections, top-1 classes) an export may show."""
 
     precision: str
     max_score_diff: float
     min_agreement: float
+    max_score_diff_quantile: float | None = None
+
+    @property
+    def quantile_limit(self) -> float:
+        return self.max_score_diff if self.max_score_diff_quantile is None else self.max_score_diff_quantile
 
 
 # From tightest to loosest. bf16 keeps 8 bits of mantissa: OpenVINO's bf16 execution of yolov5n was reported
 # 0.067-0.080 off in scores with 0.947-1.0 agreement on 4 images (issue 8), hence 0.15 for more images.
+# INT8 (bench/int8_parity_noise.py, bench/README.md "INT8 parity", an AVX2-only host: 7-bit arithmetic, the noisiest
+# kind): a sound file's largest score difference reached 0.49-0.81 on 32 real images (an anchor near a threshold
+# flips), so the largest says little and stays a sanity bound; the 99.9th percentile of the differences stayed at
+# most 0.29 on any 4 of those images (the default parity set), where a file with one convolution's weight scale x8
+# showed 0.26-0.76 per image (median 0.53-0.54) and 0.11-0.12 agreement; sound agreement on any 4 images was at
+# least 0.70.
 TOLERANCES = {t.precision: t for t in (
     Tolerance("fp32", 1e-3, 0.95),
     Tolerance("fp16", 0.05, 0.90),
     Tolerance("bf16", 0.15, 0.85),
-    Tolerance("int8", 1.0, 0.60),  # a sanity check only: INT8 answers to the mAP gate
+    Tolerance("int8", 1.0, 0.60, 0.40),
 )}
 
 
@@ -136,17 +148,22 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
         "images": len(images), "batch_sizes": list(batch_sizes), "executed_precision": executed,
         "compute_precision": compute, "device": device, "cpu": cpu_facts(),
         "max_abs_diff_boxes_px": None if stats.box_diff is None else round(stats.box_diff, 6),
-        "max_abs_diff_scores": round(stats.score_diff, 6), "agreement": round(stats.agreement, 4),
+        "max_abs_diff_scores": round(stats.score_diff, 6),
+        f"p{SCORE_QUANTILE * 100:g}_abs_diff_scores": round(stats.score_diff_quantile, 6),
+        "agreement": round(stats.agreement, 4),
         "agreement_of": family.agreement_of, "tolerance": asdict(tolerance),
     }
     pretrained = bool(metadata.pretrained)
     if not pretrained:
         result["agreement_enforced"] = RANDOM_AGREEMENT
     agrees = result["agreement"] >= tolerance.min_agreement or not pretrained
-    result["passed"] = stats.score_diff <= tolerance.max_score_diff and agrees
+    quantile = f"{SCORE_QUANTILE * 100:g}th percentile"
+    result["passed"] = (stats.score_diff <= tolerance.max_score_diff
+                        and stats.score_diff_quantile <= tolerance.quantile_limit and agrees)
     if not result["passed"]:
         raise RuntimeError(f"parity failed (runs in {executed}, {tolerance.precision} tolerance): score diff "
-                           f"{stats.score_diff:.4g} (at most {tolerance.max_score_diff}), "
+                           f"{stats.score_diff:.4g} (at most {tolerance.max_score_diff}), its {quantile} "
+                           f"{stats.score_diff_quantile:.4g} (at most {tolerance.quantile_limit:g}), "
                            f"agreement of {family.agreement_of} "
                            f"{result['agreement']:.3f} (at least {tolerance.min_agreement})")
     return result

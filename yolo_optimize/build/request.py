@@ -6,18 +6,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from yolo_optimize.build.held_out import ImageSet
 from yolo_optimize.checkpoint import ModelSource
 from yolo_optimize.metadata import FLOAT_INPUT
 
 
 @dataclass(frozen=True)
 class GateConfig:
-    """The images to gate on (never the evaluation set) and the largest drop allowed, in points."""
+    """The images to gate on (never the evaluation set, never a calibration image), the labelled images the
+    accuracy-aware route may tune on (never a gate image; None: none labelled), how the gate's images were chosen,
+    and the largest drop allowed, in points."""
 
-    data: str
-    images: int | None
+    images: ImageSet
+    tuning: ImageSet | None
+    held_out: str
     max_map_drop: float
-
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -79,7 +80,23 @@ def _failure_line(err: Exception) -> str:
     return f"crashed: {type(err).__name__}: {one_line(err)} (traceback: {log})"
 
 
-@click.group()
+class OneLineErrors(click.Group):
+    """Click's own refusals (a value out of range, an unknown option) said like every other bad input: one line on
+    stderr naming the option, exit 2, instead of click's usage block."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            code = super().main(*args, **{**kwargs, "standalone_mode": False})
+        except click.ClickException as err:
+            click.echo(f"error: {err.format_message()}", err=True)
+            sys.exit(err.exit_code)
+        except click.Abort:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=OneLineErrors)
 @click.version_option(__version__, prog_name="yolo-optimize")
 def main() -> None:
     """Export, optimize and evaluate YOLO detectors (YOLOv3 to YOLO12) and torchvision classifiers."""
@@ -114,11 +131,11 @@ def main() -> None:
 @click.option("--parity-images", type=click.IntRange(1), help="[default: 4]")
 @click.option("--calib-data", type=click.Path(path_type=Path), help="Real images for INT8 calibration (e.g. coco128).")
 @click.option("--calib-images", type=click.IntRange(1),
-              help="Calibration images used (all, if the folder has fewer) [default: 128].")
+              help="Calibration images used, at most (all of the calibration part, if it has fewer) [default: 128].")
 @click.option("--gate-data", type=click.Path(path_type=Path),
-              help="Images for the INT8 accuracy gate (labelled for detectors) [default: --calib-data]; never the "
-                   "evaluation set.")
-@click.option("--gate-images", type=click.IntRange(1), help="Gate on the first N images [default: all].")
+              help="Images for the INT8 accuracy gate (labelled for detectors), sharing none with the calibration "
+                   "images; never the evaluation set [default: half of --calib-data, held out of calibration].")
+@click.option("--gate-images", type=click.IntRange(1), help="Gate on N of the gate's images [default: all].")
 @click.option("--max-map-drop", type=click.FloatRange(0),
               help="Largest drop (points) of the gate metric an INT8 artifact may show: mAP50-95 for detectors, "
                    "top-1 agreement with FP32 for classifiers [default: 1.0].")
@@ -285,7 +302,7 @@ def evaluate_command(directory: Path | None, config_file: Path | None, add: tupl
     from yolo_optimize.evaluate.options import eval_options
     from yolo_optimize.evaluate.recommend import Budget, brief, recommend
     from yolo_optimize.evaluate.report import rich_table
-    from yolo_optimize.evaluate.session import EvalRequest, run_evaluation
+    from yolo_optimize.evaluate.session import EvalRequest, measured_anything, report_folder, run_evaluation
 
     given = {**given, "root": directory, "add": add or None}
     options = eval_options(config_file, {key: value for key, value in given.items() if value is not None},
@@ -307,14 +324,17 @@ def evaluate_command(directory: Path | None, config_file: Path | None, add: tupl
         click.echo("interrupted: nothing was written", err=True)
         sys.exit(130)
     console.print(rich_table(report))
-    console.print(f"wrote {out / 'results.json'}, matrix.csv, matrix.md, report.html")
-    console.print(f"What to ship (within 1.0 point of accuracy; 'optimize recommend {out}' for limits and code):")
+    written = report_folder(out, report)
+    console.print(f"wrote {written / 'results.json'}, matrix.csv, matrix.md, report.html", highlight=False)
+    if not measured_anything(report):
+        kept = f"; {out} is as it was" if (out / "results.json").is_file() else ""
+        click.echo(f"error: nothing could be measured (the failed report is in {written}{kept})", err=True)
+        sys.exit(1)
+    console.print(f"What to ship (within 1.0 point of accuracy; 'optimize recommend {shlex.quote(str(out))}' for "
+                  f"limits and code):", highlight=False)
     for batch in request.settings.batch_sizes:
         for found in recommend(report, Budget(batch)):
             console.print(f"  {brief(found)}", highlight=False)
-    if not any(line.status == "ok" for line in report.matrix):
-        click.echo("error: nothing could be measured", err=True)
-        sys.exit(1)
 
 
 @main.command()
@@ -393,7 +413,9 @@ def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | No
                    "top-1 agreement for classifiers).")
 @click.option("--max-latency-ms", type=click.FloatRange(0, min_open=True), help="Limit on p50 latency.")
 @click.option("--max-memory-mb", type=click.FloatRange(0, min_open=True),
-              help="Limit on peak memory: a GPU row's on the GPU, else resident memory.")
+              help="Limit on peak memory: a GPU row's on the GPU, else the peak resident memory of the whole "
+                   "measuring process (the runtime, the model, its buffers, and Python with the libraries it "
+                   "imported: what a Python service deploying the file would hold), the matrix's 'peak MB'.")
 @click.option("--by", type=click.Choice(["inference", "e2e"]), default="inference", show_default=True,
               help="Rank on inference alone, or on the pipelined end-to-end path (image files to kept predictions).")
 @click.option("--json", "as_json", is_flag=True, help="Print the recommendations as JSON.")

@@ -43,7 +43,10 @@ def discover(root: Path) -> list[Candidate]:
     models = {c.model: c.folder.parent for c in found if c.manifest}
     baselines = [_baseline(model_dir / ".cache" / "load", model, _imgsz(found, model))
                  for model, model_dir in models.items()]
-    return sorted([*baselines, *found], key=_order)
+    unlisted = [Candidate(folder, None, folder.name, model, f"no {MANIFEST}: rebuild it with optimize build")
+                for model, model_dir in models.items() for folder in sorted(model_dir.iterdir())
+                if folder.name in _node_names() and folder.is_dir() and not (folder / MANIFEST).exists()]
+    return sorted([*baselines, *found, *unlisted], key=_order)
 
 
 def is_baseline(target: str, precision: str) -> bool:
@@ -99,10 +102,24 @@ def _candidate(path: Path) -> Candidate | None:
         return Candidate(folder, None, folder.name, folder.parent.name, f"unreadable manifest: {err}")
     if manifest.target is None:
         return None
-    problem = verify_files(folder, manifest) or _missing_family(manifest)
-    name = f"{manifest.target}-{manifest.precision}"
+    misplaced = _misplaced(folder, manifest)
+    problem = misplaced or verify_files(folder, manifest) or _missing_family(manifest)
+    name = folder.name if misplaced else f"{manifest.target}-{manifest.precision}"
     return Candidate(folder, None if problem else manifest, name, manifest.model_id, problem or "", manifest.target,
                      manifest.precision or "")
+
+
+def _misplaced(folder: Path, manifest: Manifest) -> str | None:
+    """A folder named for one artifact that holds another's manifest and files (one folder copied over another):
+    measured under either name, the matrix would show two rows of one name and ship the wrong path."""
+    if folder.name in _node_names() and folder.name != manifest.node:
+        return f"holds {manifest.node}'s files, not {folder.name}'s (a copy of another folder?): run optimize build"
+    return None
+
+
+def _node_names() -> set[str]:
+    """The names of the folders a build publishes artifacts in (``<target>-<precision>``)."""
+    return {f"{target}-{precision}" for target in formats() for precision in PRECISIONS}
 
 
 def _missing_family(manifest: Manifest) -> str | None:

@@ -44,8 +44,9 @@ def inspect_entries(entries: tuple[str, ...], family: str | None, imgsz: int | N
     """Every ``[FAMILY=]PATH`` entry read (a UserError for one this tool cannot run), with its family."""
     found: list[tuple[ExternalFile, str]] = []
     for entry in entries:
-        path, its_family = family_of(entry, family)
-        item = inspect_file(path, imgsz)
+        path, named = split_entry(entry, family)
+        item = inspect_file(path, imgsz)  # a file this tool cannot run is refused before its family is asked for
+        its_family = checked_family(entry, named)
         if any(item.path.resolve() == seen.path.resolve() for seen, _ in found):
             raise UserError(f"--add {entry}: {item.path} is already added (each file is measured once)")
         found.append((item, its_family))
@@ -77,12 +78,17 @@ def _telling_depth(part: tuple[str, ...], others: list[tuple[str, ...]]) -> int:
                 len(part))
 
 
-def family_of(entry: str, default: str | None) -> tuple[Path, str]:
-    """``ultralytics=path`` -> (path, ultralytics); a bare path takes ``default``; an unknown family is refused."""
+def split_entry(entry: str, default: str | None) -> tuple[Path, str | None]:
+    """``ultralytics=path`` -> (path, ultralytics); a bare path takes ``default``; a missing path is refused."""
     name, _, rest = entry.partition("=")
     path, family = (Path(rest), name) if rest and "/" not in name else (Path(entry), default)
     if not path.exists():
         raise UserError(f"--add {entry}: no such file or folder")
+    return path, family
+
+
+def checked_family(entry: str, family: str | None) -> str:
+    """The family an entry's file is decoded as: named, and one this tool knows."""
     if family is None:
         raise UserError(f"--add {entry}: which model family? pass --family (yolov5, yolov7, ultralytics, torchvision) "
                         f"or --add FAMILY={entry}: the file does not say which decode its output needs")
@@ -91,7 +97,7 @@ def family_of(entry: str, default: str | None) -> tuple[Path, str]:
     except ValueError:
         raise UserError(f"--add {entry}: unknown model family {family!r} (yolov5, yolov7, ultralytics, torchvision)") \
             from None
-    return path, family
+    return family
 
 
 def inspect_file(path: Path, imgsz: int | None) -> ExternalFile:

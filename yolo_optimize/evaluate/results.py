@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import statistics
 import types
 import typing
@@ -15,7 +16,7 @@ import numpy as np
 
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.facts import ModelFacts
-from yolo_optimize.runtime.accuracy import Accuracy
+from yolo_optimize.runtime.accuracy import RANGE, SHARE, Accuracy
 
 SCHEMA_VERSION = 8  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
 #                    4: weight bytes per artifact, per-convolution utilization in profiles; 5: GPU rows' copy/compute;
@@ -25,6 +26,8 @@ SCHEMA_VERSION = 8  # 2: interleaved rounds, per-round speedups; 3: model facts,
 #                    instead of keys such as "speedup_b8"); rows and settings as in 7
 READABLE_VERSIONS = (7, SCHEMA_VERSION)  # the matrix is computed again from the rows on reading (report.load_report)
 INFERENCE, END_TO_END = "inference", "end_to_end"  # what a figure times: the runtime's call, or the deployed path
+
+NOT_NEGATIVE = (0.0, math.inf)  # every figure read back (times, rates, sizes) unless its field's RANGE says otherwise
 
 BLOCK_S = 0.2  # a process's consecutive runs are judged in blocks of at least this many seconds
 FAST_STATE_SPAN = 1.1  # blocks slower than this times the row's reference block ran in the host's slow state
@@ -247,11 +250,11 @@ class MatrixRow:
     gpu_mb: float | None = None  # a GPU row's memory on the GPU (NVML, per process)
     file_mb: float | None = None
     weights_mb: float | None = None
-    map50_95: float | None = None
-    map50: float | None = None
-    map50_95_delta: float | None = None  # against the baseline
-    top1_agreement: float | None = None
-    top1: float | None = None
+    map50_95: float | None = field(default=None, metadata=SHARE)
+    map50: float | None = field(default=None, metadata=SHARE)
+    map50_95_delta: float | None = field(default=None, metadata={RANGE: (-1.0, 1.0)})  # against the baseline
+    top1_agreement: float | None = field(default=None, metadata=SHARE)
+    top1: float | None = field(default=None, metadata=SHARE)
     accuracy_note: str = ""
     cpu_note: str = ""
     repeats: int = 0  # processes measured
@@ -292,32 +295,44 @@ def read_results(folder: Path) -> dict[str, Any]:
     return data
 
 
-def from_json(kind: Any, data: Any, where: str) -> Any:
+
+
+def from_json(kind: Any, data: Any, where: str, bounds: tuple[float, float] = NOT_NEGATIVE) -> Any:
     """Parsed JSON as ``kind`` (a dataclass, ``list[X]``, ``dict[str, X]``, ``X | None``, a plain type), every field
     checked against its annotation: a file this tool reads back is refused in one line naming the first field that
     is missing or of the wrong type (a UserError), never a KeyError or TypeError later. ``Path`` fields take a
-    string, ``tuple[X, ...]`` a list, ``dict[int, X]`` integers written as object keys (JSON has none of them)."""
+    string, ``tuple[X, ...]`` a list, ``dict[int, X]`` integers written as object keys (JSON has none of them).
+    Every float is finite and within ``bounds``: its field's ``RANGE`` metadata, else NOT_NEGATIVE (a NaN mAP would
+    otherwise pass every budget, a negative latency break the statistics)."""
     origin, arguments = typing.get_origin(kind), typing.get_args(kind)
     if kind is Any:
         return data
     if origin in (typing.Union, types.UnionType):
         if data is None and type(None) in arguments:
             return None
-        return from_json(next(a for a in arguments if a is not type(None)), data, where)
+        return from_json(next(a for a in arguments if a is not type(None)), data, where, bounds)
     if dataclasses.is_dataclass(kind):
         return _dataclass_from_json(kind, data, where)
     if origin in (list, tuple):
         items = _checked(data, list, where, "a list")
-        return origin(from_json(arguments[0], item, f"{where}[{index}]") for index, item in enumerate(items))
+        return origin(from_json(arguments[0], item, f"{where}[{index}]", bounds) for index, item in enumerate(items))
     if origin is dict:
         entries = _checked(data, dict, where, "an object")
-        return {_key(arguments[0], key, where): from_json(arguments[1], value, f"{where}.{key}")
+        return {_key(arguments[0], key, where): from_json(arguments[1], value, f"{where}.{key}", bounds)
                 for key, value in entries.items()}
     if kind is Path:
         return Path(_checked(data, str, where, "a path"))
     if kind is float:
-        return _checked(data, (int, float), where, "a number")
+        return _in_bounds(_checked(data, (int, float), where, "a number"), bounds, where)
     return _checked(data, kind, where, {int: "an integer", str: "a string", bool: "true or false"}.get(kind, str(kind)))
+
+
+def _in_bounds(number: float, bounds: tuple[float, float], where: str) -> float:
+    low, high = bounds
+    if not math.isfinite(number) or not low <= number <= high:
+        span = f"at least {low:g}" if high == math.inf else f"within {low:g}..{high:g}"
+        raise UserError(f"{where}: expected a finite number {span}, got {number}")
+    return number
 
 
 def _dataclass_from_json(kind: Any, data: Any, where: str) -> Any:
@@ -329,7 +344,8 @@ def _dataclass_from_json(kind: Any, data: Any, where: str) -> Any:
     values = {}
     for found in dataclasses.fields(kind):
         if found.name in entries:
-            values[found.name] = from_json(hints[found.name], entries[found.name], f"{where}.{found.name}")
+            values[found.name] = from_json(hints[found.name], entries[found.name], f"{where}.{found.name}",
+                                           found.metadata.get(RANGE, NOT_NEGATIVE))
         elif found.default is dataclasses.MISSING and found.default_factory is dataclasses.MISSING:
             raise UserError(f"{where}.{found.name}: missing")
     return kind(**values)

@@ -3,11 +3,12 @@ files, when a folder is given). The CLI and the Python API both run it."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from yolo_optimize.artifact import MANIFEST, check_writable, written_whole
+from yolo_optimize.artifact import MANIFEST, check_writable, scratch_folder, written_whole
 from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.devices import resolve_device
 from yolo_optimize.errors import UserError
@@ -65,16 +66,33 @@ def _model_folder(path: Path) -> bool:
     return path.is_dir() and not any(path.rglob(MANIFEST)) and len(ir_files(path)) == 1
 
 
+FAILED_SUFFIX = "-failed"  # the folder beside --out a report that measured nothing is written to
+
+
+def measured_anything(report: Report) -> bool:
+    return any(line.status == "ok" for line in report.matrix)
+
+
+def report_folder(out: Path, report: Report) -> Path:
+    """Where ``report`` is written for ``--out out``: there when it measured anything, else ``<out>-failed`` beside
+    it, so that a run in which every row failed never replaces the report a good run left in ``out``."""
+    return out if measured_anything(report) else out.with_name(out.name + FAILED_SUFFIX)
+
+
 def run_evaluation(request: EvalRequest, progress: Callable[[str, int, int], None]) -> Report:
-    """Measure every candidate, build the report, write its files to ``request.out`` (when given): whole or not at
-    all, results.json last (``artifact.written_whole``), the profiles too."""
+    """Measure every candidate, build the report, write its files to ``report_folder(request.out)`` (when given):
+    whole or not at all, results.json last (``artifact.written_whole``), the profiles too (measured into a scratch
+    folder until the report says where it goes)."""
     if request.out is None:
         return _measured(request, request.settings, progress)
     check_writable(request.out)
-    with written_whole(request.out, last="results.json") as staging:
-        profiles = staging / request.settings.profile_dir.name if request.settings.profile_dir else None
+    with scratch_folder("yolo-optimize-report-") as work:
+        profiles = work / request.settings.profile_dir.name if request.settings.profile_dir else None
         report = _measured(request, replace(request.settings, profile_dir=profiles), progress)
-        write_report(report, staging)
+        with written_whole(report_folder(request.out, report), last="results.json") as staging:
+            for entry in work.iterdir():
+                shutil.move(entry, staging / entry.name)
+            write_report(report, staging)
     return report
 
 
@@ -99,6 +117,7 @@ def candidates(request: EvalRequest) -> list[Candidate]:
     of its own, with the --checkpoint baseline, when it joins none)."""
     inspected = inspect_entries(request.add, request.family, request.settings.imgsz)  # a bad file is refused first
     found = discover(request.root) if request.root is not None else []
+    check_input_size(found, request.settings.imgsz, request.root)
     if request.settings.device == "cuda":
         found = with_half_baselines(found)
     models = {c.model: (c.metadata.family, list(c.metadata.imgsz or ()))
@@ -109,3 +128,12 @@ def candidates(request: EvalRequest) -> list[Candidate]:
         found += [checkpoint_baseline(request.checkpoint, model, c.metadata.side)
                   for model, c in own_groups.items()]
     return with_runtime_configurations([*found, *added])
+
+
+def check_input_size(found: list[Candidate], imgsz: int | None, root: Path | None) -> None:
+    """Refuse (UserError) an --imgsz no artifact under ``root`` was built at: every row would fail. Where some were,
+    the others fail on their own rows, saying so."""
+    sizes = sorted({c.metadata.side for c in found if c.manifest and c.target != BASELINE_TARGET})
+    if imgsz and sizes and imgsz not in sizes:
+        raise UserError(f"--imgsz {imgsz}: the artifacts under {root} were built at {', '.join(map(str, sizes))}: "
+                        f"leave --imgsz out, or build them at {imgsz}")

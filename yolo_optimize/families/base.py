@@ -42,6 +42,9 @@ class Preprocessed:
     pad: tuple[float, float]  # (x, y)
 
 
+SCORE_QUANTILE = 0.999  # of the absolute score differences: what a sound INT8 file keeps small (build/parity.py)
+
+
 @dataclass
 class ParityStats:
     """How far an artifact's outputs are from the reference's, summed over the batches compared."""
@@ -50,6 +53,15 @@ class ParityStats:
     score_diff: float = 0.0  # largest absolute difference of scores/probabilities
     matched: int = 0  # predictions that agree after the family's decode (detections, or top-1 classes)
     total: int = 0
+    score_diff_quantile: float = 0.0  # the SCORE_QUANTILE of the absolute score differences (largest of the batches)
+
+    @classmethod
+    def of_scores(cls, box_diff: float | None, got: np.ndarray, want: np.ndarray, matched: int,
+                  total: int) -> ParityStats:
+        """The statistics of one batch's scores (``got`` against ``want``) beside its box difference and agreement."""
+        difference = np.abs(got - want)
+        return cls(box_diff, float(difference.max()), matched, total,
+                   float(np.quantile(difference, SCORE_QUANTILE)))
 
     @property
     def agreement(self) -> float:
@@ -58,7 +70,7 @@ class ParityStats:
     def merged(self, other: ParityStats) -> ParityStats:
         boxes = None if self.box_diff is None or other.box_diff is None else max(self.box_diff, other.box_diff)
         return ParityStats(boxes, max(self.score_diff, other.score_diff), self.matched + other.matched,
-                           self.total + other.total)
+                           self.total + other.total, max(self.score_diff_quantile, other.score_diff_quantile))
 
 
 class Family(ABC):

@@ -9,7 +9,11 @@ any detector built with NMS inside) share one layout, one decode and one compari
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import types
 from abc import abstractmethod
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -100,8 +104,8 @@ class Detector(Family):
     def compare(self, got: np.ndarray, want: np.ndarray) -> ParityStats:
         (got_boxes, got_scores), (want_boxes, want_scores) = self.boxes_and_scores(got), self.boxes_and_scores(want)
         matched, total = self._agreement(got, want)
-        return ParityStats(float(np.abs(got_boxes - want_boxes).max()), float(np.abs(got_scores - want_scores).max()),
-                           matched, total)
+        return ParityStats.of_scores(float(np.abs(got_boxes - want_boxes).max()), got_scores, want_scores, matched,
+                                     total)
 
     def _agreement(self, got: np.ndarray, want: np.ndarray) -> tuple[int, int]:
         """Detections that match (same class, IoU >= 0.5) and the larger of the two counts."""
@@ -166,9 +170,9 @@ class FinalDetections(Detector):
         return [np.ascontiguousarray(rows[rows[:, 4] >= max(conf, 1e-9)][:max_det], dtype=np.float32) for rows in raw]
 
     def compare(self, got: np.ndarray, want: np.ndarray) -> ParityStats:
-        score_diff = float(np.abs(np.sort(got[..., 4], axis=1) - np.sort(want[..., 4], axis=1)).max())
         matched, total = self._agreement(got, want)
-        return ParityStats(_matched_box_diff(got, want), score_diff, matched, total)
+        return ParityStats.of_scores(_matched_box_diff(got, want), np.sort(got[..., 4], axis=1),
+                                     np.sort(want[..., 4], axis=1), matched, total)
 
 
 def _matched_box_diff(got: np.ndarray, want: np.ndarray) -> float:
@@ -219,6 +223,24 @@ class AnchorDetector(Detector):
         from yolo_optimize.families.nms import Candidates
 
         return Candidates(xywh_to_xyxy(raw[..., :4]), raw[..., 5:], raw[..., 4], raw)
+
+
+_STILL_CLOCK = types.SimpleNamespace(time=lambda: 0.0)
+_CLOCK_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def without_time_limit(module: types.ModuleType) -> Iterator[None]:
+    """YOLOv5's and YOLOv7's NMS functions stop after a fixed number of seconds (YOLOv5: 0.5 + 0.05 per image of the
+    batch; YOLOv7: 10) and drop the rest of the batch with a warning: on a busy host the mAP the evaluator and the
+    INT8 gate score would depend on the clock. The clock of ``module`` (the one holding the NMS function) stands
+    still for the call; one call at a time, so that no thread restores another's still clock."""
+    with _CLOCK_LOCK:
+        clock, module.time = module.time, _STILL_CLOCK  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            module.time = clock  # type: ignore[attr-defined]
 
 
 def nms_input(raw: np.ndarray) -> torch.Tensor:

@@ -111,7 +111,7 @@ class TorchvisionClassifier(Family):
     def compare(self, got: np.ndarray, want: np.ndarray) -> ParityStats:
         probabilities = [_softmax(raw) for raw in (got, want)]
         same = int((got.argmax(1) == want.argmax(1)).sum())
-        return ParityStats(None, float(np.abs(probabilities[0] - probabilities[1]).max()), same, len(got))
+        return ParityStats.of_scores(None, probabilities[0], probabilities[1], same, len(got))
 
     def predictions(self, raw: np.ndarray) -> list[np.ndarray]:
         """The top-5 classes of every image, best first."""

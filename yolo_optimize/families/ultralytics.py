@@ -18,6 +18,7 @@ allow-list, and the loaded model tells which family decodes it (its classes alon
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -46,7 +47,8 @@ CONFIGS = {**{f"{prefix}{size}": (config, size) for prefix, config in SCALED.ite
 END_TO_END = tuple(name for name in CONFIGS if name.startswith(("yolo26", "yolov10")))
 DETR = tuple(name for name in CONFIGS if name.startswith("rtdetr"))
 OUTPUT_LAYOUT = "[batch, 4 + nc, anchors]: xywh (input pixels), then per-class sigmoid scores; no objectness"
-NMS_TIME_LIMIT_S = 60.0  # per image; Ultralytics' default (0.05 s) cuts NMS short on slow hosts, changing the result
+NMS_TIME_LIMIT_S = math.inf  # per image: none; Ultralytics' default (0.05 s) cuts NMS short on busy hosts, changing
+#                              the mAP
 ONE_TO_ONE, ONE_TO_MANY = "one-to-one", "one-to-many"
 
 

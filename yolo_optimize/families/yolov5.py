@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from yolo_optimize.families.base import RANDOM_SEED, package_dir
-from yolo_optimize.families.detection import AnchorDetector, nms_input
+from yolo_optimize.families.detection import AnchorDetector, nms_input, without_time_limit
 
 if TYPE_CHECKING:
     import torch
@@ -77,10 +77,10 @@ class YoloV5(AnchorDetector):
     def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
                max_det: int) -> list[np.ndarray]:
         _quiet()
-        from yolov5.utils.general import non_max_suppression
+        import yolov5.utils.general as general
 
-        kept = non_max_suppression(nms_input(raw), conf, iou,
-                                   multi_label=multi_label, max_det=max_det)
+        with without_time_limit(general):
+            kept = general.non_max_suppression(nms_input(raw), conf, iou, multi_label=multi_label, max_det=max_det)
         return [k.numpy() for k in kept]
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import RANDOM_SEED, package_dir
-from yolo_optimize.families.detection import AnchorDetector, coco_names, nms_input
+from yolo_optimize.families.detection import AnchorDetector, coco_names, nms_input, without_time_limit
 
 if TYPE_CHECKING:
     import torch
@@ -95,10 +95,10 @@ class YoloV7(AnchorDetector):
 
     def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
                max_det: int) -> list[np.ndarray]:
-        from yolov7_package.utils.general import non_max_suppression
+        import yolov7_package.utils.general as general
 
-        kept = non_max_suppression(nms_input(raw), conf, iou,
-                                   multi_label=multi_label)  # keeps at most 300, as max_det always is here
+        with without_time_limit(general):  # keeps at most 300, as max_det always is here
+            kept = general.non_max_suppression(nms_input(raw), conf, iou, multi_label=multi_label)
         return [k.numpy()[:max_det] for k in kept]
 
 

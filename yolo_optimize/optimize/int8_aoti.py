@@ -75,7 +75,7 @@ class AotiInt8(Stage):
         inherited = ArtifactMetadata.of(parent)
         metadata = replace(inherited, precision="int8",
                            kept_in_float=[kept] if kept else []).with_facts({"quantization": route})
-        gate = Gate(self.config.gate, family, self.config.imgsz, ctx.threads)
+        gate = Gate(self.config.gate.images, family, self.config.imgsz, ctx.threads)
         try:
             record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
             images = calibration_inputs(family, self.config.calib_images, self.config.imgsz, inherited.takes)
@@ -86,8 +86,8 @@ class AotiInt8(Stage):
             gate.close()
         record.require_pass()
         return StageOutput(entry=parent.entry, metadata=metadata.to_dict(),
-                           info={"gate": record.result(), "kept_in_float": metadata.kept_in_float,
-                                 "built_on_cpu": cpu_facts()})
+                           info={"gate": record.result(self.config.calib_images),
+                                 "kept_in_float": metadata.kept_in_float, "built_on_cpu": cpu_facts()})
 
     def _quantized(self, module: Any, kept: str | None, images: list[np.ndarray], *, warm_up: bool) -> Any:
         """The quantized program: annotated (``kept`` left in float), calibrated on ``images``, converted, exported."""

@@ -77,7 +77,7 @@ class TensorRTInt8Qdq(Stage):
         head = family.onnx_float_nodes(onnx.load(str(ctx.entry(SOURCE))))
         images = calibration_inputs(family, self.config.calib_images, self.config.imgsz, inherited.takes)
         metadata = replace(inherited, precision="int8", kept_in_float=head).with_facts({"quantization": NOTE})
-        gate = Gate(self.config.gate, family, self.config.imgsz, ctx.threads)
+        gate = Gate(self.config.gate.images, family, self.config.imgsz, ctx.threads)
         try:
             record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
             quantize_symmetric(ctx.entry(SOURCE), ctx.out_dir / entry, images, head, metadata)
@@ -87,7 +87,7 @@ class TensorRTInt8Qdq(Stage):
             gate.close()
         record.require_pass()
         return StageOutput(entry=entry, metadata=metadata.to_dict(),
-                           info={"gate": record.result(), "kept_in_float": head})
+                           info={"gate": record.result(self.config.calib_images), "kept_in_float": head})
 
 
 def quantize_symmetric(source: Path, out: Path, images: list[np.ndarray], float_nodes: list[str],

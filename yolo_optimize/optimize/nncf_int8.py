@@ -6,8 +6,8 @@ in float (for ONNX a detector's whole Detect head: its output convolutions and t
 them); a backend may change the ranges, the bias correction and what stays in float
 (OpenVINO's, optimize/int8_openvino.py). The candidate is scored on the gate set with the family's
 metric (build/gate.py) through the same runner as its FP32 parent; when the drop is over the limit, NNCF's
-accuracy-aware route (``quantize_with_accuracy_control``) reverts
-the most harmful quantizers until it fits or its iterations run out.
+accuracy-aware route (``quantize_with_accuracy_control``) reverts the most harmful quantizers until the drop on the
+labelled calibration images fits or its iterations run out, and the gate judges the result on its own images.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.build.gate import Gate, GateRecord
+from yolo_optimize.build.held_out import ImageSet
 from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.families.base import Family
-from yolo_optimize.metadata import ArtifactMetadata, InputSpec
+from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import (
     Int8Config,
     calibration_inputs,
@@ -33,6 +34,8 @@ ROUTE = "NNCF MIXED, fast bias correction"
 ACCURACY_CONTROL_ROUTE = "accuracy-aware: nncf.quantize_with_accuracy_control"
 ACCURACY_CONTROL_ITERATIONS = 8  # these two bound the time the accuracy-aware route may take:
 RANKING_IMAGES = 32  # NNCF re-validates once per quantizer group (about 70 for yolov5) on this many images
+NO_TUNING_IMAGES = ("the calibration images have no labels to tune on (the gate's images are never tuned on): give "
+                    "--calib-data labels, or leave --gate-data out to hold a labelled part of it out")
 
 
 class NncfInt8(Stage):
@@ -58,21 +61,27 @@ class NncfInt8(Stage):
         settings = {"preset": nncf.QuantizationPreset.MIXED, "subset_size": len(self.config.calib_images),
                     "fast_bias_correction": self.fast_bias_correction,
                     "ignored_scope": nncf.IgnoredScope(names=head, validate=False)}
-        gate = Gate(self.config.gate, family, self.config.imgsz, ctx.threads)
+        gate = Gate(self.config.gate.images, family, self.config.imgsz, ctx.threads)
         try:
             record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
             route, advanced, candidate = self._calibrated(model, feeds, settings)
             quantized = self.for_runtime(candidate, feeds, ctx.threads)
             if not record.add(route, self._score(quantized, ctx, gate, metadata)):
-                candidate = self._with_accuracy_control(model, nncf.Dataset(feeds), gate, settings, advanced,
-                                                        inherited.takes)
-                quantized = self.for_runtime(candidate, feeds, ctx.threads)
-                record.add(ACCURACY_CONTROL_ROUTE, self._score(quantized, ctx, gate, metadata))
+                tuning = self.config.gate.tuning
+                if tuning is None:
+                    record.skip(ACCURACY_CONTROL_ROUTE, NO_TUNING_IMAGES)
+                else:
+                    candidate = self._with_accuracy_control(model, nncf.Dataset(feeds), tuning, settings, advanced,
+                                                            ctx, family)
+                    record.tuned = tuning
+                    quantized = self.for_runtime(candidate, feeds, ctx.threads)
+                    record.add(ACCURACY_CONTROL_ROUTE, self._score(quantized, ctx, gate, metadata))
         finally:
             gate.close()
         record.require_pass()
         self.save(quantized, ctx.out_dir / str(parent.entry), metadata)
-        return StageOutput(entry=parent.entry, metadata=metadata.to_dict(), info={"gate": record.result(), **facts})
+        return StageOutput(entry=parent.entry, metadata=metadata.to_dict(),
+                           info={"gate": record.result(self.config.calib_images), **facts})
 
     def _calibrated(self, model: Any, feeds: list[Any], settings: dict[str, Any]) -> tuple[str, Any, Any]:
         """(route, its advanced parameters, the quantized model) of the first of ``recipes`` NNCF can calibrate; a
@@ -100,22 +109,31 @@ class NncfInt8(Stage):
         self.save(quantized, ctx.out_dir / str(manifest.entry), metadata)
         return gate.score(ctx.out_dir, manifest)
 
-    def _with_accuracy_control(self, model: Any, calibration: Any, gate: Gate, settings: dict[str, Any],
-                               advanced: Any, spec: InputSpec) -> Any:
+    def _with_accuracy_control(self, model: Any, calibration: Any, tuning: ImageSet, settings: dict[str, Any],
+                               advanced: Any, ctx: StageContext, family: Family) -> Any:
+        """NNCF's accuracy-aware route, validated on the ``tuning`` images (the calibration part, never the gate's):
+        the gate then judges what it produced on images it never tuned against."""
         import nncf
         from nncf.quantization.advanced_parameters import (
             AdvancedAccuracyRestorerParameters,
         )
 
-        def validate(candidate: Any, inputs: Any) -> float:
-            return gate.score_raw(self.outputs(candidate, list(inputs))).value
+        scorer = Gate(tuning, family, self.config.imgsz, ctx.threads)
+        try:
+            scorer.metric.set_reference(scorer.score(ctx.inputs[SOURCE], ctx.manifest(SOURCE)))
 
-        return nncf.quantize_with_accuracy_control(
-            model, calibration, nncf.Dataset([self.model_input(x) for x in gate.inputs(spec)]), validate,
-            max_drop=self.config.gate.max_map_drop / 100, drop_type=nncf.DropType.ABSOLUTE, **settings,
-            advanced_quantization_parameters=advanced,
-            advanced_accuracy_restorer_parameters=AdvancedAccuracyRestorerParameters(
-                max_num_iterations=ACCURACY_CONTROL_ITERATIONS, ranking_subset_size=RANKING_IMAGES))
+            def validate(candidate: Any, inputs: Any) -> float:
+                return scorer.score_raw(self.outputs(candidate, list(inputs))).value
+
+            spec = ArtifactMetadata.of(ctx.manifest(SOURCE)).takes
+            return nncf.quantize_with_accuracy_control(
+                model, calibration, nncf.Dataset([self.model_input(x) for x in scorer.inputs(spec)]), validate,
+                max_drop=self.config.gate.max_map_drop / 100, drop_type=nncf.DropType.ABSOLUTE, **settings,
+                advanced_quantization_parameters=advanced,
+                advanced_accuracy_restorer_parameters=AdvancedAccuracyRestorerParameters(
+                    max_num_iterations=ACCURACY_CONTROL_ITERATIONS, ranking_subset_size=RANKING_IMAGES))
+        finally:
+            scorer.close()
 
     def recipes(self) -> list[tuple[str, Any]]:
         """(route name, ``AdvancedQuantizationParameters`` or None for NNCF's defaults) to calibrate with, in order

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,15 +18,20 @@ from yolo_optimize.families.base import Family
 from yolo_optimize.runtime.dataset import Dataset, PreparedImages
 from yolo_optimize.runtime.runners.base import Runner
 
+RANGE = "range"  # dataclass field metadata: a figure's (low, high), checked where a report is read back
+SHARE = {RANGE: (0.0, 1.0)}  # a metric in [0, 1] (mAP, top-1)
+
 
 @dataclass
 class Accuracy:
-    map50_95: float | None
-    map50: float | None
+    map50_95: float | None = field(metadata=SHARE)
+    map50: float | None = field(metadata=SHARE)
     images: int
     note: str = ""  # why a value is absent or not meaningful
-    top1_agreement: float | None = None  # classifiers: share of images whose top-1 class is the baseline's
-    top1: float | None = None  # classifiers: share of labelled images whose top-1 class is the label
+    top1_agreement: float | None = field(default=None, metadata=SHARE)  # share of images whose top-1 class is the
+    #                                                                    baseline's (classifiers)
+    top1: float | None = field(default=None, metadata=SHARE)  # classifiers: share of labelled images whose top-1 class
+    #                                                          is the label
 
 
 RANDOM_WEIGHTS = "n/a (random weights)"

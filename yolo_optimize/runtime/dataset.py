@@ -7,6 +7,7 @@ time per input size into one ``.npy`` that every measurement process memory-maps
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,22 @@ class Dataset:
     ground_truth: dict[str, Any] | None
     category_ids: list[int]
     image_classes: list[str] | None = None  # an ImageFolder's class folder per image (classifiers' labels)
+
+    def subset(self, images: Collection[str | Path]) -> Dataset:
+        """The images of this set named in ``images`` (resolved paths), in this set's order, with their labels only;
+        an image it does not hold is a UserError."""
+        wanted = {str(Path(p).resolve()) for p in images}
+        kept = [i for i, image in enumerate(self.images) if str(image.resolve()) in wanted]
+        if len(kept) != len(wanted):
+            missing = sorted(wanted - {str(self.images[i].resolve()) for i in kept})
+            raise UserError(f"{missing[0]} is not an image of {self.root} ({len(missing)} missing)")
+        ids = {self.image_ids[i] for i in kept}
+        truth = None if self.ground_truth is None else {
+            **self.ground_truth, "images": [e for e in self.ground_truth["images"] if e["id"] in ids],
+            "annotations": [a for a in self.ground_truth["annotations"] if a["image_id"] in ids]}
+        classes = None if self.image_classes is None else [self.image_classes[i] for i in kept]
+        return Dataset(self.root, [self.images[i] for i in kept], [self.image_ids[i] for i in kept], truth,
+                       self.category_ids, classes)
 
 
 @dataclass(frozen=True)
@@ -105,9 +122,9 @@ def _read_labels(label: Path, nc: int) -> list[tuple[int, float, float, float, f
 
 
 def _image_size(path: Path) -> tuple[int, int]:
-    from PIL import Image
+    from yolo_optimize.images import pil_open
 
-    with Image.open(path) as image:
+    with pil_open(path) as image:
         width, height = image.size
     return height, width
 
@@ -115,7 +132,10 @@ def _image_size(path: Path) -> tuple[int, int]:
 def _coco_dataset(annotations: Path, max_images: int | None) -> Dataset:
     if not annotations.is_file():
         raise UserError(f"annotation file not found: {annotations}")
-    gt = json.loads(annotations.read_text())
+    try:
+        gt = json.loads(annotations.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise UserError(f"{annotations} is not a JSON file: {err}") from None
     if not {"images", "annotations", "categories"} <= set(gt):
         raise UserError(f"{annotations} is not a COCO instances file (needs images, annotations, categories)")
     folder = _coco_images_folder(annotations)
