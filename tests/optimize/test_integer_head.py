@@ -9,6 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from yolo_optimize.cpu import has_vnni
 from yolo_optimize.optimize.integer_head import integer_head
 from yolo_optimize.runtime.runners.onnxruntime import INTEGER_CONVOLUTION_SUFFIX
 
@@ -52,7 +53,13 @@ def on_grids(model: onnx.ModelProto, x: np.ndarray, scale: float, zero_point: in
     return y.reshape(len(x), ANCHORS, OUTPUTS, SIZE, SIZE).transpose(0, 1, 3, 4, 2)
 
 
-@pytest.mark.parametrize("weight_bits", [8, 7])
+# ONNX Runtime's u8 x s8 kernels add the products in pairs into int16 without VNNI, saturating with 8-bit weights:
+# the build quantizes to 7 bits there (BuildRequest.int8_vnni), so 8-bit heads are checked only where they are built.
+EIGHT_BIT_WEIGHTS = pytest.mark.skipif(not has_vnni(), reason="this CPU has no VNNI: its u8 x s8 products saturate "
+                                                               "with 8-bit weights, which are built only with VNNI")
+
+
+@pytest.mark.parametrize("weight_bits", [pytest.param(8, marks=EIGHT_BIT_WEIGHTS), 7])
 def test_the_head_on_an_existing_grid_computes_the_convolution_of_the_rounded_operands(weight_bits: int) -> None:
     model = head_graph([0, 1, 3, 4, 2], gridded=True)
     x = np.random.default_rng(1).uniform(-0.5, 4, (2, CHANNELS, SIZE, SIZE)).astype(np.float32)
@@ -71,17 +78,19 @@ def test_the_head_on_an_existing_grid_computes_the_convolution_of_the_rounded_op
 
 
 def test_a_head_without_a_grid_gets_one_calibrated_on_the_feeds() -> None:
+    """At the weight bits a build on this CPU uses (8 with VNNI, else 7)."""
+    bits = 8 if has_vnni() else 7
     model = head_graph([0, 1, 3, 4, 2], gridded=False)
     original = head_graph([0, 1, 3, 4, 2], gridded=False)
     x = np.random.default_rng(2).uniform(-0.3, 2, (1, CHANNELS, SIZE, SIZE)).astype(np.float32)
     exact = run(model, x)
-    assert integer_head(model, [{"x": x}], 1, 8) == ["head"]
+    assert integer_head(model, [{"x": x}], 1, bits) == ["head"]
     assert model.graph.node[0].op_type == "QuantizeLinear"
     weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     scale, zero_point = (weights[name] for name in model.graph.node[0].input[1:])
     assert scale == pytest.approx((x.max() - x.min()) / 255, rel=1e-5)
     got = run(model, x)
-    np.testing.assert_allclose(got, on_grids(original, x, float(scale), int(zero_point), 8), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, on_grids(original, x, float(scale), int(zero_point), bits), rtol=1e-4, atol=1e-4)
     assert np.abs(got - exact).max() < 0.05 * np.abs(exact).max()
 
 
