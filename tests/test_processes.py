@@ -97,3 +97,11 @@ def test_a_full_device_and_exhausted_memory_are_classified_whatever_raised_them(
     assert resource_shortage(allocator) == "out of memory"
     assert resource_shortage(RuntimeError("ONNX export: No space left on device")) == "disk full"
     assert resource_shortage(ValueError("shape mismatch")) is None
+
+
+def test_a_failure_line_drops_the_terminal_colour_codes_a_tool_put_in_its_message() -> None:
+    """torch.onnx colours its 'This is step 3/3' in its exception text; the report's reason column must not show it."""
+    from yolo_optimize.processes import classified
+
+    err = RuntimeError("Failed to convert. \x1b[96mThis is step 3/3\x1b[0m of exporting the model to ONNX.\nNext steps")
+    assert classified(err) == "Failed to convert. This is step 3/3 of exporting the model to ONNX."

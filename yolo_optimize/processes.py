@@ -39,9 +39,13 @@ T = TypeVar("T")
 ALLOCATOR_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2**40)}  # no mmap'd blocks, never trimmed
 
 
+ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def one_line(err: BaseException, limit: int | None = 200) -> str:
-    """An exception as the one line a report row shows (its first ``limit`` characters; None: all of them)."""
-    text = str(err).strip()
+    """An exception as the one line a report row shows (its first ``limit`` characters; None: all of them), without
+    the terminal colour codes some tools put in their messages (torch.onnx's)."""
+    text = ANSI_CODE.sub("", str(err)).strip()
     return text.splitlines()[0][:limit] if text else type(err).__name__
 
 

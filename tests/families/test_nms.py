@@ -66,6 +66,18 @@ def host_detections(images: np.ndarray) -> list[np.ndarray]:
 
 
 @pytest.mark.slow
+def test_an_ultralytics_model_builds_with_nms_inside_to_onnx_and_openvino(tmp_path: Path) -> None:
+    """Ultralytics imports torchvision only when it runs its own NMS: the ONNX exporter built its table of operators
+    without torchvision::nms and failed ('No ONNX function found'). Random weights, 320, batches 1 and 2."""
+    out = tmp_path / "artifacts"
+    yo.build("yolo11n", random_weights=True, nms=True, imgsz=[SIZE], targets=["onnx", "openvino"],
+             precisions=["fp32"], batch_sizes=[1, 2], parity_data=VAL_DATA, out=out)
+    for node in ("onnx-fp32", "openvino-fp32"):
+        manifest = Manifest.read(out / "yolo11n-random-nms" / node)
+        assert manifest.metadata["output"]["shape"] == ["batch", 300, 6] and manifest.parity["passed"], node
+
+
+@pytest.mark.slow
 def test_every_image_of_a_batch_of_8_gets_what_host_nms_gives_it_in_every_format(tmp_path: Path) -> None:
     """The Ultralytics nms=True exports answered for the first image of a batch only (ultralytics#21188): here a batch
     of 8 different images, each compared with the host-side NMS of the same model on the same image; then evaluated

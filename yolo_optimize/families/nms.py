@@ -131,6 +131,8 @@ class InGraphNms(FinalDetections):
 
 def with_nms(model: torch.nn.Module, family: Family, settings: NmsSettings) -> torch.nn.Module:
     """``model`` (its family's export form) followed by the NMS of ``settings`` inside the same graph."""
+    import torchvision  # noqa: F401 - registers torchvision::nms before an exporter builds its table of operators
+
     from yolo_optimize.families.modules import WithNms
 
     assert isinstance(family, InGraphNms)
