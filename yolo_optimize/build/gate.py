@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.held_out import ImageSet
+from yolo_optimize.build.held_out import ImageSet, relative_names
 from yolo_optimize.build.request import GateConfig
 from yolo_optimize.families.base import Family
 from yolo_optimize.metadata import FLOAT32_NCHW, InputSpec
@@ -209,7 +209,7 @@ class GateRecord:
                 **self.attempts[-1], "max_drop_points": self.config.max_map_drop,
                 "rule": GATE_RULE.format(metric=metric), "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
                 "attempts": self.attempts, "not_tried": self.not_tried,
-                "images": {"calibrated": ImageSet("", calibrated).names(), "gated": self.config.images.names(),
+                "images": {"calibrated": relative_names(calibrated), "gated": self.config.images.names(),
                            "tuned": self.tuned.names() if self.tuned else []}}
 
     def require_pass(self) -> None:

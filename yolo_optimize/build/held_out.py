@@ -47,11 +47,15 @@ class ImageSet:
         return cls(str(root.resolve()), tuple(str(p.resolve()) for p in list_images(root)[:count]))
 
     def names(self) -> list[str]:
-        """The images as paths under their common folder: what a manifest lists."""
-        if not self.images:
-            return []
-        common = os.path.commonpath(self.images) if len(self.images) > 1 else str(Path(self.images[0]).parent)
-        return [os.path.relpath(image, common) for image in self.images]
+        return relative_names(self.images)
+
+
+def relative_names(images: tuple[str, ...]) -> list[str]:
+    """Images as paths under their common folder: what a manifest lists."""
+    if not images:
+        return []
+    common = os.path.commonpath(images) if len(images) > 1 else str(Path(images[0]).parent)
+    return [os.path.relpath(image, common) for image in images]
 
 
 @dataclass(frozen=True)
