@@ -109,6 +109,11 @@ class Pick:
         return self.recommendation.verdict
 
     @property
+    def doubt(self) -> str:
+        """Why the ranking is not confident (a busy host, a baseline that disagrees with itself), or ""."""
+        return self.recommendation.doubt
+
+    @property
     def artifact(self) -> str | None:
         return self.choice.artifact if self.choice else None
 

@@ -10,8 +10,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import QUICK_EVAL, VAL_DATA, brief, eval_args, on_a_small_disk, optimize, written_matrix
+from tests.machine.test_host_load import spinning
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.evaluate.recommend import Budget, recommend
+from yolo_optimize.evaluate.report import load_report
 from yolo_optimize.evaluate.results import MatrixRow
+from yolo_optimize.machine.host_load import HostMeter
 
 FP32_EXPORTS = ("onnx-fp32", "openvino-fp32")
 
@@ -125,6 +129,50 @@ def test_end_to_end_rates_are_the_pipelines_fast_state_recomputable_from_its_raw
             assert 0.1 < cells.end_to_end_share < 1.5, (row["name"], batch)
             how = [b["execution"]["end_to_end"] for b in found]  # how it read images, and what bounded it
             assert all(h["decoder_threads"] == 1 and h["bound_by"].startswith(("reading", "the runtime")) for h in how)
+
+
+def test_the_baseline_runs_on_the_threads_it_measured_faster_and_every_process_records_the_host(
+        evaluated: Path) -> None:
+    """The CPU baseline's first process times both thread counts and keeps the faster (one only when faster by
+    more than the margin); every later process runs on that, the matrix says so; every process of every row records
+    what else ran on its CPUs over each block it timed."""
+    report = load_report(evaluated)
+    threads = report.settings["threads"]
+    baseline = next(row for row in report.rows if row.target == "pytorch")
+    choice = baseline.threads_choice
+    if threads < 2:
+        assert choice is None
+        pytest.skip("one thread: nothing to choose for the baseline (this host gives the evaluation one CPU)")
+    assert choice is not None and choice.offered == threads
+    assert choice.chosen == (1 if choice.p50_ms_one * 1.03 < choice.p50_ms_offered else threads)
+    assert [m.threads for m in baseline.measurements] == [choice.chosen] * len(baseline.measurements)
+    assert all(row.threads_choice is None for row in report.rows if row is not baseline)
+    assert choice.describe() in matrix(evaluated)["pytorch-fp32"].note
+    for row in report.rows:
+        for measurement in row.measurements:
+            assert measurement.host and measurement.host.blocks >= len(report.settings["batch_sizes"]) * 2
+            assert measurement.host.wall_s > 0 and measurement.host.threads == measurement.threads
+
+
+def test_a_busy_host_marks_every_row_and_no_ranking_is_confident_even_with_one_repeat(small_artifacts: Path,
+                                                                                     tmp_path: Path) -> None:
+    """A process per CPU and one more spinning throughout a one-process-per-row evaluation (so that a baseline moved
+    to one thread still shares its CPU): every row measured is marked and says how busy, the console warns, the
+    report records the host before measuring, and the recommendation says it is not confident."""
+    root = shutil.copytree(small_artifacts, tmp_path / "artifacts")
+    shutil.rmtree(root / "yolov5n" / "openvino-fp32")  # the baseline and one artifact: a ranking of two
+    with spinning(len(HostMeter().cpus) + 1):
+        result = optimize(*eval_args(root, tmp_path / "report", *QUICK_EVAL))
+    assert result.returncode == 0, brief(result)
+    measured = [line for line in written_matrix(tmp_path / "report") if line.status == "ok"]
+    assert len(measured) == 2 and all("busy host in 1 of its 1 processes" in line.busy_host for line in measured)
+    assert all(line.busy_host in line.note for line in measured)
+    assert "warning: the host was busy before measuring" in " ".join(result.stderr.split())
+    report = load_report(tmp_path / "report")
+    assert report.environment["host_before"]["busy"]
+    assert all(pick.doubt.startswith("not a confident ranking: other processes shared the CPUs")
+               for pick in recommend(report, Budget(1)))
+    assert "not a confident ranking" in result.stdout
 
 
 def test_the_schedule_rotates_the_artifacts_behind_the_baseline() -> None:

@@ -68,3 +68,31 @@ def test_the_matrix_sorts_by_a_clicked_column(browser, evaluated: Path) -> None:
     header.click()
     assert latencies() == sorted(latencies(), reverse=True)
     context.close()
+
+
+WIDE_REPORT = Path(__file__).resolve().parents[2] / "bench" / "results" / "zen4" / "fastest_artifact"  # 22 rows, b1+b8
+
+
+def test_at_1400_px_the_page_never_scrolls_sideways_and_the_matrix_scrolls_in_its_own_box(browser,
+                                                                                           tmp_path: Path) -> None:
+    """The widest saved report (22 rows, two batch sizes, utilization: its matrix is far wider than the page)
+    written again and opened at 1400 px: the page itself is no wider than the window; the matrix scrolls inside
+    its box to its last column with the artifact column kept in view; snippets wrap rather than scroll."""
+    from yolo_optimize.evaluate.report import load_report, write_report
+
+    write_report(load_report(WIDE_REPORT), tmp_path)
+    context = browser.new_context(offline=True, viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.goto((tmp_path / "report.html").as_uri())
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+    box = page.locator("#matrix").locator("xpath=..")
+    assert box.evaluate("box => box.scrollWidth > box.clientWidth"), "the matrix fits: nothing to check"
+    artifact = page.locator("#matrix th[data-key='artifact']")
+    before = artifact.bounding_box()
+    box.evaluate("box => { box.scrollLeft = box.scrollWidth; }")
+    note = page.locator("#matrix th[data-key='note']").bounding_box()
+    assert note["x"] + note["width"] <= 1400 - 20, "the last column is not reachable"
+    assert artifact.bounding_box()["x"] == pytest.approx(before["x"], abs=1), "the artifact column scrolled away"
+    for snippet in page.locator("pre").all():
+        assert snippet.evaluate("pre => pre.scrollWidth <= pre.clientWidth")
+    context.close()

@@ -9,7 +9,10 @@ from pathlib import Path
 
 from tests.conftest import optimize
 from tests.evaluate.handmade import report, row
-from yolo_optimize.evaluate.recommend import Budget, recommend
+from yolo_optimize.evaluate.matrix import busy_warning, matrix_columns
+from yolo_optimize.evaluate.recommend import Budget, brief, describe, recommend
+from yolo_optimize.evaluate.results import Report
+from yolo_optimize.machine.host_load import HostUse
 
 
 def test_the_fastest_artifact_within_the_accuracy_budget_is_picked_over_a_faster_inaccurate_one() -> None:
@@ -120,3 +123,47 @@ def test_a_gpu_row_is_held_to_its_gpu_memory_and_the_matrix_shows_it_beside_host
     assert found.excluded["torchscript-fp16"] == "peak GPU memory 3400 MB over 2000 MB"
     found, = recommend(made, Budget(1))
     assert found.choice.memory_mb == 3400.0 and "peak 3400 MB on the GPU" in describe(found)
+
+
+def test_a_clear_winner_on_a_quiet_host_with_a_steady_baseline_is_a_confident_ranking() -> None:
+    found, = recommend(report(row("onnx-fp32", [60, 61, 59], 0.343), row("openvino-int8", [40, 41, 39], 0.339)),
+                       Budget(1, 1.0))
+    assert found.choice.artifact == "openvino-int8" and not found.tie and found.doubt == ""
+
+
+def test_a_baseline_whose_processes_disagree_beyond_the_tie_margin_makes_the_ranking_not_confident() -> None:
+    """One of the baseline's three processes 30% slower throughout (no fast state in it): the winner is still
+    named, said not to be a confident ranking, with the baseline's disagreement in the host's fast state."""
+    made = report(row("onnx-fp32", [60, 61, 59], 0.343), row("openvino-int8", [40, 41, 39], 0.339))
+    made.rows[0] = row("pytorch-fp32", [100, 130, 99], 0.343)
+    found, = recommend(made, Budget(1, 1.0))
+    assert found.choice.artifact == "openvino-int8"
+    assert found.doubt.startswith("not a confident ranking: the PyTorch baseline's 3 processes disagree by 3")
+    assert "more than the 3% tie margin" in found.doubt
+    assert found.doubt in brief(found) and found.doubt in describe(found)
+
+
+def test_rows_measured_while_other_processes_used_the_cpus_are_marked_and_the_ranking_is_not_confident() -> None:
+    """One process of the runner-up measured while another job used a core and a half of the two its two threads
+    ran on: its line is marked and says how busy, and the ranking names it."""
+    runner_up = row("onnx-fp32", [60, 61, 59], 0.343)
+    runner_up.measurements[1].host = HostUse(2, 2, wall_s=4.0, others_cpu_s=6.0, blocks=20, busy_blocks=18)
+    quiet = HostUse(2, 2, wall_s=4.0, others_cpu_s=0.1, blocks=20)
+    winner = row("openvino-int8", [40, 41, 39], 0.339)
+    for measurement in winner.measurements:
+        measurement.host = quiet
+    made = report(runner_up, winner)
+    lines = {line.artifact: line for line in made.matrix}
+    assert lines["onnx-fp32"].busy_host == ("busy host in 1 of its 3 processes: other processes used 1.50 of 2 CPUs "
+                                            "(this measurement 2 threads), steal 0%, 18 of 20 blocks busy")
+    assert lines["onnx-fp32"].busy_host in lines["onnx-fp32"].note and not lines["openvino-int8"].busy_host
+    assert _speedup_text(made, "onnx-fp32").endswith(" *") and not _speedup_text(made, "openvino-int8").endswith("*")
+    assert busy_warning(made).startswith("warning: the host was busy while 1 of 3 rows measured (onnx-fp32)")
+    found, = recommend(made, Budget(1, 1.0))
+    assert found.choice.artifact == "openvino-int8"
+    assert found.doubt == "not a confident ranking: other processes shared the CPUs while onnx-fp32 measured"
+
+
+def _speedup_text(made: Report, artifact: str) -> str:
+    column = next(column for column in matrix_columns(made) if column.key == "speedup_b1")
+    return column.text(next(line for line in made.matrix if line.artifact == artifact))

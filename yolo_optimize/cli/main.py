@@ -299,6 +299,7 @@ def _say(text: str) -> None:
 def evaluate_command(directory: Path | None, config_file: Path | None, add: tuple[str, ...], **given: Any) -> None:
     """Measure every artifact under DIRECTORY (and any --add model file) and write the speedup matrix."""
     from yolo_optimize.cli.console import progress_bar
+    from yolo_optimize.evaluate.matrix import busy_warning
     from yolo_optimize.evaluate.options import eval_options
     from yolo_optimize.evaluate.recommend import Budget, brief, recommend
     from yolo_optimize.evaluate.report import rich_table
@@ -324,6 +325,8 @@ def evaluate_command(directory: Path | None, config_file: Path | None, add: tupl
         click.echo("interrupted: nothing was written", err=True)
         sys.exit(130)
     console.print(rich_table(report))
+    if warning := busy_warning(report):
+        click.echo(warning, err=True)
     written = report_folder(out, report)
     console.print(f"wrote {written / 'results.json'}, matrix.csv, matrix.md, report.html", highlight=False)
     if not measured_anything(report):

@@ -258,6 +258,8 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
     for round_ in range(settings.repeats):
         live = _start_round([pair for r, pair in schedule if r == round_], prepared, settings, progress, round_,
                             end_to_end_files(dataset, settings))
+        if round_ == 0:
+            _choose_baseline_threads(live, settings, progress)
         _take_turns(live, settings, progress, round_)
         for row, candidate, worker in live:
             progress.note(f"{row.model} {row.name}: finishing round {round_ + 1}"
@@ -267,7 +269,7 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
                 row.error = worker.error
                 continue
             measurement, predictions = found
-            measurement.round = round_
+            measurement.round, measurement.host = round_, worker.host
             row.measurements.append(measurement)
             if predictions is not None:
                 baseline = predictions if is_baseline(row.target, row.precision) else baseline
@@ -285,6 +287,17 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
 Live = tuple[Row, Candidate, LiveRow]
 
 
+def _choose_baseline_threads(live: list[Live], settings: EvalSettings, progress: Progress) -> None:
+    """The CPU baseline's threads, chosen by measurement in its first process (``LiveRow.choose_threads``, at the
+    smallest batch size) and kept for its later processes; recorded on its row (``Row.threads_choice``)."""
+    if settings.device != "cpu" or settings.threads < 2:
+        return
+    for row, _, worker in live:
+        if is_baseline(row.target, row.precision):
+            progress.note(f"{row.model} {row.name}: choosing its threads ({settings.threads} or 1) by measurement")
+            row.threads_choice = worker.choose_threads(min(settings.batch_sizes))
+
+
 def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], settings: EvalSettings,
                  progress: Progress, round_: int, files: tuple[Path, ...]) -> list[Live]:
     """One loaded process per row still measurable, in the round's order; a row whose process fails is marked."""
@@ -296,8 +309,9 @@ def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], setting
         progress.step(f"{row.model} {row.name}: loading (round {round_ + 1} of {settings.repeats})")
         family = _family(candidate)
         wants_accuracy = settings.accuracy and row.accuracy is None and wants_predictions(family, row.pretrained)
+        threads = row.threads_choice.chosen if row.threads_choice else settings.threads
         job = MeasureJob(candidate.folder, candidate.manifest, prepared[_imgsz(candidate)].pixels,  # type: ignore[arg-type]
-                         settings.batch_sizes, settings.min_time_s, settings.threads, settings.device, wants_accuracy,
+                         settings.batch_sizes, settings.min_time_s, threads, settings.device, wants_accuracy,
                          settings.mode, files)
         worker = LiveRow(job, settings.row_timeout_s)
         if worker.error:

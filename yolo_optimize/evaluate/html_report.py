@@ -13,22 +13,42 @@ from pathlib import Path
 from typing import Any
 
 from yolo_optimize.evaluate.compare import Comparison, caveats
-from yolo_optimize.evaluate.matrix import Column
+from yolo_optimize.evaluate.matrix import Column, busy_warning
 from yolo_optimize.evaluate.plots import report_figures, save_figure
 from yolo_optimize.evaluate.recommend import Budget, Recommendation, memory_text, recommend
 from yolo_optimize.evaluate.results import Report
 
+# The page never scrolls sideways (checked at 1400 px in Chromium, tests/evaluate/test_html_report.py): a table
+# wider than the page scrolls in its own box, the matrix's figures stay on one line and its text columns wrap,
+# long paths and snippets break where they must.
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;max-width:1400px;color:#222}
 h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}
+.scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;font-size:13px;margin:8px 0}td,th{padding:3px 8px;border:1px solid #ccc}
+td{overflow-wrap:anywhere}#matrix td{white-space:nowrap}#matrix td.text{white-space:normal;min-width:10em}
+#matrix th{white-space:normal;min-width:4em}
 th{background:#f3f3f3;cursor:pointer;white-space:nowrap}th[data-order=asc]:after{content:" \\25B2"}
-th[data-order=desc]:after{content:" \\25BC"}pre{background:#f6f8fa;padding:8px;font-size:12px;overflow-x:auto}
-.verdict{font-weight:600}.tie{color:#a60}figure{margin:12px 0}figure img{max-width:100%}
+th[data-order=desc]:after{content:" \\25BC"}
+pre{background:#f6f8fa;padding:8px;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
+.verdict{font-weight:600}.tie{color:#a60}.doubt,.warning{color:#b00}figure{margin:12px 0}figure img{max-width:100%}
 figcaption,.note{font-size:12px;color:#555}
 """
+TEXT_COLUMNS = ("executed_precision", "status", "cpu_note", "note")  # matrix columns that wrap; figures do not
 
 SORT_SCRIPT = """
+// the matrix scrolls in its box: its model and artifact columns stay in view
+(function () {
+  var matrix = document.getElementById("matrix"), left = 0;
+  if (!matrix) { return; }
+  [1, 2].forEach(function (column) {
+    matrix.querySelectorAll("tr > :nth-child(" + column + ")").forEach(function (cell) {
+      cell.style.position = "sticky"; cell.style.left = left + "px";
+      cell.style.background = cell.tagName === "TH" ? "#f3f3f3" : "#fff"; cell.style.boxShadow = "inset -1px 0 #ccc";
+    });
+    left += matrix.rows[0].cells[column - 1].offsetWidth;
+  });
+})();
 document.querySelectorAll("table.sortable th").forEach(function (header, column) {
   header.addEventListener("click", function () {
     var body = header.closest("table").tBodies[0];
@@ -51,7 +71,9 @@ document.querySelectorAll("table.sortable th").forEach(function (header, column)
 
 CAPTIONS = {
     "heatmap": "Speedup over PyTorch FP32 eager at the same batch size, both in the host's fast state (legend).",
-    "latency": "Latency per image against batch size: p50, with the band up to p99 (median over processes).",
+    "latency": "Latency per image against batch size: the p50 in the host's fast state (the matrix's b1 p50 ms, "
+               "divided by the batch size), with a band up to the p99 over all runs (median over processes), the "
+               "slow state's runs included.",
     "pareto": "Accuracy against throughput; the dashed step is the Pareto front (no artifact both faster and "
               "more accurate), its artifacts ringed.",
     "memory": "Peak resident memory of the measuring process, file size, and the weights as the runtime loaded them.",
@@ -68,6 +90,7 @@ def html_page(report: Report, columns: list[Column], figures: dict[str, Path], r
              f"<style>{STYLE}</style></head><body>",
              f"<h1>yolo-optimize report</h1><p class='note'>{_e(env['cpu'])}, {env['threads']} threads, "
              f"{_e(env['date'])}; every number is in results.json beside this page.</p>",
+             *([f"<p class='warning'>{_e(warning)}</p>"] if (warning := busy_warning(report)) else []),
              _recommendation_section(recommendations)]
     if comparison:
         parts.append(_comparison_section(comparison))
@@ -87,6 +110,8 @@ def _recommendation_section(recommendations: list[Recommendation]) -> str:
     for rec in recommendations:
         blocks.append(f"<p class='verdict{' tie' if rec.tie else ''}'>{_e(rec.model)} at batch {rec.batch}: "
                       f"{_e(rec.verdict)}</p>")
+        if rec.doubt:
+            blocks.append(f"<p class='doubt'>{_e(rec.doubt)}</p>")
         picked = [(label, c) for label, c in (("ship", rec.choice), ("runner-up", rec.runner_up)) if c]
         if picked:
             head = ["", "artifact", "file", "runs in", "img/s", "rounds", "p50 ms", "p99 ms", "peak memory",
@@ -117,10 +142,15 @@ def _comparison_section(comparison: Comparison) -> str:
 
 def _matrix_table(report: Report, columns: list[Column]) -> str:
     head = "".join(f"<th data-key='{_e(column.key)}'>{_e(column.header)}</th>" for column in columns)
-    body = "".join("<tr>" + "".join(f"<td data-value='{_e(column.raw(line))}'>{_e(column.text(line))}</td>"
-                                    for column in columns) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td{_text_class(column)} data-value='{_e(column.raw(line))}'>"
+                                    f"{_e(column.text(line))}</td>" for column in columns) + "</tr>"
                    for line in report.matrix)
-    return f"<table id='matrix' class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return (f"<div class='scroll'><table id='matrix' class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}"
+            f"</tbody></table></div>")
+
+
+def _text_class(column: Column) -> str:
+    return " class='text'" if column.key in TEXT_COLUMNS else ""
 
 
 def _figure(name: str, figures: dict[str, Path]) -> str:
@@ -165,8 +195,8 @@ def _environment_section(report: Report) -> str:
 def _table(head: list[str], rows: list[list[Any]], *, sortable: bool = True) -> str:
     header = "".join(f"<th>{_e(name)}</th>" for name in head)
     body = "".join("<tr>" + "".join(f"<td>{_e(value)}</td>" for value in row) + "</tr>" for row in rows)
-    return (f"<table{' class=sortable' if sortable else ''}><thead><tr>{header}</tr></thead>"
-            f"<tbody>{body}</tbody></table>")
+    return (f"<div class='scroll'><table{' class=sortable' if sortable else ''}><thead><tr>{header}</tr></thead>"
+            f"<tbody>{body}</tbody></table></div>")
 
 
 def write_page(report: Report, out: Path, columns: list[Column], legend: str,

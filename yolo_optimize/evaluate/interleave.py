@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import statistics
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -39,7 +40,8 @@ from yolo_optimize.evaluate.measure import (
     peak_rss,
 )
 from yolo_optimize.evaluate.options import ROW_TIMEOUT_S
-from yolo_optimize.evaluate.results import BLOCK_S, END_TO_END, INFERENCE, BatchResult, Measurement
+from yolo_optimize.evaluate.results import BLOCK_S, END_TO_END, INFERENCE, BatchResult, Measurement, ThreadChoice
+from yolo_optimize.machine.host_load import HostMeter
 from yolo_optimize.processes import SPAWN, child_environment, configured_child, ended, oom_kills
 from yolo_optimize.runtime.runners.base import Runner
 
@@ -53,18 +55,27 @@ def turns_for(min_time_s: float) -> int:
 def take_turns(rows: list[LiveRow], batch: int, turns: int, show: Callable[[int], None],
                part: str = INFERENCE) -> None:
     """``turns`` turns of one block of ``part`` per row at ``batch`` (``show(turn)`` before each), and more until
-    every row that takes this batch size has MIN_RUNS runs at it."""
+    every row that takes this batch size has MIN_RUNS runs at it. What else ran on the CPUs during each block is added
+    to its row's ``host`` (every row's process and this one count as the measurement's own)."""
     runs: list[int | None] = [0] * len(rows)  # None: the row failed or refuses this batch size
+    meter = HostMeter(tuple(row.pid for row in rows if row.pid))
     turn = 0
     while turn < turns or any(count is not None and count < MIN_RUNS for count in runs):
         show(turn)
         for index, row in enumerate(rows):
             if (count := runs[index]) is not None:
+                before = meter.read()
                 taken = row.block(batch, part)
+                if taken is not None:
+                    row.host.add(before, meter.read())
                 runs[index] = count + taken if taken is not None else None
         turn += 1
 
 
+
+
+THREAD_TURNS = 2  # blocks at each thread count when the baseline's threads are chosen
+THREAD_MARGIN = 0.03  # one thread is chosen only when faster than this at the median (recommend.TIE_MARGIN's noise)
 
 
 class LiveRow:
@@ -73,6 +84,7 @@ class LiveRow:
 
     def __init__(self, job: MeasureJob, timeout_s: float = ROW_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
+        self.host = HostMeter().use(job.threads)  # what else ran on the CPUs during its blocks (take_turns)
         self._oom_kills = oom_kills()
         self._conn, child = SPAWN.Pipe()
         self._process = SPAWN.Process(target=serve, args=(job, child), daemon=True)
@@ -89,6 +101,16 @@ class LiveRow:
             return None
         taken = self._answer()
         return taken or None
+
+    def choose_threads(self, batch: int) -> ThreadChoice | None:
+        """Its threads or one, whichever measures faster at ``batch`` (``_Timed.choose_threads``): it runs on that
+        from now on. None once the row has failed."""
+        if self.error or not self._send(("threads", batch)):
+            return None
+        choice = self._answer()
+        if choice is not None:
+            self.host.threads = choice.chosen
+        return choice
 
     def finish(self) -> tuple[Measurement, list[np.ndarray] | None] | None:
         """The process's measurement and predictions (None once it has failed); the process ends."""
@@ -143,8 +165,9 @@ def serve(job: MeasureJob, conn: Connection) -> None:
             timed = _Timed(runner, images, job)
             _send(conn, ("ready", None))
             ready = True
-            while (request := _receive(conn))[0] == "block":
-                _send(conn, ("block", timed.block(*request[1])))
+            while (request := _receive(conn))[0] != "finish":
+                kind, argument = request
+                _send(conn, (kind, timed.block(*argument) if kind == "block" else timed.choose_threads(argument)))
             found = finished(job, runner, images, started, timed.results(), timed.inference_peak)
             timed.close()
         _send(conn, ("done", found))
@@ -224,6 +247,22 @@ class _Timed:
             for phase, values in phases.take().items():
                 self.phases[size].setdefault(phase, []).extend(values)
         return taken
+
+    def choose_threads(self, size: int) -> ThreadChoice:
+        """Alternating blocks at the runner's threads and at one thread (THREAD_TURNS each), then the faster of the
+        two by more than THREAD_MARGIN at the median: a loaded host can make PyTorch at several threads many times
+        slower than at one (issue 44: 517 vs 21.7 ms), and a baseline slowed that way inflates every speedup. These
+        runs are not kept."""
+        offered = self.runner.threads
+        times: dict[int, list[float]] = {offered: [], 1: []}
+        for _ in range(THREAD_TURNS):
+            for count in times:
+                self.runner.set_threads(count)
+                times[count] += self._inference_block(size)
+        p50 = {count: statistics.median(samples) * 1e3 for count, samples in times.items()}
+        chosen = 1 if p50[1] * (1 + THREAD_MARGIN) < p50[offered] else offered
+        self.runner.set_threads(chosen)
+        return ThreadChoice(offered, chosen, round(p50[offered], 3), round(p50[1], 3))
 
     def results(self) -> list[BatchResult]:
         return [batch_result(size, self.samples[INFERENCE][size], self.phases[size], self.errors.get(size, ""),

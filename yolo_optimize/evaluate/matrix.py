@@ -64,7 +64,7 @@ def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> Matrix
         map50_95_delta=round(delta, 4) if delta is not None else None,
         top1_agreement=accuracy.top1_agreement if accuracy else None, top1=accuracy.top1 if accuracy else None,
         accuracy_note=accuracy.note if accuracy else "not measured", cpu_note=row.cpu_note,
-        repeats=len(row.measurements), unstable=_unstable(row, batch_sizes))
+        repeats=len(row.measurements), unstable=_unstable(row, batch_sizes), busy_host=row.busy_host())
 
 
 def batch_cells(row: Row, baseline: Row | None, batch: int) -> BatchCells:
@@ -86,12 +86,16 @@ def batch_cells(row: Row, baseline: Row | None, batch: int) -> BatchCells:
 
 
 def _note(row: Row) -> str:
-    """What to know before trusting the row: an experimental format, a model file this tool did not build."""
+    """What to know before trusting the row: an experimental format, a model file this tool did not build, the
+    baseline's threads chosen by measurement, other processes on its CPUs."""
     row_format = formats().get(row.target)
     notes = [row_format.experimental] if row_format and row_format.experimental else []
     if row.external:
         notes.append(f"external: {row.external['path']} (sha256 {row.external['sha256'][:12]}...)")
-    return "; ".join(notes)
+    if row.threads_choice:
+        notes.append(row.threads_choice.describe())
+    busy = row.busy_host()
+    return "; ".join([*notes, *([busy] if busy else [])])
 
 
 def _batch_error(row: Row, batch: int) -> str:
@@ -158,7 +162,13 @@ def _speedup(batch: int, line: MatrixRow, value: Any) -> str:
         return _plain(line, value)
     low, high = line.at(batch).speedup_range or (value, value)
     text = f"{value:.2f}x" + (f" ({low:.2f}-{high:.2f})" if high - low >= 0.01 else "")
-    return text + (" !" if line.unstable else "")
+    return text + marks(line)
+
+
+def marks(line: MatrixRow) -> str:
+    """What a speedup carries when its row is not to be trusted: ' !' its processes disagree by more than
+    UNSTABLE_SPREAD, ' *' other processes shared its CPUs."""
+    return (" !" if line.unstable else "") + (" *" if line.busy_host else "")
 
 
 def _end_to_end(batch: int, line: MatrixRow, value: Any) -> str:
@@ -232,7 +242,7 @@ def matrix_columns(report: Report) -> list[Column]:
 
 
 def _short_speedup(line: MatrixRow, value: Any) -> str:
-    return f"{value:.2f}x" + (" !" if line.unstable else "") if isinstance(value, float) else _plain(line, value)
+    return f"{value:.2f}x" + marks(line) if isinstance(value, float) else _plain(line, value)
 
 
 def _short_precision(line: MatrixRow, value: Any) -> str:
@@ -253,3 +263,16 @@ def console_columns(report: Report) -> list[Column]:
             *[_at(b, "end_to_end_ips", _one_decimal) for b in sizes if _any(report, b, "end_to_end_ips")],
             _field("latency_b1_p50_ms", "b1 p50 ms"), *_accuracy_columns(report, first_only=True),
             _field("status", "status")]
+
+
+def busy_warning(report: Report) -> str:
+    """One line when other processes shared the CPUs before or while measuring (``host_load.py``), else ""."""
+    before = report.environment.get("host_before") or {}
+    busy = [line.artifact for line in report.matrix if line.busy_host]
+    if not busy and not before.get("busy"):
+        return ""
+    during = f"while {len(busy)} of {len(report.matrix)} rows measured ({', '.join(busy)})" if busy else ""
+    ahead = f"before measuring ({before['describe']})" if before.get("busy") else ""
+    return (f"warning: the host was busy {' and '.join(part for part in (ahead, during) if part)}: other processes "
+            "shared the CPUs, so these speedups and rankings are not to be trusted (rows marked *); evaluate again "
+            "on a quiet host")

@@ -74,7 +74,7 @@ def finished(job: MeasureJob, runner: Any, images: np.ndarray, started: Started,
     metric, when the job wants them."""
     measurement = Measurement(started.load_s, started.first_inference_s, batches,
                               round((peak_bytes or peak_rss()) / 2**20, 1), _cuda_peak_mb(job.device),
-                              runner.executed_precision, job.threads, runner.weight_bytes)
+                              runner.executed_precision, runner.threads, runner.weight_bytes)
     found = predict_all(runner.metadata.model_family(), runner, images,
                         accuracy_batch(batches)) if job.predict else None
     return measurement, found

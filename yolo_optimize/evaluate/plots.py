@@ -78,8 +78,11 @@ def speedup_heatmap(report: Report) -> Any:
 
 
 def latency_bands(report: Report) -> Any:
-    """p50 latency per image against batch size, with the p50-p99 band, one line per row."""
+    """Latency per image against batch size, one line per row: the p50 in the host's fast state (the matrix's
+    figure, ``Row.fast_state``), with a band up to the p99 over all runs (median over processes; the slow state is
+    part of the tail)."""
     from matplotlib import pyplot
+    from matplotlib.ticker import LogFormatter, NullLocator
 
     rows = [row for row in report.rows if row.measurements and not row.error]
     sizes = report.settings["batch_sizes"]
@@ -87,19 +90,22 @@ def latency_bands(report: Report) -> Any:
         return None
     figure, axes = pyplot.subplots(figsize=(8, 4.5))
     for row in rows:
-        points = [(b, p50 / b, row.median_latency(b, "p99_ms") / b) for b in sizes  # type: ignore[operator]
-                  if (p50 := row.median_latency(b))]
+        points = [(b, fast.latency.p50_ms / b, max(fast.latency.p50_ms, row.median_latency(b, "p99_ms") or 0) / b)
+                  for b in sizes if (fast := row.fast_state(b))]
         if not points:
             continue
         x, p50, p99 = (np.array(column) for column in zip(*points))
         (line,) = axes.plot(x, p50, marker="o", label=f"{row.model} {row.name}" if _many_models(report) else row.name)
         axes.fill_between(x, p50, p99, color=line.get_color(), alpha=0.15)
     axes.set(xscale="log", yscale="log", xticks=sizes, xlabel="batch size",
-             ylabel="latency per image, ms (p50; band to p99)",
+             ylabel="ms per image (p50, fast state; band to p99)",
              title="latency against batch size")
     axes.set_xticklabels([str(b) for b in sizes])
+    axes.xaxis.set_minor_locator(NullLocator())  # the batch sizes are the ticks
+    axes.yaxis.set_major_formatter(LogFormatter())  # 20, 30, 50 rather than 2x10^1...
+    axes.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
     axes.grid(True, linewidth=0.3)
-    axes.legend(fontsize=7, ncol=2)
+    axes.legend(fontsize=7, ncol=1 + len(rows) // 24, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the lines
     return figure
 
 
@@ -115,14 +121,15 @@ def accuracy_throughput(report: Report) -> Any:
     columns = len(report.settings["batch_sizes"])
     rows = len(panels) // columns
     figure, grid = pyplot.subplots(rows, columns, figsize=(4.2 * columns, 3.6 * rows), squeeze=False)
+    labels = []
     for axes, (model, key, name, batch) in zip(grid.flat, panels):
         points = [(line.at(batch).throughput_ips, getattr(line, key), line.artifact) for line in _ok(report)
                   if line.model == model and getattr(line, key) is not None and line.at(batch).throughput_ips]
         front = pareto_front([(x, y) for x, y, _ in points])
-        for x, y, artifact in points:
+        for x, y, _ in points:
             on_front = (x, y) in front
             axes.scatter(x, y, s=50 if on_front else 20, edgecolors="black" if on_front else "none")
-            axes.annotate(artifact, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        labels.append((axes, points))
         if front:
             axes.step(*zip(*sorted(front)), where="post", linestyle="--", linewidth=1, color="black",
                       label="Pareto front")
@@ -131,7 +138,51 @@ def accuracy_throughput(report: Report) -> Any:
         axes.title.set_fontsize(9)
         axes.grid(True, linewidth=0.3)
     figure.tight_layout()
+    for axes, points in labels:  # once the panels have their final size: labels are placed as drawn
+        _labelled(axes, points)
     return figure
+
+
+LABEL_POINTS = 6  # the Pareto panels' label font size, in points
+LABEL_TRIES = 3  # placements tried, each after making room above the panel for labels pushed over its top
+
+
+def _labelled(axes: Any, points: list[tuple[float, float, str]]) -> None:
+    """Each point's label beside it, moved up past the labels already placed where it would overlap one (points
+    close in both accuracy and speed are common: an FP16 file and its FP32 sibling), with a leader line when
+    moved; from the bottom label up, measured as the renderer draws them. Labels pushed over the panel's top get
+    room there, and are placed again."""
+    renderer = axes.figure.canvas.get_renderer()
+    for _ in range(LABEL_TRIES):
+        for text in list(axes.texts):
+            text.remove()
+        axes.autoscale_view()
+        boxes: list[Any] = []
+        for x, y, label in sorted(points, key=lambda point: (point[1], point[0])):
+            boxes.append(_placed(axes, x, y, label, renderer, boxes))
+        over = max(box.y1 for box in boxes) - axes.get_window_extent(renderer).y1
+        if over <= 0:
+            return
+        low, high = axes.get_ylim()
+        axes.set_ylim(low, high + (high - low) * (over + 2) / axes.get_window_extent(renderer).height)
+
+
+def _placed(axes: Any, x: float, y: float, label: str, renderer: Any, taken: list[Any]) -> Any:
+    """``label`` annotated at (x, y), one line higher at a time until it overlaps none of ``taken`` (a leader line
+    to its point when raised); its box."""
+    rise = 3.0
+    while True:
+        text = axes.annotate(label, (x, y), fontsize=LABEL_POINTS, xytext=(3, rise), textcoords="offset points")
+        box = text.get_window_extent(renderer)
+        if not any(box.overlaps(other) for other in taken):
+            break
+        text.remove()
+        rise += LABEL_POINTS * 1.2
+    if rise > 3:
+        text.remove()
+        text = axes.annotate(label, (x, y), fontsize=LABEL_POINTS, xytext=(3, rise), textcoords="offset points",
+                             arrowprops={"arrowstyle": "-", "linewidth": 0.4, "color": "0.5"})
+    return box
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:

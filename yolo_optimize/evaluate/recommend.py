@@ -66,6 +66,7 @@ class Recommendation:
     verdict: str = ""  # one sentence: why this one, or why none
     excluded: dict[str, str] = field(default_factory=dict)  # artifact -> why it is not a candidate
     against_host_nms: str = ""  # a model built with --nms beside the same model without it: which path is faster
+    doubt: str = ""  # why the ranking and its speedups are not to be taken as confident (``_doubt``)
 
 
 def recommend(report: Report, budget: Budget) -> list[Recommendation]:
@@ -110,10 +111,10 @@ def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
     ranked = sorted(eligible, key=lambda row: -_throughput(row, budget.batch, budget.by))
     if not ranked:
         return Recommendation(model, budget.batch, None, verdict="no artifact meets the budget", excluded=excluded)
-    choice = _candidate(ranked[0], baseline, budget)
+    choice, doubt = _candidate(ranked[0], baseline, budget), _doubt(baseline, ranked[:2], budget)
     if len(ranked) == 1:
         return Recommendation(model, budget.batch, choice, verdict=f"{choice.artifact}: the only artifact within "
-                          "the budget", excluded=excluded)
+                              "the budget", excluded=excluded, doubt=doubt)
     runner_up = _candidate(ranked[1], baseline, budget)
     tie = not _clearly_faster(ranked[0], ranked[1], budget.batch, budget.by)
     gap = choice.throughput_ips / runner_up.throughput_ips - 1
@@ -124,7 +125,24 @@ def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
                "every round")
     if _accuracy_drop(ranked[0], baseline) is None:
         verdict += " (accuracy not measured for it: ranked on speed alone)"
-    return Recommendation(model, budget.batch, choice, runner_up, tie, verdict, excluded)
+    return Recommendation(model, budget.batch, choice, runner_up, tie, verdict, excluded, doubt=doubt)
+
+
+def _doubt(baseline: Row | None, leading: list[Row], budget: Budget) -> str:
+    """Why a ranking is not to be taken as confident, or "": other processes shared the CPUs while the baseline or
+    the leading rows measured (``Row.busy_host``), or the baseline's own processes disagree by more than
+    TIE_MARGIN in the host's fast state. Each round's ratio cancels a steady drift, but a baseline that cannot
+    agree with itself says the host's speed moved under every row, by as much."""
+    rows = [*([baseline] if baseline else []), *leading]
+    busy = list(dict.fromkeys(row.name for row in rows if row.busy_host()))
+    if busy:
+        return f"not a confident ranking: other processes shared the CPUs while {', '.join(busy)} measured"
+    spread = baseline.process_spread(budget.batch, budget.by) if baseline else None
+    if baseline is None or spread is None or spread <= TIE_MARGIN:
+        return ""
+    return (f"not a confident ranking: the PyTorch baseline's {len(baseline.measurements)} processes disagree by "
+            f"{spread:.0%} at b{budget.batch} in the host's fast state (more than the {TIE_MARGIN:.0%} tie margin), "
+            "so its speedups are uncertain by as much")
 
 
 def _exclusion(row: Row, baseline: Row | None, budget: Budget) -> str:
@@ -256,7 +274,8 @@ def memory_text(candidate: Candidate) -> str:
 
 def describe(recommendation: Recommendation) -> str:
     """The recommendation as plain text: the verdict, the choice and runner-up with their numbers, the snippet."""
-    lines = [f"{recommendation.model} at batch {recommendation.batch}: {recommendation.verdict}"]
+    lines = [f"{recommendation.model} at batch {recommendation.batch}: {recommendation.verdict}",
+             *([f"  {recommendation.doubt}"] if recommendation.doubt else [])]
     for label, candidate in (("ship", recommendation.choice), ("runner-up", recommendation.runner_up)):
         if candidate:
             low, high = candidate.throughput_range
@@ -291,4 +310,4 @@ def brief(recommendation: Recommendation) -> str:
         text += f", {choice.throughput_ips / runner_up.throughput_ips - 1:.0%} ahead of {runner_up.artifact}"
     if recommendation.against_host_nms:
         text += f"; {recommendation.against_host_nms}"
-    return head + text
+    return head + text + (f" ({recommendation.doubt})" if recommendation.doubt else "")

@@ -30,18 +30,26 @@ from yolo_optimize.evaluate.results import (
     from_json,
     read_results,
 )
+from yolo_optimize.machine.host_load import HostUse
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.processes import allocator_settings
 
 UNSTABLE_LEGEND = (f"! = the row's processes differ by more than {UNSTABLE_SPREAD:.0%} (the host slowed some of "
                    "them); its speedup is from the runs in the host's fast state (matrix.md: how many were kept)")
+BUSY_LEGEND = ("* = other processes used the CPUs while the row measured (its note says how much): its figures are "
+               "not to be trusted; evaluate again on a quiet host")
 PACKAGES = ("yolo-optimize", "torch", "onnxruntime", "openvino", "onnx", "yolov5", "yolov7-package", "ultralytics",
             "torchvision", "numpy", "faster-coco-eval")
 
 
-def build_report(rows: list[Row], settings: dict[str, Any], limits: MachineLimits | None = None) -> Report:
-    """The matrix of every row; with this machine's measured ``limits``, each CPU row's utilization too."""
-    return Report(SCHEMA_VERSION, environment(settings["threads"]), settings, rows, matrix_of(rows, settings, limits),
+def build_report(rows: list[Row], settings: dict[str, Any], limits: MachineLimits | None = None,
+                 host_before: HostUse | None = None) -> Report:
+    """The matrix of every row; with this machine's measured ``limits``, each CPU row's utilization too; with
+    ``host_before``, what else ran on the CPUs before measuring, in the environment."""
+    env = environment(settings["threads"])
+    if host_before:
+        env["host_before"] = {**asdict(host_before), "busy": host_before.busy, "describe": host_before.describe()}
+    return Report(SCHEMA_VERSION, env, settings, rows, matrix_of(rows, settings, limits),
                   asdict(limits) if limits else None)
 
 
@@ -71,6 +79,7 @@ def environment(threads: int) -> dict[str, Any]:
         "threads": threads, "os": platform.platform(),
         "python": platform.python_version(), "packages": {p: _version(p) for p in PACKAGES},
         "allocator": allocator_settings(),  # the measurement processes' malloc
+        "load_average": list(os.getloadavg()),  # at the end (the measurement's own threads included)
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
@@ -112,11 +121,16 @@ def _legend(report: Report) -> str:
             f"kept/all; every run is in results.json): some hosts slow every multi-threaded runtime for seconds "
             f"at a time, each by its own factor. Throughput (batch / median kept latency) and b1 p50 are the same "
             f"kept runs, so a speedup is exactly their ratio. In brackets: the range of the per-round ratios over "
-            f"all runs (! = a row's processes differ by more than {UNSTABLE_SPREAD:.0%}). 'runs in' is "
-            f"the precision the runtime reported computing in. GFLOPs per image count 2 per multiply-add (thop, at "
-            f"the row's input size). {_modes_legend(report)}{_utilization_legend(report)}{_gpu_legend(report)} "
+            f"all runs (! = a row's processes differ by more than {UNSTABLE_SPREAD:.0%}).{_busy_legend(report)} "
+            f"'runs in' is the precision the runtime reported computing in. GFLOPs per image count 2 per "
+            f"multiply-add (thop, at the row's input size). {_modes_legend(report)}{_utilization_legend(report)}"
+            f"{_gpu_legend(report)} "
             f"{env['cpu']} "
             f"({', '.join(env['cpu_facts']['isa']) or 'no AVX2'}), {env['threads']} threads, {env['date']}.")
+
+
+def _busy_legend(report: Report) -> str:
+    return f" {BUSY_LEGEND}." if any(line.busy_host for line in report.matrix) else ""
 
 
 def _modes_legend(report: Report) -> str:
@@ -152,11 +166,14 @@ def rich_table(report: Report) -> Table:
     """The console's summary of the matrix (matrix.console_columns); matrix.md and report.html have every column."""
     columns = console_columns(report)
     cells = [[column.text(line) for column in columns] for line in report.matrix]
-    flagged = any(cell.endswith(" !") for row in cells for cell in row)  # a speedup shown is marked
+    shown = [cell for row in cells for cell in row]  # a legend only for a mark a speedup shown carries
+    legends = [legend for marks, legend in (((" !", " ! *"), UNSTABLE_LEGEND), ((" *",), BUSY_LEGEND))
+               if any(cell.endswith(marks) for cell in shown)]
     table = Table(title="speedup over PyTorch FP32 (all columns: matrix.md, report.html)", title_justify="left",
-                  caption=UNSTABLE_LEGEND if flagged else None, caption_justify="left")
+                  caption="\n".join(legends) or None, caption_justify="left")
     for column in columns:
         table.add_column(column.header, overflow="fold")
     for row in cells:
         table.add_row(*row)
     return table
+

@@ -16,15 +16,18 @@ import numpy as np
 
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.facts import ModelFacts
+from yolo_optimize.machine.host_load import HostUse
 from yolo_optimize.runtime.accuracy import RANGE, SHARE, Accuracy
 
-SCHEMA_VERSION = 8  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
+SCHEMA_VERSION = 9  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
 #                    4: weight bytes per artifact, per-convolution utilization in profiles; 5: GPU rows' copy/compute;
 #                    6: speedups from the host's fast state (Row.fast_state); 7: each batch size's execution
 #                    configuration and the pipelined end-to-end path (BatchResult.execution, .end_to_end);
 #                    8: the matrix typed (MatrixRow: per-batch figures under "batches", keyed by the batch size,
-#                    instead of keys such as "speedup_b8"); rows and settings as in 7
-READABLE_VERSIONS = (7, SCHEMA_VERSION)  # the matrix is computed again from the rows on reading (report.load_report)
+#                    instead of keys such as "speedup_b8"); rows and settings as in 7; 9: what else ran on the
+#                    measuring CPUs (Measurement.host), the baseline's threads chosen by measurement
+#                    (Row.threads_choice): optional fields, so 7 and 8 read as 9 without them
+READABLE_VERSIONS = (7, 8, SCHEMA_VERSION)  # the matrix is computed again from the rows on reading (report.load_report)
 INFERENCE, END_TO_END = "inference", "end_to_end"  # what a figure times: the runtime's call, or the deployed path
 
 NOT_NEGATIVE = (0.0, math.inf)  # every figure read back (times, rates, sizes) unless its field's RANGE says otherwise
@@ -125,10 +128,28 @@ class Measurement:
     threads: int
     weight_bytes: int | None = None  # the weights the runtime loaded, at their stored types (runners/base.py)
     round: int = 0  # the interleaved round it was taken in
+    host: HostUse | None = None  # what else ran on its CPUs while it timed its blocks (machine/host_load.py)
 
     def throughput(self, batch: int, part: str = INFERENCE) -> float | None:
         return next((b.throughput_ips if part == INFERENCE else b.end_to_end_ips
                      for b in self.batches if b.batch == batch), None)
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    """How many threads the CPU baseline ran on, chosen by measurement in its first process (interleave.py): a
+    loaded host can make PyTorch at several threads many times slower than at one."""
+
+    offered: int  # the evaluation's --threads
+    chosen: int
+    p50_ms_offered: float  # batch 1, alternating blocks at each count
+    p50_ms_one: float
+
+    def describe(self) -> str:
+        ratio = max(self.p50_ms_offered, self.p50_ms_one) / min(self.p50_ms_offered, self.p50_ms_one)
+        slower = f"{self.offered if self.chosen == 1 else 1} measured {ratio:.2f}x slower"
+        return (f"ran on {self.chosen} thread{'s' if self.chosen > 1 else ''}, chosen by measurement (b1 p50 "
+                f"{self.p50_ms_offered:g} ms at {self.offered} threads, {self.p50_ms_one:g} ms at 1: {slower})")
 
 
 @dataclass
@@ -153,6 +174,24 @@ class Row:
     skipped: str = ""  # why the row is not measured on purpose (a GPU-only format on a CPU evaluation)
     input_form: str = ""  # what the artifact takes (metadata.InputSpec.describe of its metadata's input)
     external: dict[str, Any] | None = None  # a model file this tool did not build: its path, sha256, what was read
+    threads_choice: ThreadChoice | None = None  # the CPU baseline: the threads it ran on, chosen by measurement
+
+    def busy_host(self) -> str:
+        """Why the row's figures cannot be trusted because other processes shared its CPUs: the busiest of its
+        processes measured on a busy host (``HostUse.busy``), or "" when none was."""
+        busy = [m.host for m in self.measurements if m.host and m.host.busy]
+        if not busy:
+            return ""
+        worst = max(busy, key=lambda use: use.others_cores + use.steal_share * use.cpus)
+        return f"busy host in {len(busy)} of its {len(self.measurements)} processes: {worst.describe()}"
+
+    def process_spread(self, batch: int, part: str = INFERENCE) -> float | None:
+        """How far the row's processes disagree on ``part`` at ``batch``: the highest over the lowest of their
+        throughputs in the host's fast state, less one; None with fewer than two processes measured there."""
+        rates = [found.throughput_ips for m in self.measurements
+                 if (found := fast_state([b.samples_ms(part) for b in m.batches
+                                          if b.batch == batch and b.samples_ms(part)], batch))]
+        return max(rates) / min(rates) - 1 if len(rates) > 1 else None
 
     def round_throughputs(self, batch: int, part: str = INFERENCE) -> dict[int, float]:
         """Images per second of ``part`` at ``batch`` in each interleaved round the row was measured in."""
@@ -259,6 +298,7 @@ class MatrixRow:
     cpu_note: str = ""
     repeats: int = 0  # processes measured
     unstable: bool = False  # its processes disagree by more than matrix.UNSTABLE_SPREAD
+    busy_host: str = ""  # why its figures are not to be trusted: other processes shared its CPUs (Row.busy_host)
     gflops_per_image: float | None = None
     peak_gops: float | None = None  # the measured peak that bounds it (eval --profile on a CPU)
     peak_of: str | None = None  # whose peak: runtime and precision
@@ -281,7 +321,7 @@ class Report:
 def read_results(folder: Path) -> dict[str, Any]:
     """An eval's results.json (``folder`` or the file itself) as parsed JSON of a schema this version reads
     (READABLE_VERSIONS: version 7 differs from 8 in its matrix only, which report.load_report computes again from
-    the rows); anything else is a UserError naming the file."""
+    the rows, and 8 from 9 in fields 9 added with defaults); anything else is a UserError naming the file."""
     path = folder / "results.json" if folder.is_dir() else folder
     try:
         data = json.loads(path.read_text())
@@ -291,7 +331,8 @@ def read_results(folder: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("schema_version") not in READABLE_VERSIONS:
         found = data.get("schema_version") if isinstance(data, dict) else None
         raise UserError(f"{path} has results schema {found}, this version reads "
-                        f"{' or '.join(map(str, READABLE_VERSIONS))}: evaluate again with this version")
+                        f"{', '.join(map(str, READABLE_VERSIONS[:-1]))} or {READABLE_VERSIONS[-1]}: evaluate "
+                        "again with this version")
     return data
 
 

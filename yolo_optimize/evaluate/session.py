@@ -30,6 +30,7 @@ from yolo_optimize.evaluate.options import EvalOptions
 from yolo_optimize.evaluate.report import build_report, write_report
 from yolo_optimize.evaluate.results import Report
 from yolo_optimize.formats import foreign_suffixes
+from yolo_optimize.machine.host_load import host_before
 
 
 @dataclass(frozen=True)
@@ -105,11 +106,15 @@ def _measured(request: EvalRequest, settings: EvalSettings, progress: Callable[[
 
         progress("this machine's limits (measured once per machine and tool versions, then cached)", 0, 0)
         limits = machine_limits(settings.threads)
-    rows = evaluate(candidates(request), settings, limits=limits, progress=Progress(progress))
+    found = candidates(request)
+    progress("watching the host before measuring (other processes on its CPUs?)", 0, 0)
+    before = host_before(settings.threads)
+    rows = evaluate(found, settings, limits=limits, progress=Progress(progress))
     recorded = request.settings
     return build_report(rows, {**asdict(recorded), "data": str(recorded.data) if recorded.data else None,
                                "batch_sizes": list(recorded.batch_sizes),
-                               "profile_dir": str(recorded.profile_dir) if recorded.profile_dir else None}, limits)
+                               "profile_dir": str(recorded.profile_dir) if recorded.profile_dir else None}, limits,
+                        before)
 
 
 def candidates(request: EvalRequest) -> list[Candidate]:

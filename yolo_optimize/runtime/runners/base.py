@@ -88,6 +88,11 @@ class Runner(ABC):
                 else f"{self.manifest.target} has no throughput configuration: run as it is")
         return Execution(LATENCY, 1, self.threads, batch, note=note)
 
+    def set_threads(self, threads: int) -> None:
+        """Compute on ``threads`` threads from the next call on (the evaluator's measured choice of the CPU baseline's
+        threads, ``interleave._Timed.choose_threads``); a runtime that fixes them at load refuses."""
+        raise NotImplementedError(f"{type(self).__name__} fixes its threads when it loads")
+
     @property
     def entry(self) -> Path:
         assert self.manifest.entry, f"{self.manifest.node} has no entry file"

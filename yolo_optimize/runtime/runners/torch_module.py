@@ -52,6 +52,13 @@ class TorchModuleRunner(Runner):
         self.forward = self._captured(channels_last, self.phases)
         self.lanes = tuple(Lane(torch.cuda.Stream(), self._captured(channels_last)) for _ in range(STREAMS))
 
+    def set_threads(self, threads: int) -> None:
+        """PyTorch's intra-op pool takes a new size between calls."""
+        import torch
+
+        torch.set_num_threads(threads)
+        self.threads = threads
+
     def _captured(self, channels_last: bool, phases: CudaPhases | None = None) -> CapturedForward:
         return CapturedForward(self.module, self.dtype, takes_pixels=self.metadata.takes.prepared,
                                channels_last=channels_last, phases=phases)

@@ -1,0 +1,75 @@
+"""Other processes on the measuring CPUs are seen, our own are not, and a host is busy only past the CPUs the
+measurement leaves free (real processes spinning on real CPUs; the rule on readings whose answer is known)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from yolo_optimize.machine.host_load import BUSY_CORES, BUSY_STEAL, CpuTimes, HostMeter, HostUse, host_before
+
+SPIN = "import time\nend = time.time() + 600\nwhile time.time() < end: pass"
+
+
+@contextmanager
+def spinning(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``count`` processes each keeping one CPU busy (ten minutes at most), stopped on leaving."""
+    hogs = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(count)]
+    try:
+        yield hogs
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def test_processes_spinning_on_every_cpu_make_the_host_busy_and_say_how_much() -> None:
+    cpus = len(HostMeter().cpus)
+    with spinning(cpus):
+        found = host_before(threads=cpus, seconds=1.0)
+    assert found.busy and found.busy_blocks == found.blocks == 1
+    assert found.others_cores > 0.7 * cpus, found.describe()
+    assert f"of {cpus} CPUs" in found.describe()
+
+
+def test_a_quiet_host_is_not_busy() -> None:
+    found = host_before(threads=len(HostMeter().cpus), seconds=1.0)
+    assert not found.busy, found.describe()
+
+
+def test_the_measurements_own_processes_are_not_counted_as_others() -> None:
+    """A spinning process named as the measurement's own (a row's process) is not in its others' time: the same
+    second read without naming it holds the spinning core as other work (at least half of one on a host that has
+    other work of its own)."""
+    with spinning(1) as hogs:
+        named, unnamed = HostMeter((hogs[0].pid,)), HostMeter()
+        with_it, without = named.use(threads=1), unnamed.use(threads=1)
+        first = named.read(), unnamed.read()
+        subprocess.run([sys.executable, "-c", "import time; time.sleep(1)"], check=True)
+        with_it.add(first[0], named.read())
+        without.add(first[1], unnamed.read())
+    assert 0.5 < without.others_cores - with_it.others_cores < 1.15, (with_it.describe(), without.describe())
+
+
+def readings(wall_s: float, others_s: float, steal_s: float) -> tuple[CpuTimes, CpuTimes]:
+    return CpuTimes(0.0, 0.0, 0.0, 0.0), CpuTimes(wall_s, others_s + 1.0, steal_s, 1.0)  # 1 s of our own CPU time
+
+
+@pytest.mark.parametrize(("cpus", "threads", "others_cores", "steal", "busy"), [
+    (2, 2, BUSY_CORES + 0.05, 0.0, True),  # every CPU is the measurement's: any other process is in the way
+    (2, 2, BUSY_CORES - 0.05, 0.0, False),
+    (8, 2, 5.0, 0.0, False),  # six CPUs left free hold five cores of other work
+    (8, 2, 6.0 + BUSY_CORES + 0.05, 0.0, True),
+    (2, 2, 0.0, 2 * (BUSY_STEAL + 0.01), True),  # the hypervisor took the time
+    (2, 1, 1.0, 0.0, False),  # the one-thread baseline beside one other core of work
+])
+def test_busy_counts_other_work_beyond_the_cpus_left_free_and_steal(cpus: int, threads: int, others_cores: float,
+                                                                     steal: float, busy: bool) -> None:
+    use = HostUse(cpus, threads)
+    use.add(*readings(2.0, others_cores * 2.0, steal * 2.0))
+    assert use.others_cores == pytest.approx(others_cores)
+    assert use.busy is busy and use.busy_blocks == int(busy)
