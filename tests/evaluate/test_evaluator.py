@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import QUICK_EVAL, VAL_DATA, brief, eval_args, on_a_small_disk, optimize, written_matrix
 from tests.machine.test_host_load import spinning
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.recommend import Budget, recommend
+from yolo_optimize.evaluate.recommend import TIE_MARGIN, Budget, recommend
 from yolo_optimize.evaluate.report import load_report
 from yolo_optimize.evaluate.results import MatrixRow
 from yolo_optimize.machine.host_load import HostMeter
@@ -144,7 +144,7 @@ def test_the_baseline_runs_on_the_threads_it_measured_faster_and_every_process_r
         assert choice is None
         pytest.skip("one thread: nothing to choose for the baseline (this host gives the evaluation one CPU)")
     assert choice is not None and choice.offered == threads
-    assert choice.chosen == (1 if choice.p50_ms_one * 1.03 < choice.p50_ms_offered else threads)
+    assert choice.chosen == (1 if choice.p50_ms_one * (1 + TIE_MARGIN) < choice.p50_ms_offered else threads)
     assert [m.threads for m in baseline.measurements] == [choice.chosen] * len(baseline.measurements)
     assert all(row.threads_choice is None for row in report.rows if row is not baseline)
     assert choice.describe() in matrix(evaluated)["pytorch-fp32"].note

@@ -40,6 +40,7 @@ from yolo_optimize.evaluate.measure import (
     peak_rss,
 )
 from yolo_optimize.evaluate.options import ROW_TIMEOUT_S
+from yolo_optimize.evaluate.recommend import TIE_MARGIN
 from yolo_optimize.evaluate.results import BLOCK_S, END_TO_END, INFERENCE, BatchResult, Measurement, ThreadChoice
 from yolo_optimize.machine.host_load import HostMeter
 from yolo_optimize.processes import SPAWN, child_environment, configured_child, ended, oom_kills
@@ -75,7 +76,6 @@ def take_turns(rows: list[LiveRow], batch: int, turns: int, show: Callable[[int]
 
 
 THREAD_TURNS = 2  # blocks at each thread count when the baseline's threads are chosen
-THREAD_MARGIN = 0.03  # one thread is chosen only when faster than this at the median (recommend.TIE_MARGIN's noise)
 
 
 class LiveRow:
@@ -249,10 +249,10 @@ class _Timed:
         return taken
 
     def choose_threads(self, size: int) -> ThreadChoice:
-        """Alternating blocks at the runner's threads and at one thread (THREAD_TURNS each), then the faster of the
-        two by more than THREAD_MARGIN at the median: a loaded host can make PyTorch at several threads many times
-        slower than at one (issue 44: 517 vs 21.7 ms), and a baseline slowed that way inflates every speedup. These
-        runs are not kept."""
+        """Alternating blocks at the runner's threads and at one thread (THREAD_TURNS each), then one thread only when
+        faster by more than the tie margin at the median (``recommend.TIE_MARGIN``: a smaller gap is noise): a loaded
+        host can make PyTorch at several threads many times slower than at one (issue 44: 517 vs 21.7 ms), and a
+        baseline slowed that way inflates every speedup. These runs are not kept."""
         offered = self.runner.threads
         times: dict[int, list[float]] = {offered: [], 1: []}
         for _ in range(THREAD_TURNS):
@@ -260,7 +260,7 @@ class _Timed:
                 self.runner.set_threads(count)
                 times[count] += self._inference_block(size)
         p50 = {count: statistics.median(samples) * 1e3 for count, samples in times.items()}
-        chosen = 1 if p50[1] * (1 + THREAD_MARGIN) < p50[offered] else offered
+        chosen = 1 if p50[1] * (1 + TIE_MARGIN) < p50[offered] else offered
         self.runner.set_threads(chosen)
         return ThreadChoice(offered, chosen, round(p50[offered], 3), round(p50[1], 3))
 
