@@ -30,14 +30,16 @@ def spinning(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
 def test_processes_spinning_on_every_cpu_make_the_host_busy_and_say_how_much() -> None:
     cpus = len(HostMeter().cpus)
     with spinning(cpus):
-        found = host_before(threads=cpus, seconds=1.0)
+        before = host_before(threads=cpus, seconds=1.0)
+    found = before.use
+    assert len(before.record()["load_average"]) == 3 and before.record()["busy"]
     assert found.busy and found.busy_blocks == found.blocks == 1
     assert found.others_cores > 0.7 * cpus, found.describe()
     assert f"of {cpus} CPUs" in found.describe()
 
 
 def test_a_quiet_host_is_not_busy() -> None:
-    found = host_before(threads=len(HostMeter().cpus), seconds=1.0)
+    found = host_before(threads=len(HostMeter().cpus), seconds=1.0).use
     assert not found.busy, found.describe()
 
 

@@ -30,7 +30,7 @@ from yolo_optimize.evaluate.results import (
     from_json,
     read_results,
 )
-from yolo_optimize.machine.host_load import HostUse
+from yolo_optimize.machine.host_load import HostBefore
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.processes import allocator_settings
 
@@ -43,12 +43,12 @@ PACKAGES = ("yolo-optimize", "torch", "onnxruntime", "openvino", "onnx", "yolov5
 
 
 def build_report(rows: list[Row], settings: dict[str, Any], limits: MachineLimits | None = None,
-                 host_before: HostUse | None = None) -> Report:
+                 host_before: HostBefore | None = None) -> Report:
     """The matrix of every row; with this machine's measured ``limits``, each CPU row's utilization too; with
     ``host_before``, what else ran on the CPUs before measuring, in the environment."""
     env = environment(settings["threads"])
     if host_before:
-        env["host_before"] = {**asdict(host_before), "busy": host_before.busy, "describe": host_before.describe()}
+        env["host_before"] = host_before.record()
     return Report(SCHEMA_VERSION, env, settings, rows, matrix_of(rows, settings, limits),
                   asdict(limits) if limits else None)
 

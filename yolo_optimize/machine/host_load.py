@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 BUSY_CORES = 0.25  # other processes' cores beyond the free CPUs that make a measurement unreliable
 BUSY_STEAL = 0.05  # the share of the measuring CPUs' time the hypervisor may steal before a measurement is unreliable
@@ -143,10 +144,25 @@ class HostMeter:
         return HostUse(len(self.cpus) or (os.cpu_count() or 1), threads)
 
 
-def host_before(threads: int, seconds: float = BEFORE_S) -> HostUse:
+@dataclass(frozen=True)
+class HostBefore:
+    """The host as found before anything was measured: what else ran on the measuring CPUs, and the load average
+    then (recorded, not judged: it counts every runnable thread, the measurement's own later on)."""
+
+    use: HostUse
+    load_average: tuple[float, float, float]
+
+    def record(self) -> dict[str, Any]:
+        """As results.json's environment holds it."""
+        return {**asdict(self.use), "busy": self.use.busy, "describe": self.use.describe(),
+                "load_average": [round(value, 2) for value in self.load_average]}
+
+
+def host_before(threads: int, seconds: float = BEFORE_S) -> HostBefore:
     """The measuring CPUs watched for ``seconds`` before anything is measured (this process idle meanwhile)."""
     meter = HostMeter()
+    load = os.getloadavg()
     use, before = meter.use(threads), meter.read()
     time.sleep(seconds)
     use.add(before, meter.read())
-    return use
+    return HostBefore(use, load)
