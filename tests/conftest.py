@@ -36,7 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # Fixtures that build or evaluate real models (minutes): a test using one is slow. `pytest -m "not slow"` runs the
-# rest (unit tests on real runtimes and small real graphs) in about two minutes.
+# rest (unit tests on real runtimes and small real graphs) in about five minutes.
 SLOW_FIXTURES = {"built", "built_int8", "built_uint8", "evaluated", "small_artifacts", "machine_cache", "profiled",
                  "limits"}
 
