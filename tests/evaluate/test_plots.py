@@ -61,3 +61,11 @@ def test_the_pareto_labels_of_points_close_together_do_not_overlap() -> None:
     assert overlapping == []
     panel = figure.axes[0].get_window_extent(renderer)
     assert all(box.y1 <= panel.y1 + 1 for box in boxes), "a label above its panel"
+
+
+def test_a_batch_size_no_row_was_measured_at_draws_an_empty_pareto_panel() -> None:
+    """Every row failed at batch 2: that panel has no points, and no labels to place."""
+    rows = [at_batch(row(name, [ms] * 3, 0.34), 2, "the model's input is fixed at batch 1")
+            for name, ms in (("pytorch-fp32", 100.0), ("onnx-fp32", 50.0), ("openvino-fp32", 45.0))]
+    figure = accuracy_throughput(build_report(rows, {**SETTINGS, "batch_sizes": [1, 2]}))
+    assert [len(axes.texts) for axes in figure.axes] == [3, 0]

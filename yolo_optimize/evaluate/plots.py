@@ -152,6 +152,8 @@ def _labelled(axes: Any, points: list[tuple[float, float, str]]) -> None:
     close in both accuracy and speed are common: an FP16 file and its FP32 sibling), with a leader line when
     moved; from the bottom label up, measured as the renderer draws them. Labels pushed over the panel's top get
     room there, and are placed again."""
+    if not points:  # a batch size no row was measured at
+        return
     renderer = axes.figure.canvas.get_renderer()
     for _ in range(LABEL_TRIES):
         for text in list(axes.texts):
