@@ -165,10 +165,13 @@ def _speedup(batch: int, line: MatrixRow, value: Any) -> str:
     return text + marks(line)
 
 
+UNSTABLE_MARK, BUSY_MARK = " !", " *"  # what a speedup carries when its row is not to be trusted
+
+
 def marks(line: MatrixRow) -> str:
-    """What a speedup carries when its row is not to be trusted: ' !' its processes disagree by more than
-    UNSTABLE_SPREAD, ' *' other processes shared its CPUs."""
-    return (" !" if line.unstable else "") + (" *" if line.busy_host else "")
+    """UNSTABLE_MARK: the row's processes disagree by more than UNSTABLE_SPREAD; BUSY_MARK: other processes shared
+    its CPUs."""
+    return (UNSTABLE_MARK if line.unstable else "") + (BUSY_MARK if line.busy_host else "")
 
 
 def _end_to_end(batch: int, line: MatrixRow, value: Any) -> str:

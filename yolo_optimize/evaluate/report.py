@@ -19,7 +19,15 @@ from yolo_optimize.cpu import cpu_facts, cpu_model, usable_cpus
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.compare import Comparison
 from yolo_optimize.evaluate.html_report import write_page
-from yolo_optimize.evaluate.matrix import UNSTABLE_SPREAD, Column, console_columns, matrix_columns, matrix_of
+from yolo_optimize.evaluate.matrix import (
+    BUSY_MARK,
+    UNSTABLE_MARK,
+    UNSTABLE_SPREAD,
+    Column,
+    console_columns,
+    matrix_columns,
+    matrix_of,
+)
 from yolo_optimize.evaluate.results import (
     BLOCK_S,
     FAST_STATE_SPAN,
@@ -167,8 +175,9 @@ def rich_table(report: Report) -> Table:
     columns = console_columns(report)
     cells = [[column.text(line) for column in columns] for line in report.matrix]
     shown = [cell for row in cells for cell in row]  # a legend only for a mark a speedup shown carries
-    legends = [legend for marks, legend in (((" !", " ! *"), UNSTABLE_LEGEND), ((" *",), BUSY_LEGEND))
-               if any(cell.endswith(marks) for cell in shown)]
+    legends = [legend for endings, legend in (((UNSTABLE_MARK, UNSTABLE_MARK + BUSY_MARK), UNSTABLE_LEGEND),
+                                              ((BUSY_MARK,), BUSY_LEGEND))
+               if any(cell.endswith(endings) for cell in shown)]
     table = Table(title="speedup over PyTorch FP32 (all columns: matrix.md, report.html)", title_justify="left",
                   caption="\n".join(legends) or None, caption_justify="left")
     for column in columns:
