@@ -162,10 +162,11 @@ def test_every_accepted_name_has_a_config_the_installed_ultralytics_ships() -> N
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["yolo12n", "yolov3-tiny"])
+@pytest.mark.parametrize("name", ["yolo12n", "yolov9t", "yolov3-tiny"])
 def test_the_other_anchor_free_generations_build_with_parity_and_decode(name: str, tmp_path: Path) -> None:
-    """YOLO12's attention blocks, YOLOv3-tiny's two-scale head: the same Detect head, so the same decode; each
-    exports to ONNX and OpenVINO with parity at batch 1 and 2 at a small size (random weights)."""
+    """YOLO12's attention blocks, YOLOv9's GELAN and ADown blocks, YOLOv3-tiny's two-scale head: the same Detect
+    head, so the same decode; each exports to ONNX and OpenVINO with parity at batch 1 and 2 at a small size
+    (random weights)."""
     import yolo_optimize as yo
 
     out = tmp_path / "artifacts"

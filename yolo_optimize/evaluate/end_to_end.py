@@ -5,20 +5,21 @@ artifact's input form: ``Runner.input_of``); batch N's raw output is then post-p
 NMS at 0.25 for detectors) before batch N+1 is inferred. Its rate is the wall time between consecutive batches'
 predictions.
 
-On a CPU the reader and the post-processing each get one thread (OpenCV single-threaded; PyTorch, whose NMS the
-detectors use, single-threaded where the artifact does not compute on PyTorch itself): on two cores a second
-OpenCV or PyTorch pool competes with the runtime's own threads, and the post-processing of a runtime's output then
-took 8 ms instead of 0.8 (issue 21). A GPU row's runtime leaves the cores free: there a pool of decoders (every
-usable CPU but two: the inferring thread and the one assembling batches) reads the images of the next batches at
-once, one image per task (OpenCV releases the GIL), and enough batches are read ahead to keep every decoder busy;
-one reader bounded yolov5n on an H100 at ~200 img/s at every batch size (issue 33). ``EndToEnd.settings`` is
-recorded beside every end-to-end figure, with the stage that bounded it: how long the inferring thread waited for
-each batch's images against how long it inferred and post-processed.
+On a CPU the reader and the post-processing each get one thread (OpenCV single-threaded; the detectors' NMS is
+numpy, ``families/host_nms.py``; PyTorch, where the process loaded it without computing on it, single-threaded): on
+two cores a second OpenCV or PyTorch pool competes with the runtime's own threads, and the post-processing of a
+runtime's output then took 8 ms instead of 0.8 (issue 21, when the NMS was PyTorch's). A GPU row's runtime leaves
+the cores free: there a pool of decoders (every usable CPU but two: the inferring thread and the one assembling
+batches) reads the images of the next batches at once, one image per task (OpenCV releases the GIL), and enough
+batches are read ahead to keep every decoder busy; one reader bounded yolov5n on an H100 at ~200 img/s at every
+batch size (issue 33). ``EndToEnd.settings`` is recorded beside every end-to-end figure, with the stage that bounded
+it: how long the inferring thread waited for each batch's images against how long it inferred and post-processed.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -37,12 +38,13 @@ BOUND_SHARE = 0.1  # of a batch's interval spent waiting for its images, from wh
 
 
 def single_threaded_helpers(runner: Runner) -> None:
-    """This process's OpenCV and (unless the runner computes on it) PyTorch pools down to one thread (the module's
-    docstring): the runtime keeps the cores."""
+    """This process's OpenCV and (where loaded, unless the runner computes on it) PyTorch pools down to one thread
+    (the module's docstring): the runtime keeps the cores. An ONNX Runtime or OpenVINO row on a CPU never imports
+    PyTorch (seconds)."""
     import cv2
 
     cv2.setNumThreads(1)
-    if not runner.computes_with_torch:
+    if not runner.computes_with_torch and "torch" in sys.modules:
         import torch
 
         torch.set_num_threads(1)

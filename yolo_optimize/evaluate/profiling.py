@@ -315,7 +315,7 @@ def _median(samples_ms: list[float]) -> float:
 
 def _breakdown(request: ProfileRequest, runner: Runner, size: int) -> Breakdown:
     """The deployed path over ``BREAKDOWN_BATCHES`` batches of ``size`` image files, each stage timed apart; the
-    post-processing's imports (torch, yolov5's NMS: seconds) are paid in the warm-up batch, never in a timed one."""
+    post-processing's first-call costs are paid in the warm-up batch, never in a timed one."""
     family, imgsz = runner.metadata.model_family(), runner.metadata.side
     files = [request.images[i % len(request.images)] for i in range(size * (BREAKDOWN_BATCHES + 1))]
     spent = dict.fromkeys(STAGES, 0.0)

@@ -9,11 +9,7 @@ any detector built with NMS inside) share one layout, one decode and one compari
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import types
 from abc import abstractmethod
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -25,6 +21,7 @@ from yolo_optimize.families.base import Family, ParityStats, Preprocessed, packa
 if TYPE_CHECKING:
     import torch
 
+    from yolo_optimize.families.host_nms import HostNms
     from yolo_optimize.families.nms import Candidates
 
 PARITY_CONF, PARITY_IOU, MATCH_IOU = 0.25, 0.45, 0.5
@@ -91,7 +88,8 @@ class Detector(Family):
         families' own NMS functions loop over the images in Python: on a GPU that bounded yolov5n at ~1,400 img/s
         from batch 8 on, whatever the batch. Heads without NMS copy their final rows (a few) and decode them on the
         host."""
-        from yolo_optimize.families.nms import MAX_CANDIDATES, NmsSettings, kept_per_image
+        from yolo_optimize.families.host_nms import MAX_CANDIDATES
+        from yolo_optimize.families.nms import NmsSettings, kept_per_image
 
         if not self.needs_nms:
             return super().kept_on_device(raw, side)
@@ -199,6 +197,7 @@ class AnchorDetector(Detector):
     holding the model under ``ema`` or ``model``."""
 
     title: ClassVar[str]  # "YOLOv5", for messages
+    host_nms: ClassVar[HostNms]  # its package's non_max_suppression, on numpy (decode)
 
     @abstractmethod
     def model_class(self) -> type:
@@ -218,36 +217,15 @@ class AnchorDetector(Detector):
     def boxes_and_scores(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return raw[..., :4], raw[..., 4:]
 
+    def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
+               max_det: int) -> list[np.ndarray]:
+        return self.host_nms(raw, conf, iou, multi_label=multi_label, max_det=max_det)
+
     def nms_candidates(self, raw: torch.Tensor) -> Candidates:
         """Class scores times objectness, as YOLOv5's and YOLOv7's NMS score them."""
         from yolo_optimize.families.nms import Candidates
 
         return Candidates(xywh_to_xyxy(raw[..., :4]), raw[..., 5:], raw[..., 4], raw)
-
-
-_STILL_CLOCK = types.SimpleNamespace(time=lambda: 0.0)
-_CLOCK_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def without_time_limit(module: types.ModuleType) -> Iterator[None]:
-    """YOLOv5's and YOLOv7's NMS functions stop after a fixed number of seconds (YOLOv5: 0.5 + 0.05 per image of the
-    batch; YOLOv7: 10) and drop the rest of the batch with a warning: on a busy host the mAP the evaluator and the
-    INT8 gate score would depend on the clock. The clock of ``module`` (the one holding the NMS function) stands
-    still for the call; one call at a time, so that no thread restores another's still clock."""
-    with _CLOCK_LOCK:
-        clock, module.time = module.time, _STILL_CLOCK  # type: ignore[attr-defined]
-        try:
-            yield
-        finally:
-            module.time = clock  # type: ignore[attr-defined]
-
-
-def nms_input(raw: np.ndarray) -> torch.Tensor:
-    """A raw output as the contiguous float32 tensor the families' own NMS functions take (sharing its memory)."""
-    import torch
-
-    return torch.from_numpy(np.ascontiguousarray(raw, dtype=np.float32))
 
 
 def xywh_to_xyxy(boxes: torch.Tensor) -> torch.Tensor:

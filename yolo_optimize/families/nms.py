@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from yolo_optimize.families.detection import DEPLOY_CONF, Detector, FinalDetections
+from yolo_optimize.families.host_nms import MAX_CANDIDATES
 
 if TYPE_CHECKING:
     import torch
@@ -34,7 +35,6 @@ INHERITED = ("default_imgsz", "names_hint", "map_conf", "map_iou", "map_max_det"
 GRAPH_REVISION = 4  # 2: the best class taken for the candidates above the threshold only (no TopK over all);
 #                    3: with an objectness, only the anchors whose objectness is above the threshold looked at;
 #                    4: and only their rows sliced into box and scores (nothing sliced over every anchor)
-MAX_CANDIDATES = 30000  # per image, by score, before NMS: YOLOv5's and Ultralytics' max_nms
 
 
 class Candidates(NamedTuple):

@@ -18,7 +18,6 @@ allow-list, and the loaded model tells which family decodes it (its classes alon
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -26,7 +25,8 @@ import numpy as np
 
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import RANDOM_SEED, package_dir
-from yolo_optimize.families.detection import Detector, FinalDetections, coco_names, nms_input, xywh_to_xyxy
+from yolo_optimize.families.detection import Detector, FinalDetections, coco_names, xywh_to_xyxy
+from yolo_optimize.families.host_nms import HostNms
 
 if TYPE_CHECKING:
     import torch
@@ -47,8 +47,7 @@ CONFIGS = {**{f"{prefix}{size}": (config, size) for prefix, config in SCALED.ite
 END_TO_END = tuple(name for name in CONFIGS if name.startswith(("yolo26", "yolov10")))
 DETR = tuple(name for name in CONFIGS if name.startswith("rtdetr"))
 OUTPUT_LAYOUT = "[batch, 4 + nc, anchors]: xywh (input pixels), then per-class sigmoid scores; no objectness"
-NMS_TIME_LIMIT_S = math.inf  # per image: none; Ultralytics' default (0.05 s) cuts NMS short on busy hosts, changing
-#                              the mAP
+HOST_NMS = HostNms(class_offset=7680, objectness=False)  # ultralytics.utils.nms.non_max_suppression
 ONE_TO_ONE, ONE_TO_MANY = "one-to-one", "one-to-many"
 
 
@@ -145,11 +144,7 @@ class Ultralytics(Detector):
 
     def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
                max_det: int) -> list[np.ndarray]:
-        from ultralytics.utils.nms import non_max_suppression
-
-        kept = non_max_suppression(nms_input(raw), conf, iou,
-                                   multi_label=multi_label, max_det=max_det, max_time_img=NMS_TIME_LIMIT_S)
-        return [k.numpy() for k in kept]
+        return HOST_NMS(raw.transpose(0, 2, 1), conf, iou, multi_label=multi_label, max_det=max_det)
 
 
 class UltralyticsEndToEnd(FinalDetections, Ultralytics):

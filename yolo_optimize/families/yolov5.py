@@ -10,10 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from yolo_optimize.families.base import RANDOM_SEED, package_dir
-from yolo_optimize.families.detection import AnchorDetector, nms_input, without_time_limit
+from yolo_optimize.families.detection import AnchorDetector
+from yolo_optimize.families.host_nms import HostNms
 
 if TYPE_CHECKING:
     import torch
@@ -29,6 +28,7 @@ class YoloV5(AnchorDetector):
     module_aliases = {"models.": "yolov5.models."}
     module_prefixes = ("yolov5.models.",)
     release_url = "https://github.com/ultralytics/yolov5/releases/download/v7.0/{name}.pt"
+    host_nms = HostNms(class_offset=7680, objectness=True)  # yolov5.utils.general.non_max_suppression
 
     def model_names(self) -> tuple[str, ...]:
         return tuple(f"yolov5{size}" for size in SIZES)
@@ -73,16 +73,6 @@ class YoloV5(AnchorDetector):
 
     def sample_images(self) -> Path:
         return package_dir("yolov5") / "data" / "images"
-
-    def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
-               max_det: int) -> list[np.ndarray]:
-        _quiet()
-        import yolov5.utils.general as general
-
-        with without_time_limit(general):
-            kept = general.non_max_suppression(nms_input(raw), conf, iou, multi_label=multi_label, max_det=max_det)
-        return [k.numpy() for k in kept]
-
 
 
 def _quiet() -> None:

@@ -24,11 +24,10 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import RANDOM_SEED, package_dir
-from yolo_optimize.families.detection import AnchorDetector, coco_names, nms_input, without_time_limit
+from yolo_optimize.families.detection import AnchorDetector, coco_names
+from yolo_optimize.families.host_nms import HostNms
 
 if TYPE_CHECKING:
     import torch
@@ -48,6 +47,7 @@ class YoloV7(AnchorDetector):
     module_aliases = {"models.": "yolov7_package.models.", "utils.": "yolov7_package.utils."}
     module_prefixes = ("yolov7_package.models.",)
     map_iou = 0.65  # YOLOv7's test.py
+    host_nms = HostNms(class_offset=4096, objectness=True, lone_class_scores_objectness=True)  # utils.general's
 
     def model_names(self) -> tuple[str, ...]:
         return NAMES
@@ -92,14 +92,6 @@ class YoloV7(AnchorDetector):
 
     def sample_images(self) -> Path:
         return package_dir("ultralytics") / "assets"  # yolov7-package ships no images; Ultralytics' two
-
-    def decode(self, raw: np.ndarray, conf: float, iou: float, *, multi_label: bool,
-               max_det: int) -> list[np.ndarray]:
-        import yolov7_package.utils.general as general
-
-        with without_time_limit(general):  # keeps at most 300, as max_det always is here
-            kept = general.non_max_suppression(nms_input(raw), conf, iou, multi_label=multi_label)
-        return [k.numpy()[:max_det] for k in kept]
 
 
 def _config_path(name: str) -> Path:
