@@ -16,7 +16,7 @@ import pytest
 
 if TYPE_CHECKING:
     from yolo_optimize.build.builder import BuildResult
-    from yolo_optimize.evaluate.results import MatrixRow
+    from yolo_optimize.evaluate.results import MatrixRow, Report
 
 ASSETS = Path(os.environ.get("YOLO_OPTIMIZE_ASSETS", Path(__file__).resolve().parents[2] / "shared" / "assets"))
 WEIGHTS = ASSETS / "weights" / "yolov5n.pt"
@@ -37,8 +37,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # Fixtures that build or evaluate real models (minutes): a test using one is slow. `pytest -m "not slow"` runs the
 # rest (unit tests on real runtimes and small real graphs) in about five minutes.
-SLOW_FIXTURES = {"built", "built_int8", "built_uint8", "evaluated", "small_artifacts", "machine_cache", "profiled",
-                 "limits"}
+SLOW_FIXTURES = {"built", "built_int8", "built_uint8", "built_edge", "edge_evaluated", "evaluated", "small_artifacts",
+                 "machine_cache", "profiled", "limits"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -182,6 +182,28 @@ def built_int8(built: Path, tmp_path_factory: pytest.TempPathFactory, machine_ca
     result = optimize(*build_args(out, "--targets", "aoti,onnx,openvino", "--precisions", "fp32,bf16,int8", *INT8_ARGS))
     assert result.returncode == 0, brief(result)
     return out / "yolov5n"
+
+
+EDGE_SIZE = 320
+
+
+@pytest.fixture(scope="session")
+def built_edge(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pretrained yolov5n at 320 as NCNN FP32 and FP16 and an ExecuTorch program; its model folder."""
+    import yolo_optimize as yo
+
+    out = tmp_path_factory.mktemp("artifacts-edge")
+    yo.build(WEIGHTS, targets=["ncnn", "executorch"], precisions=["fp32", "fp16"], imgsz=[EDGE_SIZE],
+             parity_data=VAL_DATA, out=out)
+    return out / "yolov5n"
+
+
+@pytest.fixture(scope="session")
+def edge_evaluated(built_edge: Path) -> Report:
+    """``built_edge`` evaluated beside the baseline on 32 images at batch 1 and 2: the report."""
+    import yolo_optimize as yo
+
+    return yo.evaluate(built_edge.parent, data=VAL_DATA, batch_sizes=[1, 2], max_images=32, min_time=0, repeats=1)
 
 
 @functools.cache

@@ -123,6 +123,24 @@ _BUILT_IN: tuple[Format, ...] = (
            description="an OpenVINO .xml or its folder",
            steps=(*(Step(p, f"{EXPORT}.openvino:OpenVinoExport", "onnx-fp32") for p in ("fp32", "fp16", "bf16")),
                   Step("int8", f"{OPTIMIZE}.int8_openvino:OpenVinoInt8", "openvino-fp32", gated=True))),
+    Format("ncnn", (), "{model}_ncnn_model/model.ncnn.param", ("fp32", "fp16"),
+           "yolo_optimize.runtime.runners.ncnn:NcnnRunner", None,
+           "import ncnn, numpy as np\nnet = ncnn.Net()\n"
+           "for option, value in {config}.items():  # as measured\n    setattr(net.opt, option, value)\n"
+           "net.load_param(\"{path}\"); net.load_model(\"{path}\".replace(\".param\", \".bin\"))\n"
+           "extractor = net.create_extractor()  # one image a call: image is {input}, without the batch axis\n"
+           "extractor.input(\"in0\", ncnn.Mat(image)); outputs = np.array(extractor.extract(\"out0\")[1])",
+           foreign_suffix=".param", description="an NCNN model folder (.param and .bin)",
+           steps=(Step("fp32", f"{EXPORT}.ncnn:NcnnExport"), Step("fp16", f"{EXPORT}.ncnn:NcnnExport"))),
+    Format("executorch", ("et", "pte"), "{model}.pte", ("fp32",),
+           "yolo_optimize.runtime.runners.executorch:ExecuTorchRunner", None,
+           "import torch\nfrom executorch.extension.pybindings import portable_lib\n"
+           "from executorch.runtime import Runtime\n"
+           "portable_lib._unsafe_reset_threadpool({threads})  # XNNPACK's pool (its default takes every CPU)\n"
+           "method = Runtime.get().load_program(\"{path}\").load_method(\"forward\")\n"
+           "outputs = method.execute([torch.from_numpy(image[None])])[0]  # one image a call: image is {input}",
+           foreign_suffix=".pte", description="an ExecuTorch .pte",
+           steps=(Step("fp32", f"{EXPORT}.executorch:ExecuTorchExport"),)),
     Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16", "int8"),
            "yolo_optimize.runtime.runners.tensorrt:TensorRTRunner", None,
            "import tensorrt as trt\nengine = trt.Runtime(trt.Logger()).deserialize_cuda_engine("

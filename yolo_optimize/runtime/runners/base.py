@@ -66,6 +66,7 @@ class Runner(ABC):
     phases: CudaPhases | None = None  # set by a runner on CUDA: each call's copies and compute (cuda_phases.py)
     has_throughput_mode: ClassVar[bool] = False
     computes_with_torch: ClassVar[bool] = False  # its inference runs on PyTorch's thread pool
+    takes_one_image: ClassVar[bool] = False  # its graph has no batch axis (edge runtimes): a batch is image by image
 
     @classmethod
     def unavailable_reason(cls, device: str) -> str | None:
@@ -84,9 +85,18 @@ class Runner(ABC):
 
     def execution(self, batch: int) -> Execution:
         """How a call of ``batch`` images runs (the latency configuration unless overridden)."""
+        if self.takes_one_image:
+            note = f"{self.manifest.target}'s graph takes one image: a batch runs image by image" if batch > 1 else ""
+            return Execution(LATENCY, 1, self.threads, 1, settings=self.runtime_settings, note=note)
         note = ("" if wanted_mode(self.mode, batch) == LATENCY
                 else f"{self.manifest.target} has no throughput configuration: run as it is")
-        return Execution(LATENCY, 1, self.threads, batch, note=note)
+        return Execution(LATENCY, 1, self.threads, batch, settings=self.runtime_settings, note=note)
+
+    @property
+    def runtime_settings(self) -> dict[str, Any]:
+        """The runtime's own settings as this runner passes them (the snippet's ``{config}``), where the format's
+        runner does not report them through its own ``execution``."""
+        return {}
 
     def set_threads(self, threads: int) -> None:
         """Compute on ``threads`` threads from the next call on (the evaluator's measured choice of the CPU baseline's

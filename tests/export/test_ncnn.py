@@ -1,0 +1,67 @@
+"""NCNN files: loadable by plain ncnn (no torch, no model code) with the metadata beside them, as close to PyTorch
+as their precision allows, FP16 weights in half the bytes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from yolo_optimize.artifact import Manifest
+from yolo_optimize.build.parity import REFERENCE_FILE, TOLERANCES
+
+# A fresh interpreter where torch, the model code and this package cannot be imported: ncnn and numpy only.
+LOAD_WITH_NCNN_ALONE = """
+import json, sys
+for name in ("torch", "yolov5", "models", "utils", "yolo_optimize", "ultralytics"):
+    sys.modules[name] = None
+import ncnn, numpy as np
+param, reference, out = sys.argv[1:4]
+net = ncnn.Net()
+for option in ("use_fp16_storage", "use_fp16_packed", "use_fp16_arithmetic"):
+    setattr(net.opt, option, False)
+net.load_param(param); net.load_model(param.replace(".param", ".bin"))
+images = np.load(reference)["images"][:2]
+outputs = []
+for image in images:
+    extractor = net.create_extractor()
+    pixels = np.ascontiguousarray(image.transpose(2, 0, 1), dtype=np.float32) / 255.0  # ncnn.Mat shares its memory
+    extractor.input("in0", ncnn.Mat(pixels))
+    outputs.append(np.array(extractor.extract("out0")[1]))
+np.save(out, np.stack(outputs))
+"""
+
+
+def test_an_ncnn_file_runs_in_plain_ncnn_without_torch_and_matches_pytorch(built_edge: Path, tmp_path: Path) -> None:
+    folder = built_edge / "ncnn-fp32"
+    manifest = Manifest.read(folder)
+    reference = built_edge / ".cache" / "reference" / REFERENCE_FILE
+    result = subprocess.run([sys.executable, "-c", LOAD_WITH_NCNN_ALONE, str(folder / str(manifest.entry)),
+                             str(reference), str(tmp_path / "out.npy")], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    got, want = np.load(tmp_path / "out.npy"), np.load(reference)["outputs"][:2]
+    assert got.shape == want.shape == (2, 6300, 85)
+    assert np.abs(got[..., 4:] - want[..., 4:]).max() <= TOLERANCES["fp32"].max_score_diff
+    beside = json.loads((folder / str(manifest.entry)).with_name("metadata.json").read_text())
+    assert beside == manifest.metadata and beside["names"][0] == "person" and beside["imgsz"] == [320, 320]
+
+
+def test_fp32_and_fp16_pass_parity_at_their_precisions_tolerance_and_fp16_stores_half_the_bytes(
+        built_edge: Path) -> None:
+    """ncnn-fp16 is held to the FP16 tolerance; on a CPU without FP16 arithmetic (x86) it says NCNN computed in
+    FP32 from FP16 weights."""
+    import ncnn
+
+    fp32, fp16 = (Manifest.read(built_edge / f"ncnn-{precision}") for precision in ("fp32", "fp16"))
+    assert fp32.parity and fp32.parity["passed"] and fp32.parity["tolerance"]["precision"] == "fp32"
+    assert fp32.parity["executed_precision"] == "fp32"
+    assert fp16.parity and fp16.parity["passed"] and fp16.parity["tolerance"]["precision"] == "fp16"
+    assert fp16.parity["executed_precision"] == ("fp16" if ncnn.cpu_support_arm_asimdhp() else
+                                                 "fp32 (fp16 storage: NCNN computes in fp32 on a CPU without fp16 "
+                                                 "arithmetic)")
+    weights = [(built_edge / m.node / str(m.entry)).with_suffix(".bin").stat().st_size for m in (fp32, fp16)]
+    assert 0.45 < weights[1] / weights[0] < 0.55, weights
+    assert fp32.info["layers"]["Convolution"] == 60 and fp32.info["layers"]["Input"] == 1

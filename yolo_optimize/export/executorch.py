@@ -1,0 +1,89 @@
+"""ExecuTorch (PyTorch's on-device runtime): the family's export module through ``torch.export``, lowered to the
+XNNPACK backend (``to_edge_transform_and_lower`` with its partitioner) and written as a ``.pte`` program, with the
+metadata beside it in ``<model>.json`` (a program's constant methods take numbers only).
+
+The program takes one image: lowered with a dynamic batch, XNNPACK's delegate kept the example's batch in its
+output tensors and failed at any other ("Attempted to resize a static tensor", executorch 1.5.1), and memory
+planning would size every buffer for the largest batch. So it is lowered at batch 1, as phones run it, and a batch
+runs image by image (runtime/runners/executorch.py). What XNNPACK did not take runs on ExecuTorch's portable
+kernels: the build records those operators (``info.fallback``), and the runner's "runs in" says how many."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from yolo_optimize.build.loading import example_input, export_module
+from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
+from yolo_optimize.formats import format_named
+from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
+
+if TYPE_CHECKING:
+    from yolo_optimize.build.request import BuildRequest
+
+DELEGATE_CALL = "executorch_call_delegate"
+
+
+@dataclass(frozen=True)
+class ExecuTorchConfig:
+    imgsz: int
+    precision: str
+    input_form: str = FLOAT_INPUT
+
+
+class ExecuTorchExport(Stage):
+    name = "executorch"
+    inputs = (MODEL, REFERENCE)
+    tools = ("torch", "executorch")
+    target = "executorch"
+    config: ExecuTorchConfig
+
+    @classmethod
+    def planned(cls, request: BuildRequest, precision: str) -> ExecuTorchExport:
+        return cls(ExecuTorchConfig(request.imgsz, precision, request.input_form))
+
+    def unavailable_reason(self, device: str) -> str | None:
+        import importlib.util
+
+        if not importlib.util.find_spec("executorch"):
+            return "the executorch target needs executorch: pip install 'yolo-optimize[edge]'"
+        return None
+
+    def run(self, ctx: StageContext) -> StageOutput:
+        import torch
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.exir import to_edge_transform_and_lower
+
+        from yolo_optimize.families import family_named
+
+        module = export_module(ctx.source, self.config.input_form)
+        example = example_input(self.config.input_form, 1, self.config.imgsz)
+        with torch.no_grad():
+            if family_named(ctx.source.family).export_warm_up:
+                module(example)
+            program = torch.export.export(module, (example,))
+        lowered = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+        partitions, fallback = delegation(lowered.exported_program().graph_module)
+        entry = format_named(self.target).entry_for(ctx.source.model_id)
+        (ctx.out_dir / entry).write_bytes(lowered.to_executorch().buffer)
+        metadata = artifact_metadata(ArtifactMetadata.of(ctx.manifest(MODEL)), target=self.target,
+                                     precision=self.config.precision, imgsz=self.config.imgsz, max_batch=1,
+                                     input_form=self.config.input_form)
+        (ctx.out_dir / Path(entry).with_suffix(".json")).write_text(json.dumps(metadata.to_dict(), indent=1))
+        return StageOutput(entry=entry, metadata=metadata.to_dict(),
+                           info={"xnnpack_partitions": partitions, "fallback": fallback})
+
+
+def delegation(graph_module: Any) -> tuple[int, dict[str, int]]:
+    """The XNNPACK partitions of a lowered program and, by operator, the nodes left to the portable kernels
+    (shape arithmetic and the partitions' output picking aside)."""
+    calls = [node for node in graph_module.graph.nodes if node.op == "call_function"]
+    partitions = sum(DELEGATE_CALL in str(node.target) for node in calls)
+    fallback: dict[str, int] = {}
+    for node in calls:
+        name = getattr(node.target, "__name__", str(node.target))
+        if DELEGATE_CALL not in name and "getitem" not in name and "sym_size" not in name:
+            fallback[name] = fallback.get(name, 0) + 1
+    return partitions, dict(sorted(fallback.items()))

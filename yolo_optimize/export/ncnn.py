@@ -1,0 +1,93 @@
+"""NCNN (Tencent's mobile runtime): the family's export module converted by pnnx into ``model.ncnn.param`` (the
+graph) and ``model.ncnn.bin`` (the weights), with the metadata beside them in ``metadata.json`` (NCNN files carry
+none). FP32 weights for ``ncnn-fp32``, which the runner computes with NCNN's FP16 storage and arithmetic switched off
+so that it is held to the FP32 tolerance; FP16 weights for ``ncnn-fp16``, run with NCNN's defaults (FP16 storage and,
+on CPUs that have it, FP16 arithmetic: what phones run). An NCNN graph takes one image: it is converted at batch 1,
+and a batch runs image by image (runtime/runners/ncnn.py)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from yolo_optimize.build.loading import example_input, export_module
+from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
+from yolo_optimize.formats import format_named
+from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
+
+if TYPE_CHECKING:
+    from yolo_optimize.build.request import BuildRequest
+
+METADATA_FILE = "metadata.json"  # beside the .param and .bin, as Ultralytics' NCNN folders keep metadata.yaml
+
+
+@dataclass(frozen=True)
+class NcnnConfig:
+    imgsz: int
+    precision: str  # fp16: FP16 weights in the .bin, and NCNN's FP16 options on when it runs
+    input_form: str = FLOAT_INPUT
+
+
+class NcnnExport(Stage):
+    name = "ncnn"
+    inputs = (MODEL, REFERENCE)
+    tools = ("torch", "pnnx", "ncnn")
+    target = "ncnn"
+    config: NcnnConfig
+
+    @classmethod
+    def planned(cls, request: BuildRequest, precision: str) -> NcnnExport:
+        return cls(NcnnConfig(request.imgsz, precision, request.input_form))
+
+    def unavailable_reason(self, device: str) -> str | None:
+        import importlib.util
+
+        if not (importlib.util.find_spec("pnnx") and importlib.util.find_spec("ncnn")):
+            return "the ncnn target needs pnnx and ncnn: pip install 'yolo-optimize[edge]'"
+        return None
+
+    def run(self, ctx: StageContext) -> StageOutput:
+        import pnnx
+        import torch
+
+        from yolo_optimize.families import family_named
+
+        module = export_module(ctx.source, self.config.input_form)
+        example = example_input(self.config.input_form, 1, self.config.imgsz)
+        if family_named(ctx.source.family).export_warm_up:
+            with torch.no_grad():
+                module(example)
+        entry = Path(format_named(self.target).entry_for(ctx.source.model_id))
+        folder = ctx.out_dir / entry.parent
+        folder.mkdir()
+        with tempfile.TemporaryDirectory() as scratch, torch.no_grad():  # pnnx's own files: TorchScript, pnnx IR
+            pnnx.export(module, str(Path(scratch) / "model.pt"), (example,), check_trace=False,
+                        ncnnparam=str(ctx.out_dir / entry), ncnnbin=str(folder / "model.ncnn.bin"),
+                        fp16=self.config.precision == "fp16", **_scratch_paths(Path(scratch)))
+        metadata = artifact_metadata(ArtifactMetadata.of(ctx.manifest(MODEL)), target=self.target,
+                                     precision=self.config.precision, imgsz=self.config.imgsz, max_batch=1,
+                                     input_form=self.config.input_form)
+        (folder / METADATA_FILE).write_text(json.dumps(metadata.to_dict(), indent=1))
+        return StageOutput(entry=str(entry), metadata=metadata.to_dict(), info={"layers": layer_types(ctx.out_dir /
+                                                                                                         entry)})
+
+
+def _scratch_paths(scratch: Path) -> dict[str, str]:
+    """Where pnnx writes what a deployment does not need (its own IR, a Python script per runtime, an ONNX file)."""
+    return {"pnnxparam": str(scratch / "model.pnnx.param"), "pnnxbin": str(scratch / "model.pnnx.bin"),
+            "pnnxpy": str(scratch / "model_pnnx.py"), "pnnxonnx": str(scratch / "model.pnnx.onnx"),
+            "ncnnpy": str(scratch / "model_ncnn.py")}
+
+
+def layer_types(param: Path) -> dict[str, int]:
+    """How many layers of each type the NCNN graph has (its .param: a magic line, the counts, then a layer a
+    line), for the build's record and the runner's "runs in"."""
+    counts: dict[str, int] = {}
+    for line in param.read_text().splitlines()[2:]:
+        if line.strip():
+            kind = line.split()[0]
+            counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
