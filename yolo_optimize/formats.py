@@ -58,6 +58,7 @@ class Format:
     nms_inside: bool = False  # built and checked with --nms too (NMS inside the graph: its runtime runs the op)
     foreign_suffix: str = ""  # how a model file this tool did not build is recognized (eval --add), "" for none
     description: str = ""  # its files in a few words, for eval --add's help (default: foreign_suffix)
+    companions: tuple[str, ...] = ()  # suffixes of the files its entry needs beside it (an OpenVINO .xml's .bin)
     steps: tuple[Step, ...] = ()  # how a build makes it, parents before children (none: it is not built)
     runs: str = ""  # a runtime configuration of another format's files (an execution provider): that format's target
 
@@ -120,7 +121,7 @@ _BUILT_IN: tuple[Format, ...] = (
            "for i, image in enumerate(images):  # images: {input}, one per request\n"
            "    queue.start_async({{0: image[None]}}, i)\nqueue.wait_all()",
            default=True, uint8_input=True, nms_inside=True, foreign_suffix=".xml",
-           description="an OpenVINO .xml or its folder",
+           description="an OpenVINO .xml or its folder", companions=(".bin",),
            steps=(*(Step(p, f"{EXPORT}.openvino:OpenVinoExport", "onnx-fp32") for p in ("fp32", "fp16", "bf16")),
                   Step("int8", f"{OPTIMIZE}.int8_openvino:OpenVinoInt8", "openvino-fp32", gated=True))),
     Format("ncnn", (), "{model}_ncnn_model/model.ncnn.param", ("fp32", "fp16"),
@@ -130,7 +131,7 @@ _BUILT_IN: tuple[Format, ...] = (
            "net.load_param(\"{path}\"); net.load_model(\"{path}\".replace(\".param\", \".bin\"))\n"
            "extractor = net.create_extractor()  # one image a call: image is {input}, without the batch axis\n"
            "extractor.input(\"in0\", ncnn.Mat(image)); outputs = np.array(extractor.extract(\"out0\")[1])",
-           foreign_suffix=".param", description="an NCNN model folder (.param and .bin)",
+           foreign_suffix=".param", description="an NCNN .param or its folder", companions=(".bin",),
            steps=(Step("fp32", f"{EXPORT}.ncnn:NcnnExport"), Step("fp16", f"{EXPORT}.ncnn:NcnnExport"))),
     Format("executorch", ("et", "pte"), "{model}.pte", ("fp32",),
            "yolo_optimize.runtime.runners.executorch:ExecuTorchRunner", None,
@@ -139,7 +140,7 @@ _BUILT_IN: tuple[Format, ...] = (
            "portable_lib._unsafe_reset_threadpool({threads})  # XNNPACK's pool (its default takes every CPU)\n"
            "method = Runtime.get().load_program(\"{path}\").load_method(\"forward\")\n"
            "outputs = method.execute([torch.from_numpy(image[None])])[0]  # one image a call: image is {input}",
-           foreign_suffix=".pte", description="an ExecuTorch .pte",
+           foreign_suffix=".pte", description="an ExecuTorch .pte or its folder",
            steps=(Step("fp32", f"{EXPORT}.executorch:ExecuTorchExport"),)),
     Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16", "int8"),
            "yolo_optimize.runtime.runners.tensorrt:TensorRTRunner", None,

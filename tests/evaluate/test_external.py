@@ -110,3 +110,44 @@ def test_a_file_added_twice_is_refused_in_one_line(tmp_path: Path) -> None:
         f"error: --add {tmp_path}/best.onnx: {tmp_path}/best.onnx is already added (each file is measured once)"], \
         result.stderr
     assert not (tmp_path / "report").exists()
+
+
+def ultralytics_layout(source: Path, folder: Path, files: dict[str, str], imgsz: int) -> Path:
+    """``source``'s files copied under the names Ultralytics' exporter gives them, with its metadata.yaml."""
+    import yaml
+
+    folder.mkdir()
+    for theirs, ours in files.items():
+        shutil.copy(source / ours, folder / theirs)
+    names = {i: name for i, name in enumerate(json.loads((source / "manifest.json").read_text())["metadata"]["names"])}
+    (folder / "metadata.yaml").write_text(yaml.safe_dump({"task": "detect", "batch": 1, "imgsz": [imgsz, imgsz],
+                                                          "half": False, "names": names}))
+    return folder
+
+
+@pytest.mark.slow
+def test_ncnn_and_executorch_folders_made_elsewhere_join_the_matrix_measured_like_ours(
+        built_edge: Path, tmp_path: Path) -> None:
+    """An NCNN folder and an ExecuTorch folder as Ultralytics' exporter lays them out (model.ncnn.param/.bin,
+    model.pte, metadata.yaml with its names and imgsz), holding our yolov5n files: each joins our yolov5n group,
+    its size and names read from the metadata beside it, and scores what our own file scores."""
+    from tests.conftest import EDGE_SIZE
+
+    graph = {f"model.ncnn.{suffix}": f"yolov5n_ncnn_model/model.ncnn.{suffix}" for suffix in ("param", "bin")}
+    ncnn = ultralytics_layout(built_edge / "ncnn-fp32", tmp_path / "yolov5n_ncnn_model", graph, EDGE_SIZE)
+    pte = ultralytics_layout(built_edge / "executorch-fp32", tmp_path / "yolov5n_executorch_model",
+                             {"model.pte": "yolov5n.pte"}, EDGE_SIZE)
+    ours = shutil.copytree(built_edge, tmp_path / "artifacts" / "yolov5n",
+                           ignore=shutil.ignore_patterns("ncnn-fp16", ".store"))
+    out = tmp_path / "report"
+    result = optimize("eval", ours.parent, "--data", VAL_DATA, "--max-images", "16", "--min-time", "0", "--repeats",
+                      "1", "--batch-sizes", "1", "--no-end-to-end", "--out", out, "--add", ncnn, "--add", pte,
+                      "--family", "yolov5")
+    assert result.returncode == 0, brief(result)
+    lines = {(line.model, line.artifact): line for line in written_matrix(out)}
+    for target in ("ncnn", "executorch"):
+        mine = lines[("yolov5n", f"{target}-fp32")]
+        found = [line for (_, name), line in lines.items() if name.startswith(f"{target}-fp32-external-")]
+        assert len(found) == 1 and found[0].model == "yolov5n", lines.keys()
+        theirs = found[0]
+        assert theirs.status == "ok" and theirs.at(1).speedup > 0.5 and theirs.map50_95 == mine.map50_95, target

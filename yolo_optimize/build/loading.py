@@ -69,3 +69,16 @@ def example_input(input_form: str, batch: int, imgsz: int, device: str = "cpu") 
     if input_form == FLOAT_INPUT:
         return torch.zeros(batch, 3, imgsz, imgsz, device=device)
     return torch.zeros(batch, imgsz, imgsz, 3, dtype=torch.uint8, device=device)
+
+
+def warmed_up(source: Any, input_form: str, imgsz: int) -> tuple[Any, Any]:
+    """The export module and a one-image example, after one forward pass where the family builds what it caches on
+    its first call (YOLOv5/v7 heads' anchor grids: ``Family.export_warm_up``), so that an exporter records them as
+    constants."""
+    import torch
+
+    module, example = export_module(source, input_form), example_input(input_form, 1, imgsz)
+    if family_named(source.family).export_warm_up:
+        with torch.no_grad():
+            module(example)
+    return module, example

@@ -24,7 +24,7 @@ from yolo_optimize.artifact import Manifest, hash_files
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate
 from yolo_optimize.families import family_named
-from yolo_optimize.formats import foreign_files_help, foreign_suffixes
+from yolo_optimize.formats import foreign_files_help, foreign_suffixes, format_named
 from yolo_optimize.metadata import FLOAT_INPUT, UINT8_INPUT, ArtifactMetadata, input_spec
 
 EXTERNAL = "external"
@@ -106,7 +106,8 @@ def inspect_file(path: Path, imgsz: int | None) -> ExternalFile:
     target = foreign_suffixes().get(path.suffix.lower())
     if target is None:
         raise UserError(f"--add {path}: not a model file this tool runs ({foreign_files_help()})")
-    reader = {"onnx": _onnx_facts, "openvino": _openvino_facts}.get(target, _torch_facts)
+    reader = {"onnx": _onnx_facts, "openvino": _openvino_facts, "ncnn": _sidecar_facts,
+              "executorch": _sidecar_facts}.get(target, _torch_facts)
     precision, shape, dtype, names = reader(path)
     input_form = UINT8_INPUT if dtype == "uint8" else FLOAT_INPUT
     sizes = shape[1:3] if input_form == UINT8_INPUT else shape[2:4]
@@ -120,16 +121,19 @@ def _entry(path: Path) -> Path:
     if not path.exists():
         raise UserError(f"--add {path}: no such file or folder")
     if path.is_dir():
-        found = ir_files(path)
+        found = model_files(path)
         if len(found) != 1:
-            raise UserError(f"--add {path}: a folder must hold exactly one OpenVINO .xml ({len(found)} found)")
+            raise UserError(f"--add {path}: a folder must hold exactly one model file ({foreign_files_help()}; "
+                            f"{len(found)} found)")
         return found[0]
     return path
 
 
-def ir_files(folder: Path) -> list[Path]:
-    """The OpenVINO IRs (their .xml) directly in ``folder``: an exported model's folder holds exactly one."""
-    return sorted(folder.glob("*.xml"))
+def model_files(folder: Path) -> list[Path]:
+    """The model files directly in ``folder`` (an OpenVINO .xml, an NCNN .param, an ExecuTorch .pte...): an
+    exported model's folder holds exactly one."""
+    suffixes = foreign_suffixes()
+    return sorted(path for path in folder.iterdir() if path.is_file() and path.suffix.lower() in suffixes)
 
 
 def _onnx_facts(path: Path) -> tuple[str, list[int], str, list[str] | None]:
@@ -173,6 +177,22 @@ def _torch_facts(path: Path) -> tuple[str, list[int], str, list[str] | None]:
     return "fp32", [-1], "float32", None  # a TorchScript or AOTInductor file does not say: fp32, --imgsz needed
 
 
+def _sidecar_facts(path: Path) -> tuple[str, list[int], str, list[str] | None]:
+    """An NCNN or ExecuTorch file says nothing of itself: what the metadata beside it says (Ultralytics'
+    metadata.yaml, this tool's metadata.json or <stem>.json), else fp32 and --imgsz needed."""
+    import yaml
+
+    found = [beside for beside in (path.parent / "metadata.yaml", path.parent / "metadata.json",
+                                   path.with_suffix(".json")) if beside.is_file()]
+    data = yaml.safe_load(found[0].read_text()) if found else None  # JSON is YAML
+    if not isinstance(data, dict):
+        return "fp32", [-1], "float32", None
+    size = data.get("imgsz")
+    shape = [1, 3, *size] if isinstance(size, list) and len(size) == 2 else [-1]
+    precision = data.get("precision") or ("fp16" if data.get("half") else "fp32")
+    return str(precision), shape, "float32", _names(json.dumps(data.get("names")) if "names" in data else None)
+
+
 def _names(text: str | None) -> list[str] | None:
     """Class names as yolov5 (a dict's repr), Ultralytics (the same) or this tool (a JSON list) write them."""
     if not text:
@@ -199,7 +219,7 @@ def _candidate(item: ExternalFile, family: str, model: str, label: str) -> Candi
     """The file as a measurable candidate named after ``label``, its manifest made from what was read."""
     folder = item.path.parent
     relative = item.path.relative_to(folder).as_posix()
-    companions = [item.path.with_suffix(".bin")] if item.target == "openvino" else []
+    companions = [item.path.with_suffix(suffix) for suffix in format_named(item.target).companions]
     files = {name: facts for name, facts in hash_files(folder).items()
              if name in {relative, *(c.relative_to(folder).as_posix() for c in companions)}}
     metadata = ArtifactMetadata(family=family, pretrained=True, task=family_named(family).task, names=item.names or [],

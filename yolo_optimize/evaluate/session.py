@@ -24,7 +24,7 @@ from yolo_optimize.evaluate.external import (
     checkpoint_baseline,
     external_candidates,
     inspect_entries,
-    ir_files,
+    model_files,
 )
 from yolo_optimize.evaluate.options import EvalOptions
 from yolo_optimize.evaluate.report import build_report, write_report
@@ -63,8 +63,8 @@ class EvalRequest:
 
 
 def _model_folder(path: Path) -> bool:
-    """A folder holding a model file (an OpenVINO IR's) rather than built artifacts."""
-    return path.is_dir() and not any(path.rglob(MANIFEST)) and len(ir_files(path)) == 1
+    """A folder holding a model file (an OpenVINO IR's, an NCNN graph's...) rather than built artifacts."""
+    return path.is_dir() and not any(path.rglob(MANIFEST)) and len(model_files(path)) == 1
 
 
 FAILED_SUFFIX = "-failed"  # the folder beside --out a report that measured nothing is written to

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from yolo_optimize.build.loading import example_input, export_module
+from yolo_optimize.build.loading import warmed_up
 from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
@@ -45,35 +45,41 @@ class ExecuTorchExport(Stage):
         return cls(ExecuTorchConfig(request.imgsz, precision, request.input_form))
 
     def unavailable_reason(self, device: str) -> str | None:
-        import importlib.util
-
-        if not importlib.util.find_spec("executorch"):
-            return "the executorch target needs executorch: pip install 'yolo-optimize[edge]'"
-        return None
+        return missing_executorch()
 
     def run(self, ctx: StageContext) -> StageOutput:
         import torch
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-        from executorch.exir import to_edge_transform_and_lower
 
-        from yolo_optimize.families import family_named
-
-        module = export_module(ctx.source, self.config.input_form)
-        example = example_input(self.config.input_form, 1, self.config.imgsz)
+        module, example = warmed_up(ctx.source, self.config.input_form, self.config.imgsz)
         with torch.no_grad():
-            if family_named(ctx.source.family).export_warm_up:
-                module(example)
             program = torch.export.export(module, (example,))
-        lowered = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
-        partitions, fallback = delegation(lowered.exported_program().graph_module)
-        entry = format_named(self.target).entry_for(ctx.source.model_id)
-        (ctx.out_dir / entry).write_bytes(lowered.to_executorch().buffer)
         metadata = artifact_metadata(ArtifactMetadata.of(ctx.manifest(MODEL)), target=self.target,
                                      precision=self.config.precision, imgsz=self.config.imgsz, max_batch=1,
                                      input_form=self.config.input_form)
-        (ctx.out_dir / Path(entry).with_suffix(".json")).write_text(json.dumps(metadata.to_dict(), indent=1))
-        return StageOutput(entry=entry, metadata=metadata.to_dict(),
-                           info={"xnnpack_partitions": partitions, "fallback": fallback})
+        entry = format_named(self.target).entry_for(ctx.source.model_id)
+        info = write_program(program, ctx.out_dir / entry, metadata)
+        return StageOutput(entry=entry, metadata=metadata.to_dict(), info=info)
+
+
+def missing_executorch() -> str | None:
+    import importlib.util
+
+    if not importlib.util.find_spec("executorch"):
+        return "the executorch target needs executorch: pip install 'yolo-optimize[edge]'"
+    return None
+
+
+def write_program(program: Any, path: Path, metadata: ArtifactMetadata) -> dict[str, Any]:
+    """``program`` (a torch.export program) lowered to XNNPACK and written at ``path``, ``metadata`` beside it; what
+    XNNPACK took and left (``delegation``)."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    lowered = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+    partitions, fallback = delegation(lowered.exported_program().graph_module)
+    path.write_bytes(lowered.to_executorch().buffer)
+    path.with_suffix(".json").write_text(json.dumps(metadata.to_dict(), indent=1))
+    return {"xnnpack_partitions": partitions, "fallback": fallback}
 
 
 def delegation(graph_module: Any) -> tuple[int, dict[str, int]]:

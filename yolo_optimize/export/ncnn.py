@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from yolo_optimize.build.loading import example_input, export_module
+from yolo_optimize.build.loading import warmed_up
 from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
@@ -53,13 +53,7 @@ class NcnnExport(Stage):
         import pnnx
         import torch
 
-        from yolo_optimize.families import family_named
-
-        module = export_module(ctx.source, self.config.input_form)
-        example = example_input(self.config.input_form, 1, self.config.imgsz)
-        if family_named(ctx.source.family).export_warm_up:
-            with torch.no_grad():
-                module(example)
+        module, example = warmed_up(ctx.source, self.config.input_form, self.config.imgsz)
         entry = Path(format_named(self.target).entry_for(ctx.source.model_id))
         folder = ctx.out_dir / entry.parent
         folder.mkdir()

@@ -1,0 +1,46 @@
+"""Issue 45: the edge runtimes (NCNN, ExecuTorch) beside ONNX Runtime and OpenVINO on an x86 CPU, yolov5n 640.
+
+    python bench/edge_formats.py --assets ../shared/assets --report bench/results/<cpu kind>/edge_formats
+
+Builds the real yolov5n into --out: onnx, openvino, ncnn and executorch FP32, and ncnn FP16 (the others' FP16 files
+compute in FP32 on x86 CPUs), each checked for parity on coco_val128; evaluates them beside PyTorch eager on all of
+coco_val128 at batch 1 and 4 (NCNN and ExecuTorch take one image a call: their batch of 4 is four calls), end to
+end, in --repeats interleaved rounds; prints each row's img/s, speedup and mAP50-95 from the saved report. ``--skip-
+build --skip-eval`` reprints them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from common import study_parser
+
+from yolo_optimize.evaluate.report import load_report
+
+BUILDS = (("onnx,openvino,ncnn,executorch", "fp32"), ("ncnn", "fp16"))  # FP16 where the file computes in it
+BATCHES = "1,4"
+
+
+def optimize(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "yolo_optimize", *args], check=True)
+
+
+def main() -> None:
+    parser = study_parser(__doc__, "bench-edge-artifacts", "bench/results/edge_formats", "3")
+    args = parser.parse_args()
+    for targets, precisions in BUILDS if not args.skip_build else ():
+        optimize("build", str(args.assets / "weights" / "yolov5n.pt"), "--targets", targets, "--precisions",
+                 precisions, "--parity-data", str(args.assets / "coco_val128"), "--out", str(args.out))
+    if not args.skip_eval:
+        optimize("eval", str(args.out), "--data", str(args.assets / "coco_val128"), "--batch-sizes", BATCHES,
+                 "--repeats", args.repeats, "--min-time", "1", "--out", str(args.report))
+    report = load_report(args.report)
+    for line in report.matrix:
+        cells = " | ".join(f"b{batch} {cell.throughput_ips} img/s {cell.speedup}x, e2e {cell.end_to_end_ips}"
+                           for batch, cell in sorted(line.batches.items()))
+        print(f"{line.artifact:18} {line.executed_precision:14.14} | {cells} | mAP50-95 {line.map50_95}")
+
+
+if __name__ == "__main__":
+    main()
