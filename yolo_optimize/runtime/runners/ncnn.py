@@ -7,6 +7,7 @@ vector instructions only: on x86 NCNN stores in FP16 and computes in FP32, and "
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,14 +24,14 @@ class NcnnRunner(Runner):
         self.net = ncnn.Net()
         for option, value in self.runtime_settings.items():
             setattr(self.net.opt, option, value)
-        half = self.file_precision == "fp16"
         self.net.load_param(str(self.entry))
         self.net.load_model(str(self.weights))
         self.input_name, self.output_name = self.net.input_names()[0], self.net.output_names()[0]
-        self.fp16_arithmetic = half and bool(ncnn.cpu_support_arm_asimdhp())
+        self.fp16_arithmetic = self.file_precision == "fp16" and bool(ncnn.cpu_support_arm_asimdhp())
 
     @property
-    def weights(self) -> Any:
+    def weights(self) -> Path:
+        """The .bin beside the .param (pnnx and Ultralytics name them alike)."""
         return self.entry.with_suffix(".bin")
 
     def infer(self, images: np.ndarray) -> np.ndarray:
