@@ -190,7 +190,7 @@ def _sidecar_facts(path: Path) -> tuple[str, list[int], str, list[str] | None]:
     size = data.get("imgsz")
     shape = [1, 3, *size] if isinstance(size, list) and len(size) == 2 else [-1]
     precision = data.get("precision") or ("fp16" if data.get("half") else "fp32")
-    return str(precision), shape, "float32", _names(json.dumps(data.get("names")) if "names" in data else None)
+    return str(precision), shape, "float32", _names_of(data.get("names"))
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -199,13 +199,20 @@ def _names(text: str | None) -> list[str] | None:
         return None
     for parse in (json.loads, ast.literal_eval):
         try:
-            value = parse(text)
+            names = _names_of(parse(text))
         except (ValueError, SyntaxError):
             continue
-        if isinstance(value, dict):
-            return [str(value[key]) for key in sorted(value, key=int)]
-        if isinstance(value, list):
-            return [str(name) for name in value]
+        if names is not None:
+            return names
+    return None
+
+
+def _names_of(value: Any) -> list[str] | None:
+    """Class names from a parsed {index: name} dict or a list of names; None from anything else."""
+    if isinstance(value, dict):
+        return [str(value[key]) for key in sorted(value, key=int)]
+    if isinstance(value, list):
+        return [str(name) for name in value]
     return None
 
 

@@ -45,7 +45,11 @@ class ExecuTorchExport(Stage):
         return cls(ExecuTorchConfig(request.imgsz, precision, request.input_form))
 
     def unavailable_reason(self, device: str) -> str | None:
-        return missing_executorch()
+        import importlib.util
+
+        if not importlib.util.find_spec("executorch"):
+            return "the executorch target needs executorch: pip install 'yolo-optimize[edge]'"
+        return None
 
     def run(self, ctx: StageContext) -> StageOutput:
         import torch
@@ -59,14 +63,6 @@ class ExecuTorchExport(Stage):
         entry = format_named(self.target).entry_for(ctx.source.model_id)
         info = write_program(program, ctx.out_dir / entry, metadata)
         return StageOutput(entry=entry, metadata=metadata.to_dict(), info=info)
-
-
-def missing_executorch() -> str | None:
-    import importlib.util
-
-    if not importlib.util.find_spec("executorch"):
-        return "the executorch target needs executorch: pip install 'yolo-optimize[edge]'"
-    return None
 
 
 def write_program(program: Any, path: Path, metadata: ArtifactMetadata) -> dict[str, Any]:
