@@ -163,10 +163,11 @@ def _checkpoint_source(path: Path, verdicts: Path | None) -> ModelSource:
 def _recognized(path: Path, identity: str, verdicts: Path | None) -> Family:
     """The family whose classes the checkpoint's pickle names, every global it imports allowed (else a UserError).
 
-    Checking imports the families' packages (torch, yolov5...: seconds), so a build remembers the verdict in its
-    output folder, per checkpoint (its sha256) and per installed versions of those packages, and a cached rebuild
-    does not pay again. It is kept there, not in a shared cache: the folder is the user's own, and nothing is
-    written to $HOME.
+    The class names are checked against the families' sources, nothing imported (``Family.may_name``); loading
+    checks them again on the imported classes. Telling an Ultralytics checkpoint's family still loads its model
+    (seconds), so a build remembers the verdict in its output folder, per checkpoint (its sha256) and per installed
+    versions of those packages, and a cached rebuild does not pay again. It is kept there, not in a shared cache:
+    the folder is the user's own, and nothing is written to $HOME.
     """
     import json
 
@@ -276,7 +277,7 @@ def pickle_globals(path: Path) -> list[str]:
 def _refuse_foreign(pickled: list[str], path: Path) -> None:
     """Refuse, before unpickling, a checkpoint importing anything neither PyTorch nor a family allows."""
     foreign = sorted({name for name in pickled if not _torch_name(name)
-                      and not any(f.allowed_class(name) is not None for f in all_families())})
+                      and not any(f.may_name(name) for f in all_families())})
     if not foreign:
         return
     for family in all_families():

@@ -15,6 +15,7 @@ from yolo_optimize.artifact import Manifest
 from yolo_optimize.checkpoint import load_model, resolve_source
 from yolo_optimize.errors import UserError
 from yolo_optimize.families import family_named
+from yolo_optimize.families.host_nms import HostNms
 from yolo_optimize.families.nms import NmsSettings
 from yolo_optimize.formats import nms_targets
 from yolo_optimize.images import list_images, to_input
@@ -106,10 +107,8 @@ def test_the_evaluator_scores_an_nms_inside_artifact_as_host_nms_scores_the_plai
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Built at validation's settings (conf 0.001, every class), the artifact's mAP50-95 as ``optimize eval`` reports
     it is what the plain model with host NMS scores on the same 64 images, within 0.005; the evaluator's scoring
-    of it (``predict_all`` and the COCO metric, here in this process) calls no host NMS: YOLOv5's is made to raise.
+    of it (``predict_all`` and the COCO metric, here in this process) calls no host NMS: the families' is made to raise.
     Evaluated beside the model without NMS inside, the recommendation compares the two paths end to end."""
-    import yolov5.utils.general
-
     from yolo_optimize.build.gate import Gate
     from yolo_optimize.build.held_out import ImageSet
 
@@ -137,7 +136,7 @@ def test_the_evaluator_scores_an_nms_inside_artifact_as_host_nms_scores_the_plai
         def no_host_nms(*args: object, **kwargs: object) -> None:
             raise AssertionError("host NMS ran for an artifact with NMS inside")
 
-        monkeypatch.setattr(yolov5.utils.general, "non_max_suppression", no_host_nms)
+        monkeypatch.setattr(HostNms, "__call__", no_host_nms)
         folder = out / "yolov5n-nms" / "onnx-fp32"
         in_process = inside_gate.score(folder, Manifest.read(folder)).value
     finally:

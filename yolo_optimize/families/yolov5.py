@@ -35,7 +35,7 @@ class YoloV5(AnchorDetector):
 
     def recognizes(self, pickled: list[str]) -> bool:
         ours = [n for n in pickled if n.startswith(("models.", "yolov5.models."))]
-        return bool(ours) and all(self.allowed_class(n) is not None for n in ours)
+        return bool(ours) and all(self.may_name(n) for n in ours)
 
     def config_bytes(self, name: str) -> bytes:
         return package_dir("yolov5").joinpath("models", f"{name}.yaml").read_bytes()

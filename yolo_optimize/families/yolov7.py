@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.families.base import RANDOM_SEED, package_dir
+from yolo_optimize.families.base import RANDOM_SEED, package_dir, source_names
 from yolo_optimize.families.detection import AnchorDetector, coco_names
 from yolo_optimize.families.host_nms import HostNms
 
@@ -54,7 +54,7 @@ class YoloV7(AnchorDetector):
 
     def recognizes(self, pickled: list[str]) -> bool:
         ours = [n for n in pickled if n.startswith(("models.", "yolov7_package.models."))]
-        return (bool(ours) and all(self.allowed_class(n) is not None for n in ours)
+        return (bool(ours) and all(self.may_name(n) for n in ours)
                 and any(n.rpartition(".")[2] not in _yolov5_classes() for n in ours))
 
     def recognizes_config(self, config: dict[str, Any]) -> bool:
@@ -134,8 +134,7 @@ def _known_module(name: str) -> bool:
 
 @cache
 def _yolov5_classes() -> frozenset[str]:
-    """Class names YOLOv5 also defines: a checkpoint or config made only of these is not told apart as YOLOv7's."""
-    import yolov5.models.common
-    import yolov5.models.yolo
-
-    return frozenset(n for m in (yolov5.models.common, yolov5.models.yolo) for n in dir(m) if n[:1].isupper())
+    """Class names YOLOv5 also defines: a checkpoint or config made only of these is not told apart as YOLOv7's (read
+    from its source: ``source_names``)."""
+    return frozenset(n for m in ("yolov5.models.common", "yolov5.models.yolo") for n in source_names(m)
+                     if n[:1].isupper())
