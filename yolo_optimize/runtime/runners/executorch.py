@@ -45,5 +45,19 @@ class ExecuTorchRunner(Runner):
         names = sorted({name.split(".")[1] if "." in name else name for name in fallback})
         return f"{nodes} ops outside XNNPACK: {', '.join(names)}" if nodes else ""
 
+    @property
+    def compute_precision(self) -> str:
+        """XNNPACK's float operators run in fp32 on x86 (its fp16 kernels need ARM's fp16 arithmetic)."""
+        return "fp32"
+
+    @property
+    def executed_precision(self) -> str:
+        """An INT8 program's label with the share of its convolutions quantized, as its build counted them in the
+        converted graph (``info.int8_convolutions``): XNNPACK's compiled graph is not readable back from the
+        runtime."""
+        integer, total = self.manifest.info.get("int8_convolutions") or (0, 0)
+        label = super().executed_precision
+        return label if integer == total else f"{label} ({integer} of {total} convolutions in int8)"
+
     def deactivate(self) -> None:
         self.method = None
