@@ -2,8 +2,9 @@
 
     python bench/edge_formats.py --assets ../shared/assets --report bench/results/<cpu kind>/edge_formats
 
-Builds the real yolov5n into --out: onnx, openvino, ncnn and executorch FP32, and ncnn FP16 (the others' FP16 files
-compute in FP32 on x86 CPUs), each checked for parity on coco_val128; evaluates them beside PyTorch eager on all of
+Builds the real yolov5n into --out: onnx, openvino, ncnn and executorch FP32, ncnn FP16 (the others' FP16 files
+compute in FP32 on x86 CPUs) and executorch INT8 (calibrated on coco128 with its held-out gate at the default limit),
+each checked for parity on coco_val128; evaluates them beside PyTorch eager on all of
 coco_val128 at batch 1 and 4 (NCNN and ExecuTorch take one image a call: their batch of 4 is four calls), end to
 end, in --repeats interleaved rounds; prints each row's img/s, speedup and mAP50-95 from the saved report. ``--skip-
 build --skip-eval`` reprints them.
@@ -18,7 +19,7 @@ from common import study_parser
 
 from yolo_optimize.evaluate.report import load_report
 
-BUILDS = (("onnx,openvino,ncnn,executorch", "fp32"), ("ncnn", "fp16"))  # FP16 where the file computes in it
+BUILDS = (("onnx,openvino,ncnn,executorch", "fp32"), ("ncnn", "fp16"), ("executorch", "int8"))  # FP16 where it computes
 BATCHES = "1,4"
 
 
@@ -30,8 +31,9 @@ def main() -> None:
     parser = study_parser(__doc__, "bench-edge-artifacts", "bench/results/edge_formats", "3")
     args = parser.parse_args()
     for targets, precisions in BUILDS if not args.skip_build else ():
+        calibration = ["--calib-data", str(args.assets / "coco128")] if precisions == "int8" else []
         optimize("build", str(args.assets / "weights" / "yolov5n.pt"), "--targets", targets, "--precisions",
-                 precisions, "--parity-data", str(args.assets / "coco_val128"), "--out", str(args.out))
+                 precisions, "--parity-data", str(args.assets / "coco_val128"), "--out", str(args.out), *calibration)
     if not args.skip_eval:
         optimize("eval", str(args.out), "--data", str(args.assets / "coco_val128"), "--batch-sizes", BATCHES,
                  "--repeats", args.repeats, "--min-time", "1", "--out", str(args.report))

@@ -1,6 +1,6 @@
 """Does the INT8 gate predict the drop the evaluator measures? The held-out gate against the old one, per INT8 route.
 
-    python bench/held_out_gate.py --assets ../shared/assets [--routes onnx,openvino,aoti]
+    python bench/held_out_gate.py --assets ../shared/assets [--routes onnx,openvino,aoti,executorch]
 
 Issue 43. Two builds of the real yolov5n, every INT8 route in each, `--max-map-drop 100` so that every route's
 first recipe is kept whatever it loses (what is compared is the measurement, not the verdict):

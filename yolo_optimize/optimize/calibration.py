@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.build.gate import Gate, GateRecord
 from yolo_optimize.build.request import GateConfig
 from yolo_optimize.families.base import Family
 from yolo_optimize.metadata import FLOAT32_NCHW, ArtifactMetadata, InputSpec
+
+if TYPE_CHECKING:
+    from yolo_optimize.build.stage import StageContext
 
 
 def calibration_inputs(family: Family, images: tuple[str, ...], imgsz: int,
@@ -37,3 +43,28 @@ def candidate_manifest(parent: Manifest, *, node: str, metadata: ArtifactMetadat
     input, how to compile it) say how it runs; its file is named like its parent's unless ``entry`` says otherwise."""
     return replace(parent, node=node, precision=metadata.precision, entry=entry or parent.entry,
                    metadata=metadata.to_dict(), files={}, parity=None)
+
+
+def int8_metadata(parent: Manifest, kept: str | None, route: str) -> ArtifactMetadata:
+    """An INT8 file's metadata: its FP32 parent's, in int8, with the module kept in float and the quantization route."""
+    return replace(ArtifactMetadata.of(parent), precision="int8",
+                   kept_in_float=[kept] if kept else []).with_facts({"quantization": route})
+
+
+def gated_int8(ctx: StageContext, node: str, config: Int8Config, family: Family, metadata: ArtifactMetadata,
+               route: str, write: Callable[[list[np.ndarray]], None]) -> GateRecord:
+    """One route of a single-recipe INT8 stage: the FP32 parent (the stage's SOURCE) scored on the gate, the INT8
+    file written into the stage's folder by ``write(calibration inputs)``, scored through its runner as it will be
+    measured, and the gate required to pass (else the stage fails with the measured drop)."""
+    from yolo_optimize.build.stage import SOURCE
+
+    parent = ctx.manifest(SOURCE)
+    gate = Gate(config.gate.images, family, config.imgsz, ctx.threads)
+    try:
+        record = GateRecord(config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
+        write(calibration_inputs(family, config.calib_images, config.imgsz, metadata.takes))
+        record.add(route, gate.score(ctx.out_dir, candidate_manifest(parent, node=node, metadata=metadata)))
+    finally:
+        gate.close()
+    record.require_pass()
+    return record

@@ -18,19 +18,18 @@ INT8's weight bits).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from yolo_optimize.build.gate import Gate, GateRecord
 from yolo_optimize.build.loading import example_input, export_module
 from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.export.aoti import cannot_compile, compile_package, exported, machine_environment
 from yolo_optimize.families import family_named
-from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata
-from yolo_optimize.optimize.calibration import Int8Config, calibration_inputs, candidate_manifest
+from yolo_optimize.metadata import FLOAT_INPUT
+from yolo_optimize.optimize.calibration import Int8Config, gated_int8, int8_metadata
 
 if TYPE_CHECKING:
     from yolo_optimize.build.request import BuildRequest
@@ -72,19 +71,13 @@ class AotiInt8(Stage):
         module = export_module(ctx.source, self.config.input_form)
         kept = family.float_module(module)
         route = REDUCED_RANGE_ROUTE if self.config.reduce_range else ROUTE
-        inherited = ArtifactMetadata.of(parent)
-        metadata = replace(inherited, precision="int8",
-                           kept_in_float=[kept] if kept else []).with_facts({"quantization": route})
-        gate = Gate(self.config.gate.images, family, self.config.imgsz, ctx.threads)
-        try:
-            record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
-            images = calibration_inputs(family, self.config.calib_images, self.config.imgsz, inherited.takes)
+        metadata = int8_metadata(parent, kept, route)
+
+        def write(images: list[np.ndarray]) -> None:
             program = self._quantized(module, kept, images, warm_up=family.export_warm_up)
             compile_package(program, ctx.out_dir / str(parent.entry), metadata)
-            record.add(route, gate.score(ctx.out_dir, candidate_manifest(parent, node=self.name, metadata=metadata)))
-        finally:
-            gate.close()
-        record.require_pass()
+
+        record = gated_int8(ctx, self.name, self.config, family, metadata, route, write)
         return StageOutput(entry=parent.entry, metadata=metadata.to_dict(),
                            info={"gate": record.result(self.config.calib_images),
                                  "kept_in_float": metadata.kept_in_float, "built_on_cpu": cpu_facts()})

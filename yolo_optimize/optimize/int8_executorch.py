@@ -14,18 +14,17 @@ mAP50-95 (gate refused) with the head "excluded"; with the head's annotations re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from yolo_optimize.build.gate import Gate, GateRecord
 from yolo_optimize.build.loading import warmed_up
 from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.export.executorch import write_program
 from yolo_optimize.families import family_named
-from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata
-from yolo_optimize.optimize.calibration import Int8Config, calibration_inputs, candidate_manifest
+from yolo_optimize.metadata import FLOAT_INPUT
+from yolo_optimize.optimize.calibration import Int8Config, gated_int8, int8_metadata
 
 if TYPE_CHECKING:
     from yolo_optimize.build.request import BuildRequest
@@ -58,21 +57,17 @@ class ExecuTorchInt8(Stage):
         family = family_named(ctx.source.family)
         module, example = warmed_up(ctx.source, self.config.input_form, self.config.imgsz)
         kept = family.float_module(module)
-        inherited = ArtifactMetadata.of(parent)
-        metadata = replace(inherited, precision="int8",
-                           kept_in_float=[kept] if kept else []).with_facts({"quantization": ROUTE})
-        gate = Gate(self.config.gate.images, family, self.config.imgsz, ctx.threads)
-        try:
-            record = GateRecord(self.config.gate, gate.score(ctx.inputs[SOURCE], parent), gate)
-            images = calibration_inputs(family, self.config.calib_images, self.config.imgsz, inherited.takes)
+        metadata = int8_metadata(parent, kept, ROUTE)
+        written: dict[str, Any] = {}
+
+        def write(images: list[np.ndarray]) -> None:
             program, convolutions = quantized(module, example, kept, images)
-            lowered = write_program(program, ctx.out_dir / str(parent.entry), metadata)
-            record.add(ROUTE, gate.score(ctx.out_dir, candidate_manifest(parent, node=self.name, metadata=metadata)))
-        finally:
-            gate.close()
-        record.require_pass()
+            written.update(write_program(program, ctx.out_dir / str(parent.entry), metadata),
+                           int8_convolutions=convolutions)
+
+        record = gated_int8(ctx, self.name, self.config, family, metadata, ROUTE, write)
         return StageOutput(entry=parent.entry, metadata=metadata.to_dict(),
-                           info={**lowered, "int8_convolutions": convolutions, "kept_in_float": metadata.kept_in_float,
+                           info={**written, "kept_in_float": metadata.kept_in_float,
                                  "gate": record.result(self.config.calib_images)})
 
 
