@@ -5,18 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.build.gate import Gate, GateRecord
 from yolo_optimize.build.request import GateConfig
+from yolo_optimize.build.stage import SOURCE, StageContext
 from yolo_optimize.families.base import Family
 from yolo_optimize.metadata import FLOAT32_NCHW, ArtifactMetadata, InputSpec
-
-if TYPE_CHECKING:
-    from yolo_optimize.build.stage import StageContext
 
 
 def calibration_inputs(family: Family, images: tuple[str, ...], imgsz: int,
@@ -56,8 +53,6 @@ def gated_int8(ctx: StageContext, node: str, config: Int8Config, family: Family,
     """One route of a single-recipe INT8 stage: the FP32 parent (the stage's SOURCE) scored on the gate, the INT8
     file written into the stage's folder by ``write(calibration inputs)``, scored through its runner as it will be
     measured, and the gate required to pass (else the stage fails with the measured drop)."""
-    from yolo_optimize.build.stage import SOURCE
-
     parent = ctx.manifest(SOURCE)
     gate = Gate(config.gate.images, family, config.imgsz, ctx.threads)
     try:
