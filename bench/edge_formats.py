@@ -3,7 +3,8 @@
     python bench/edge_formats.py --assets ../shared/assets --report bench/results/<cpu kind>/edge_formats
 
 Builds the real yolov5n into --out: onnx, openvino, ncnn and executorch FP32, ncnn FP16 (the others' FP16 files
-compute in FP32 on x86 CPUs) and executorch INT8 (calibrated on coco128 with its held-out gate at the default limit),
+compute in FP32 on x86 CPUs) and executorch and ncnn INT8 (calibrated on coco128 with its held-out gate at the
+default limit),
 each checked for parity on coco_val128; evaluates them beside PyTorch eager on all of
 coco_val128 at batch 1 and 4 (NCNN and ExecuTorch take one image a call: their batch of 4 is four calls), end to
 end, in --repeats interleaved rounds; prints each row's img/s, speedup and mAP50-95 from the saved report. ``--skip-
@@ -19,7 +20,8 @@ from common import study_parser
 
 from yolo_optimize.evaluate.report import load_report
 
-BUILDS = (("onnx,openvino,ncnn,executorch", "fp32"), ("ncnn", "fp16"), ("executorch", "int8"))  # FP16 where it computes
+BUILDS = (("onnx,openvino,ncnn,executorch", "fp32"), ("ncnn", "fp16"),  # FP16 where it computes
+          ("executorch,ncnn", "int8"))
 BATCHES = "1,4"
 
 

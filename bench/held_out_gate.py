@@ -43,8 +43,10 @@ def build(out: Path, assets: Path, routes: list[str], *extra: str | Path) -> Pat
     return out / "yolov5n"
 
 
-def drops(images: ImageSet, candidates: dict[str, tuple[Path, Path]], threads: int) -> dict[str, Any]:
-    """For each name: (the INT8 folder, its FP32 parent's folder) -> its drop on ``images`` with the 90% interval."""
+def drops(images: ImageSet, candidates: dict[str, tuple[Path, Path]], threads: int,
+          unpublished: dict[str, Manifest] | None = None) -> dict[str, Any]:
+    """For each name: (the INT8 folder, its FP32 parent's folder) -> its drop on ``images`` with the 90% interval.
+    ``unpublished``: the manifests to run some of the INT8 folders by (those without one of their own)."""
     found: dict[str, Any] = {}
     gate = Gate(images, family_named("yolov5"), IMGSZ, threads)
     try:
@@ -54,7 +56,7 @@ def drops(images: ImageSet, candidates: dict[str, tuple[Path, Path]], threads: i
                 config = GateConfig(images, None, "bench", 100.0)
                 parents[parent] = GateRecord(config, gate.score(parent, Manifest.read(parent)), gate)
             record = parents[parent]
-            record.add(name, gate.score(folder, Manifest.read(folder)))
+            record.add(name, gate.score(folder, (unpublished or {}).get(name) or Manifest.read(folder)))
             attempt = record.attempts[-1]
             found[name] = {"fp32": round(record.reference.value, 4), "int8": attempt["score"],
                            "drop_points": attempt["drop_points"], "drop_90ci_points": attempt["drop_90ci_points"]}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from yolo_optimize.artifact import Manifest
     from yolo_optimize.build.builder import BuildResult
     from yolo_optimize.evaluate.results import MatrixRow, Report
 
@@ -37,8 +38,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # Fixtures that build or evaluate real models (minutes): a test using one is slow. `pytest -m "not slow"` runs the
 # rest (unit tests on real runtimes and small real graphs) in about five minutes.
-SLOW_FIXTURES = {"built", "built_int8", "built_uint8", "built_edge", "edge_evaluated", "evaluated", "small_artifacts",
-                 "machine_cache", "profiled", "limits"}
+SLOW_FIXTURES = {"built", "built_int8", "built_uint8", "built_edge", "edge_evaluated", "built_edge_int8",
+                 "edge_int8_evaluated", "evaluated", "small_artifacts", "machine_cache", "profiled", "limits"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -196,6 +197,39 @@ def built_edge(tmp_path_factory: pytest.TempPathFactory) -> Path:
     yo.build(WEIGHTS, targets=["ncnn", "executorch"], precisions=["fp32", "fp16"], imgsz=[EDGE_SIZE],
              parity_data=VAL_DATA, out=out)
     return out / "yolov5n"
+
+
+@pytest.fixture(scope="session")
+def built_edge_int8(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pretrained yolov5n as ExecuTorch and NCNN FP32 and INT8 files at 640 (INT8_ARGS' small calibration and
+    gate sets), in one build; its model folder. At 640, not the edge fixture's 320: parity's agreement counts
+    detections, and at 320 four images hold too few for the INT8 floor to separate a sound file from noise (0.57-0.64
+    seen there for ExecuTorch)."""
+    out = tmp_path_factory.mktemp("artifacts-edge-int8")
+    result = optimize(*build_args(out, "--targets", "executorch,ncnn", "--precisions", "int8", *INT8_ARGS))
+    assert result.returncode == 0, brief(result)
+    return out / "yolov5n"
+
+
+def assert_gated_yolov5n_int8(manifest: Manifest) -> None:
+    """An INT8 file of ``built_edge_int8``: gated on INT8_ARGS' 24 held-out images, the Detect head (3 of yolov5n's 60
+    convolutions) in float, parity passed at the INT8 tolerance, "runs in" saying so."""
+    gate, parity = manifest.info["gate"], manifest.parity
+    assert gate["passed"] and gate["drop_points"] <= 3 and gate["gate_images"] == 24, gate
+    assert not set(gate["images"]["gated"]) & set(gate["images"]["calibrated"])
+    assert manifest.info["kept_in_float"] == ["model.model.24"] and manifest.info["int8_convolutions"] == [57, 60]
+    assert parity and parity["passed"] and parity["tolerance"]["precision"] == "int8"
+    assert parity["executed_precision"] == "int8+fp32 (57 of 60 convolutions in int8)"
+
+
+@pytest.fixture(scope="session")
+def edge_int8_evaluated(built_edge_int8: Path, tmp_path_factory: pytest.TempPathFactory) -> Report:
+    """The two INT8 files of ``built_edge_int8`` evaluated beside the baseline on 32 coco_val128 images at batch 1:
+    the report."""
+    import yolo_optimize as yo
+
+    root = _copied(built_edge_int8, ("executorch-int8", "ncnn-int8"), tmp_path_factory.mktemp("edge-int8"))
+    return yo.evaluate(root, data=VAL_DATA, batch_sizes=[1], max_images=32, min_time=0, repeats=1, end_to_end=False)
 
 
 @pytest.fixture(scope="session")

@@ -124,7 +124,7 @@ _BUILT_IN: tuple[Format, ...] = (
            description="an OpenVINO .xml or its folder", companions=(".bin",),
            steps=(*(Step(p, f"{EXPORT}.openvino:OpenVinoExport", "onnx-fp32") for p in ("fp32", "fp16", "bf16")),
                   Step("int8", f"{OPTIMIZE}.int8_openvino:OpenVinoInt8", "openvino-fp32", gated=True))),
-    Format("ncnn", (), "{model}_ncnn_model/model.ncnn.param", ("fp32", "fp16"),
+    Format("ncnn", (), "{model}_ncnn_model/model.ncnn.param", ("fp32", "fp16", "int8"),
            "yolo_optimize.runtime.runners.ncnn:NcnnRunner", None,
            "import ncnn, numpy as np\nnet = ncnn.Net()\n"
            "for option, value in {config}.items():  # as measured\n    setattr(net.opt, option, value)\n"
@@ -132,7 +132,8 @@ _BUILT_IN: tuple[Format, ...] = (
            "extractor = net.create_extractor()  # one image a call: image is {input}, without the batch axis\n"
            "extractor.input(\"in0\", ncnn.Mat(image)); outputs = np.array(extractor.extract(\"out0\")[1])",
            foreign_suffix=".param", description="an NCNN .param or its folder", companions=(".bin",),
-           steps=(Step("fp32", f"{EXPORT}.ncnn:NcnnExport"), Step("fp16", f"{EXPORT}.ncnn:NcnnExport"))),
+           steps=(Step("fp32", f"{EXPORT}.ncnn:NcnnExport"), Step("fp16", f"{EXPORT}.ncnn:NcnnExport"),
+                  Step("int8", f"{OPTIMIZE}.int8_ncnn:NcnnInt8", "ncnn-fp32", gated=True))),
     Format("executorch", ("et", "pte"), "{model}.pte", ("fp32", "int8"),
            "yolo_optimize.runtime.runners.executorch:ExecuTorchRunner", None,
            "import torch\nfrom executorch.extension.pybindings import portable_lib\n"

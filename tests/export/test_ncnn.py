@@ -65,3 +65,18 @@ def test_fp32_and_fp16_pass_parity_at_their_precisions_tolerance_and_fp16_stores
     weights = [(built_edge / m.node / str(m.entry)).with_suffix(".bin").stat().st_size for m in (fp32, fp16)]
     assert 0.45 < weights[1] / weights[0] < 0.55, weights
     assert fp32.info["layers"]["Convolution"] == 60 and fp32.info["layers"]["Input"] == 1
+
+
+def test_every_convolution_is_recorded_with_the_module_it_came_from(built_edge: Path) -> None:
+    """What ncnn-int8 reads to keep the family's float module in float: pnnx's layer names paired with the module
+    paths of its own IR, in order, each pair of the same output channels."""
+    from yolo_optimize.runtime.runners.ncnn import read_layers
+
+    manifest = Manifest.read(built_edge / "ncnn-fp32")
+    modules = manifest.info["convolution_modules"]
+    layers = {layer.name: layer for layer in read_layers(built_edge / "ncnn-fp32" / str(manifest.entry))}
+    assert len(modules) == 60 and all(layers[name].kind == "Convolution" for name in modules)
+    assert (modules["conv_7"], modules["conv_8"]) == ("model.model.0.conv", "model.model.1.conv")
+    assert {name: modules[name] for name in ("conv_64", "conv_65", "conv_66")} == {
+        f"conv_{64 + i}": f"model.model.24.m.{i}" for i in range(3)}
+    assert all(layers[name].param(0) == 255 for name in ("conv_64", "conv_65", "conv_66"))

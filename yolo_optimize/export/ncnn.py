@@ -8,6 +8,7 @@ and a batch runs image by image (runtime/runners/ncnn.py)."""
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from yolo_optimize.build.loading import warmed_up
 from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
+from yolo_optimize.runtime.runners.ncnn import read_layers
 
 if TYPE_CHECKING:
     from yolo_optimize.build.request import BuildRequest
@@ -33,6 +35,7 @@ class NcnnConfig:
 
 class NcnnExport(Stage):
     name = "ncnn"
+    revision = 2  # 2: the module path of every convolution recorded (info.convolution_modules), for ncnn-int8
     inputs = (MODEL, REFERENCE)
     tools = ("torch", "pnnx", "ncnn")
     target = "ncnn"
@@ -61,12 +64,13 @@ class NcnnExport(Stage):
             pnnx.export(module, str(Path(scratch) / "model.pt"), (example,), check_trace=False,
                         ncnnparam=str(ctx.out_dir / entry), ncnnbin=str(folder / "model.ncnn.bin"),
                         fp16=self.config.precision == "fp16", **_scratch_paths(Path(scratch)))
+            modules = convolution_modules(Path(scratch) / "model.pnnx.param", ctx.out_dir / entry)
         metadata = artifact_metadata(ArtifactMetadata.of(ctx.manifest(MODEL)), target=self.target,
                                      precision=self.config.precision, imgsz=self.config.imgsz, max_batch=1,
                                      input_form=self.config.input_form)
         (folder / METADATA_FILE).write_text(json.dumps(metadata.to_dict(), indent=1))
-        return StageOutput(entry=str(entry), metadata=metadata.to_dict(), info={"layers": layer_types(ctx.out_dir /
-                                                                                                         entry)})
+        return StageOutput(entry=str(entry), metadata=metadata.to_dict(),
+                           info={"layers": layer_types(ctx.out_dir / entry), "convolution_modules": modules})
 
 
 def _scratch_paths(scratch: Path) -> dict[str, str]:
@@ -77,11 +81,22 @@ def _scratch_paths(scratch: Path) -> dict[str, str]:
 
 
 def layer_types(param: Path) -> dict[str, int]:
-    """How many layers of each type the NCNN graph has (its .param: a magic line, the counts, then a layer a
-    line), for the build's record and the runner's "runs in"."""
+    """How many layers of each type the NCNN graph has, for the build's record and the runner's "runs in"."""
     counts: dict[str, int] = {}
-    for line in param.read_text().splitlines()[2:]:
-        if line.strip():
-            kind = line.split()[0]
-            counts[kind] = counts.get(kind, 0) + 1
+    for layer in read_layers(param):
+        counts[layer.kind] = counts.get(layer.kind, 0) + 1
     return dict(sorted(counts.items()))
+
+
+PNNX_CONVOLUTION = re.compile(r"^nn\.Conv2d\s+(\S+)\s.*\bout_channels=(\d+)\b", re.MULTILINE)
+
+
+def convolution_modules(pnnx_param: Path, param: Path) -> dict[str, str]:
+    """NCNN convolution layer -> the PyTorch module it came from. pnnx names NCNN layers ``conv_N`` and keeps the
+    module paths in its own IR, where the convolutions come in the same order: paired in order, each pair checked
+    by its output channels (an empty map where the two disagree: nothing is then known of any)."""
+    ours = [layer for layer in read_layers(param) if layer.kind == "Convolution"]
+    theirs = PNNX_CONVOLUTION.findall(pnnx_param.read_text())
+    if len(ours) != len(theirs) or any(layer.param(0) != int(channels) for layer, (_, channels) in zip(ours, theirs)):
+        return {}
+    return {layer.name: module for layer, (module, _) in zip(ours, theirs)}
