@@ -208,10 +208,11 @@ def _int8_convolution(layer: NcnnLayer, stored: bytes, input_scale: float) -> by
     outputs, kernel = layer.param(0), (layer.param(1), layer.param(11, layer.param(1)))
     weights = np.frombuffer(stored, FLOAT32, count=layer.param(6), offset=4).reshape(outputs, -1)
     bias = stored[4 + weights.nbytes:]
-    winograd = kernel == (3, 3) and layer.param(2, 1) == layer.param(12, layer.param(2, 1)) == 1 and \
-        layer.param(3, 1) == layer.param(13, layer.param(3, 1)) == 1
+    dilation = (layer.param(2, 1), layer.param(12, layer.param(2, 1)))
+    stride = (layer.param(3, 1), layer.param(13, layer.param(3, 1)))
+    levels = 31 if kernel == (3, 3) and dilation == stride == (1, 1) else 127  # 6-bit for INT8 Winograd
     largest = np.abs(weights).max(axis=1)
-    weight_scales = np.where(largest > 0, (31 if winograd else 127) / np.where(largest > 0, largest, 1), 1.0)
+    weight_scales = np.where(largest > 0, levels / np.where(largest > 0, largest, 1), 1.0)
     scaled = weights * weight_scales[:, None].astype(np.float32)
     integers = np.clip(np.sign(scaled) * np.floor(np.abs(scaled) + 0.5), -127, 127).astype(np.int8).tobytes()
     padded = integers + bytes(-len(integers) % 4)
