@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import CALIB_DATA, EDGE_SIZE, VAL_DATA, assert_gated_yolov5n_int8
+from tests.conftest import CALIB_DATA, EDGE_SIZE, INT8_ARGS, VAL_DATA, assert_gated_yolov5n_int8, brief, optimize
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.results import Report
 from yolo_optimize.families import family_named
@@ -96,8 +96,8 @@ def test_weights_of_a_layer_it_cannot_read_are_refused_in_one_line(built_edge: P
     param = folder / str(Manifest.read(folder).entry)
     with param.with_suffix(".bin").open("ab") as weights:
         weights.write(bytes(64))
-    with pytest.raises(RuntimeError, match=r"^NCNN INT8: the \.bin holds 64 bytes more than its Convolution and "
-                                           r"MemoryData layers; the weights of BinaryOp, Concat, .* cannot be read"):
+    with pytest.raises(RuntimeError, match=r"^NCNN INT8: the \.bin holds 64 bytes more than its convolutions' and "
+                                           r"MemoryData layers'; the weights of BinaryOp, Concat, .* cannot be read"):
         quantize(param, tmp_path / "out.param", {})
 
 
@@ -119,3 +119,20 @@ def test_the_int8_row_scores_close_to_pytorch_in_an_evaluation(edge_int8_evaluat
     assert not row.error and row.accuracy and baseline.accuracy
     assert baseline.accuracy.map50_95 - row.accuracy.map50_95 < 0.05
     assert row.measurements[0].executed_precision == "int8+fp32 (57 of 60 convolutions in int8)"
+
+
+@pytest.mark.slow
+def test_a_yolo11_graph_with_grouped_convolutions_builds_with_its_whole_head_in_float(tmp_path: Path) -> None:
+    """YOLO11n (seeded random weights: the gate is vacuous, parity is not): its head caches anchors per input shape,
+    which pnnx could not write as a meshgrid until the export ran the example once; its depthwise convolutions
+    (ConvolutionDepthWise) are paired with their modules too and stay in float, like the Detect head's 25."""
+    result = optimize("build", "yolo11n", "--random-weights", "--imgsz", str(EDGE_SIZE), "--targets", "ncnn",
+                      "--precisions", "fp32,int8", "--parity-data", VAL_DATA, "--out", tmp_path, *INT8_ARGS)
+    assert result.returncode == 0, brief(result)
+    fp32, int8 = (Manifest.read(tmp_path / "yolo11n-random" / f"ncnn-{p}") for p in ("fp32", "int8"))
+    assert fp32.parity and fp32.parity["passed"] and fp32.info["layers"]["ConvolutionDepthWise"] == 7
+    assert len(fp32.info["convolution_modules"]) == 88 and int8.info["kept_in_float"] == ["model.23"]
+    head = [name for name, module in fp32.info["convolution_modules"].items() if module.startswith("model.23.")]
+    assert sorted(int8.info["float_convolutions"]) == sorted(head) and len(head) == 25
+    assert int8.info["int8_convolutions"] == [62, 88] and int8.parity and int8.parity["passed"]
+    assert int8.parity["executed_precision"] == "int8+fp32 (62 of 88 convolutions in int8)"

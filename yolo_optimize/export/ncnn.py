@@ -18,7 +18,7 @@ from yolo_optimize.build.loading import warmed_up
 from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
-from yolo_optimize.runtime.runners.ncnn import read_layers
+from yolo_optimize.runtime.runners.ncnn import CONVOLUTIONS, read_layers
 
 if TYPE_CHECKING:
     from yolo_optimize.build.request import BuildRequest
@@ -35,7 +35,8 @@ class NcnnConfig:
 
 class NcnnExport(Stage):
     name = "ncnn"
-    revision = 2  # 2: the module path of every convolution recorded (info.convolution_modules), for ncnn-int8
+    revision = 3  # 2: each convolution's module path recorded (info.convolution_modules); 3: grouped ones too, and
+    # the example run once before tracing
     inputs = (MODEL, REFERENCE)
     tools = ("torch", "pnnx", "ncnn")
     target = "ncnn"
@@ -57,6 +58,8 @@ class NcnnExport(Stage):
         import torch
 
         module, example = warmed_up(ctx.source, self.config.input_form, self.config.imgsz)
+        with torch.no_grad():  # an NCNN graph takes one image: what a head caches per input shape (Ultralytics'
+            module(example)  # anchors, batch included) is then a constant, which pnnx can write (not its meshgrid)
         entry = Path(format_named(self.target).entry_for(ctx.source.model_id))
         folder = ctx.out_dir / entry.parent
         folder.mkdir()
@@ -92,10 +95,11 @@ PNNX_CONVOLUTION = re.compile(r"^nn\.Conv2d\s+(\S+)\s.*\bout_channels=(\d+)\b", 
 
 
 def convolution_modules(pnnx_param: Path, param: Path) -> dict[str, str]:
-    """NCNN convolution layer -> the PyTorch module it came from. pnnx names NCNN layers ``conv_N`` and keeps the
+    """NCNN convolution layer (grouped ones included) -> the PyTorch module it came from. pnnx names NCNN layers and
+    keeps the
     module paths in its own IR, where the convolutions come in the same order: paired in order, each pair checked
     by its output channels (an empty map where the two disagree: nothing is then known of any)."""
-    ours = [layer for layer in read_layers(param) if layer.kind == "Convolution"]
+    ours = [layer for layer in read_layers(param) if layer.kind in CONVOLUTIONS]
     theirs = PNNX_CONVOLUTION.findall(pnnx_param.read_text())
     if len(ours) != len(theirs) or any(layer.param(0) != int(channels) for layer, (_, channels) in zip(ours, theirs)):
         return {}

@@ -34,7 +34,7 @@ from yolo_optimize.export.ncnn import METADATA_FILE
 from yolo_optimize.families import family_named
 from yolo_optimize.metadata import FLOAT_INPUT
 from yolo_optimize.optimize.calibration import Int8Config, gated_int8, int8_metadata
-from yolo_optimize.runtime.runners.ncnn import NcnnLayer, read_layers, write_layers
+from yolo_optimize.runtime.runners.ncnn import CONVOLUTIONS, NcnnLayer, read_layers, write_layers
 
 if TYPE_CHECKING:
     from yolo_optimize.build.request import BuildRequest
@@ -82,7 +82,7 @@ class NcnnInt8(Stage):
         def write(images: list[np.ndarray]) -> None:
             target = ctx.out_dir / str(parent.entry)
             target.parent.mkdir(parents=True)
-            scales = input_scales(param, [name for name in modules if name not in in_float], images, ctx.threads)
+            scales = input_scales(param, _quantizable(param, modules, in_float), images, ctx.threads)
             written["int8_convolutions"] = [len(scales), len(modules)]
             quantize(param, target, scales)
             (target.parent / METADATA_FILE).write_text(json.dumps(metadata.to_dict(), indent=1))
@@ -95,6 +95,13 @@ class NcnnInt8(Stage):
 
 def _inside(module: str, container: str | None) -> bool:
     return container is not None and (module == container or module.startswith(container + "."))
+
+
+def _quantizable(param: Path, modules: dict[str, str], in_float: list[str]) -> list[str]:
+    """The convolutions to quantize: every plain one outside the float module. Grouped (depthwise) ones stay in
+    float: ncnn2int8 scales them per group, which is not written here."""
+    kinds = {layer.name: layer.kind for layer in read_layers(param)}
+    return [name for name in modules if name not in in_float and kinds[name] == "Convolution"]
 
 
 def input_scales(param: Path, convolutions: list[str], images: list[np.ndarray], threads: int) -> dict[str, float]:
@@ -180,16 +187,16 @@ def quantize(param: Path, target: Path, scales: dict[str, float]) -> None:
         rewritten.append(layer)
         offset += size
     if offset != len(weights):
-        unknown = sorted({layer.kind for layer in layers} - {"Convolution", "MemoryData"})
-        raise RuntimeError(f"NCNN INT8: the .bin holds {len(weights) - offset} bytes more than its Convolution and "
-                           f"MemoryData layers; the weights of {', '.join(unknown)} cannot be read here")
+        unknown = sorted({layer.kind for layer in layers} - {*CONVOLUTIONS, "MemoryData"})
+        raise RuntimeError(f"NCNN INT8: the .bin holds {len(weights) - offset} bytes more than its convolutions' "
+                           f"and MemoryData layers'; the weights of {', '.join(unknown)} cannot be read here")
     write_layers(target, param.read_text(), rewritten)
     target.with_suffix(".bin").write_bytes(b"".join(parts))
 
 
 def _weight_bytes(layer: NcnnLayer, weights: bytes, offset: int) -> int:
     """How many bytes of the .bin from ``offset`` belong to ``layer`` (its load_model: ncnn's src/layer/)."""
-    if layer.kind == "Convolution":
+    if layer.kind in CONVOLUTIONS:  # the same layout: tagged weights, then the bias
         tag = int.from_bytes(weights[offset:offset + 4], "little")
         if tag != FLOAT_TAG:
             raise RuntimeError(f"NCNN INT8: {layer.name}'s weights are not float32 (tag {tag:#x})")

@@ -61,6 +61,9 @@ def write_layers(param: Path, original: str, layers: list[NcnnLayer]) -> None:
     param.write_text("\n".join([*original.splitlines()[:2], *(layer.line() for layer in layers)]) + "\n")
 
 
+CONVOLUTIONS = ("Convolution", "ConvolutionDepthWise")  # pnnx writes a grouped nn.Conv2d as the second
+
+
 class NcnnRunner(Runner):
     takes_one_image = True
 
@@ -111,7 +114,7 @@ class NcnnRunner(Runner):
         label = super().executed_precision
         if self.file_precision != "int8":
             return label
-        convolutions = [layer for layer in read_layers(self.entry) if layer.kind == "Convolution"]
+        convolutions = [layer for layer in read_layers(self.entry) if layer.kind in CONVOLUTIONS]
         integer = sum(1 for layer in convolutions if layer.param(8))
         return label if integer == len(convolutions) else f"{label} ({integer} of {len(convolutions)} convolutions " \
             "in int8)"
