@@ -71,14 +71,15 @@ def example_input(input_form: str, batch: int, imgsz: int, device: str = "cpu") 
     return torch.zeros(batch, imgsz, imgsz, 3, dtype=torch.uint8, device=device)
 
 
-def warmed_up(source: Any, input_form: str, imgsz: int) -> tuple[Any, Any]:
+def warmed_up(source: Any, input_form: str, imgsz: int, one_shape: bool = False) -> tuple[Any, Any]:
     """The export module and a one-image example, after one forward pass where the family builds what it caches on
     its first call (YOLOv5/v7 heads' anchor grids: ``Family.export_warm_up``), so that an exporter records them as
-    constants."""
+    constants. ``one_shape``: the graph only ever takes the example's shape (NCNN's), so the pass is made for every
+    family: what a head caches per input shape, batch included (Ultralytics' anchors), is then a constant too."""
     import torch
 
     module, example = export_module(source, input_form), example_input(input_form, 1, imgsz)
-    if family_named(source.family).export_warm_up:
+    if one_shape or family_named(source.family).export_warm_up:
         with torch.no_grad():
             module(example)
     return module, example

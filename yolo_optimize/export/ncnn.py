@@ -57,9 +57,7 @@ class NcnnExport(Stage):
         import pnnx
         import torch
 
-        module, example = warmed_up(ctx.source, self.config.input_form, self.config.imgsz)
-        with torch.no_grad():  # an NCNN graph takes one image: what a head caches per input shape (Ultralytics'
-            module(example)  # anchors, batch included) is then a constant, which pnnx can write (not its meshgrid)
+        module, example = warmed_up(ctx.source, self.config.input_form, self.config.imgsz, one_shape=True)
         entry = Path(format_named(self.target).entry_for(ctx.source.model_id))
         folder = ctx.out_dir / entry.parent
         folder.mkdir()
@@ -95,10 +93,9 @@ PNNX_CONVOLUTION = re.compile(r"^nn\.Conv2d\s+(\S+)\s.*\bout_channels=(\d+)\b", 
 
 
 def convolution_modules(pnnx_param: Path, param: Path) -> dict[str, str]:
-    """NCNN convolution layer (grouped ones included) -> the PyTorch module it came from. pnnx names NCNN layers and
-    keeps the
-    module paths in its own IR, where the convolutions come in the same order: paired in order, each pair checked
-    by its output channels (an empty map where the two disagree: nothing is then known of any)."""
+    """NCNN convolution layer (grouped ones included) -> the PyTorch module it came from. pnnx names NCNN layers
+    ``conv_N`` and keeps the module paths in its own IR, where the convolutions come in the same order: paired in
+    order, each pair checked by its output channels (an empty map where the two disagree: nothing is then known)."""
     ours = [layer for layer in read_layers(param) if layer.kind in CONVOLUTIONS]
     theirs = PNNX_CONVOLUTION.findall(pnnx_param.read_text())
     if len(ours) != len(theirs) or any(layer.param(0) != int(channels) for layer, (_, channels) in zip(ours, theirs)):
