@@ -242,6 +242,12 @@ def load_model(source: ModelSource) -> torch.nn.Module:
     return model if source.nms is None else with_nms(model, family, source.nms)
 
 
+def check_loads(source: ModelSource) -> None:
+    """Loads the model and drops it: a checkpoint that cannot be built is refused in one line before a build writes
+    anything. Run in a build's worker (``Executor.before_nodes``), so no model crosses processes."""
+    load_model(source)
+
+
 def _checkpoint_model(path: Path, family: Family) -> torch.nn.Module:
     import torch
 

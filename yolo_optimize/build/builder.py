@@ -122,11 +122,19 @@ def run_build(options: BuildOptions, on_event: OnEvent | None = None,
     """Build every request of ``options``; ``on_model(request, nodes)`` returns a context the model's nodes are built
     in (the CLI's live table, whose ``event`` then receives the nodes' events). On a cluster every model (input size)
     builds at once and ``on_event`` receives ``<model>/<node>`` instead."""
-    from yolo_optimize.build.pipeline import plan
-    from yolo_optimize.checkpoint import load_model
-
     check_options(options)
     executor = executor_for(options)
+    try:
+        return _run_build(options, executor, on_event, on_model)
+    finally:
+        executor.close()
+
+
+def _run_build(options: BuildOptions, executor: Executor, on_event: OnEvent | None,
+               on_model: Callable[[BuildRequest, list[str]], Any] | None) -> BuildResult:
+    from yolo_optimize.build.pipeline import plan
+    from yolo_optimize.checkpoint import check_loads
+
     requests, host = requests_for(options, executor)
     asked = [f"{target}-{precision}" for target in options.targets for precision in options.precisions]
     notes = [note] if (note := slower_than_fp32_note(list(host.bf16), asked)) else []
@@ -135,7 +143,7 @@ def run_build(options: BuildOptions, on_event: OnEvent | None = None,
         dag = Build(plan(request), request.source, options.out / request.source.model_id, device=request.device,
                     executor=executor, force=options.force, verify=options.verify)
         if "load" in dag.pending():
-            load_model(request.source)  # a bad checkpoint stops here, before anything is written
+            executor.before_nodes(check_loads, request.source)  # a bad checkpoint stops here, nothing written
         dags.append((request, dag))
     if executor.models_at_once and len(dags) > 1:
         with ThreadPoolExecutor(len(dags)) as threads:

@@ -54,12 +54,22 @@ class Executor(ABC):
     def workers(self, needed: int) -> contextlib.AbstractContextManager[Workers]:
         """A pool for ``needed`` nodes (none opened when nothing is needed)."""
 
+    def before_nodes(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` before any node runs (a check of the user's input): here, unless the nodes' workers
+        do it for less."""
+        return function(*args)
+
+    def close(self) -> None:
+        """Ends what ``before_nodes`` left open for the nodes when no build took it (the check refused, Ctrl-C)."""
+        return None
+
 
 class LocalExecutor(Executor):
     """This machine: ``jobs`` spawned processes, the cores shared between them."""
 
     def __init__(self, jobs: int) -> None:
         self.jobs = max(1, jobs)
+        self._opened: ProcessPoolExecutor | None = None  # by before_nodes, for the next workers()
 
     @property
     def threads(self) -> int:
@@ -68,17 +78,38 @@ class LocalExecutor(Executor):
     def probe(self, function: Callable[..., T], *args: Any) -> T:
         return function(*args)
 
+    def before_nodes(self, function: Callable[..., T], *args: Any) -> T:
+        """In a worker that then builds the nodes: a check that loads the model imports what the nodes import (torch
+        and the family's package, about 10 s of a 2-core machine), and this process then never imports them."""
+        if self._opened is None:
+            self._opened = _pool(self.jobs)
+        return self._opened.submit(function, *args).result()
+
     @contextlib.contextmanager
     def workers(self, needed: int) -> Iterator[Workers]:
         if not needed:
             yield _NoWorkers()
             return
-        pool = ProcessPoolExecutor(max_workers=min(self.jobs, needed), mp_context=SPAWN,
-                                   initializer=configured_child)
+        pool, self._opened = self._opened or _pool(min(self.jobs, needed)), None
         try:
             yield _LocalWorkers(pool)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def close(self) -> None:
+        """The pool ``before_nodes`` opened, ended at once (its workers ignore SIGINT and may be mid-load)."""
+        pool, self._opened = self._opened, None
+        if pool is not None:
+            processes = list(getattr(pool, "_processes", {}).values())  # the executor keeps no public handle
+            pool.shutdown(wait=False, cancel_futures=True)
+            for process in processes:
+                process.terminate()
+                process.join()
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    """Spawned workers (started as jobs arrive), each configured by ``configured_child``."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=SPAWN, initializer=configured_child)
 
 
 class _LocalWorkers(Workers):
