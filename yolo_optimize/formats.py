@@ -134,7 +134,7 @@ _BUILT_IN: tuple[Format, ...] = (
            foreign_suffix=".param", description="an NCNN .param or its folder", companions=(".bin",),
            steps=(Step("fp32", f"{EXPORT}.ncnn:NcnnExport"), Step("fp16", f"{EXPORT}.ncnn:NcnnExport"),
                   Step("int8", f"{OPTIMIZE}.int8_ncnn:NcnnInt8", "ncnn-fp32", gated=True))),
-    Format("executorch", ("et", "pte"), "{model}.pte", ("fp32", "int8"),
+    Format("executorch", ("et", "pte"), "{model}.pte", ("fp32", "fp16", "int8"),
            "yolo_optimize.runtime.runners.executorch:ExecuTorchRunner", None,
            "import torch\nfrom executorch.extension.pybindings import portable_lib\n"
            "from executorch.runtime import Runtime\n"
@@ -143,6 +143,7 @@ _BUILT_IN: tuple[Format, ...] = (
            "outputs = method.execute([torch.from_numpy(image[None])])[0]  # one image a call: image is {input}",
            foreign_suffix=".pte", description="an ExecuTorch .pte or its folder",
            steps=(Step("fp32", f"{EXPORT}.executorch:ExecuTorchExport"),
+                  Step("fp16", f"{EXPORT}.executorch:ExecuTorchExport"),
                   Step("int8", f"{OPTIMIZE}.int8_executorch:ExecuTorchInt8", "executorch-fp32", gated=True))),
     Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16", "int8"),
            "yolo_optimize.runtime.runners.tensorrt:TensorRTRunner", None,

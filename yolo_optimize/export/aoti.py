@@ -102,13 +102,15 @@ class AotiCompile(Stage):
         return cannot_compile(device)
 
     def run(self, ctx: StageContext) -> StageOutput:
+        import torch
+
         from yolo_optimize.families import family_named
-        from yolo_optimize.families.modules import Bfloat16Body
+        from yolo_optimize.families.modules import HalfBody
 
         family = family_named(ctx.source.family)
         module = export_module(ctx.source, self.config.input_form)
         if self.config.precision == "bf16":
-            module = Bfloat16Body(module, family.float_module(module)).eval()
+            module = HalfBody(module, torch.bfloat16, family.float_module(module)).eval()
         metadata = artifact_metadata(ArtifactMetadata.of(ctx.manifest(MODEL)), target=self.target,
                                      precision=self.config.precision, imgsz=self.config.imgsz, max_batch=MAX_BATCH,
                                      input_form=self.config.input_form)

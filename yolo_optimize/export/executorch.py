@@ -55,6 +55,8 @@ class ExecuTorchExport(Stage):
         import torch
 
         module, example = warmed_up(ctx.source, self.config.input_form, self.config.imgsz)
+        if self.config.precision == "fp16":
+            module = half_program_module(module, ctx.source.family)
         with torch.no_grad():
             program = torch.export.export(module, (example,))
         metadata = artifact_metadata(ArtifactMetadata.of(ctx.manifest(MODEL)), target=self.target,
@@ -63,6 +65,19 @@ class ExecuTorchExport(Stage):
         entry = format_named(self.target).entry_for(ctx.source.model_id)
         info = write_program(program, ctx.out_dir / entry, metadata)
         return StageOutput(entry=entry, metadata=metadata.to_dict(), info=info)
+
+
+def half_program_module(module: Any, family: str) -> Any:
+    """The module of a float16 program: float16 weights and arithmetic but for the family's float module (the Detect
+    head's boxes), float32 images in and out, as the FP32 program takes them; SiLU as a product, which XNNPACK takes
+    in float16 (``ProductSiLU``). XNNPACK runs it in float16 where the CPU computes float16 (ARM's fp16 arithmetic,
+    AVX512-FP16); elsewhere its kernels keep float16 storage and accumulate in float32."""
+    import torch
+
+    from yolo_optimize.families import family_named
+    from yolo_optimize.families.modules import HalfBody, with_product_silu
+
+    return HalfBody(with_product_silu(module), torch.float16, family_named(family).float_module(module)).eval()
 
 
 def write_program(program: Any, path: Path, metadata: ArtifactMetadata) -> dict[str, Any]:

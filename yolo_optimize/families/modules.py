@@ -58,20 +58,41 @@ class Uint8Input(torch.nn.Module):
         return self.model(images.permute(0, 3, 1, 2).to(self.levels.dtype) / self.levels)
 
 
-class Bfloat16Body(torch.nn.Module):
-    """The model computing in bfloat16 but for one submodule kept in float32 (the Detect head, whose box arithmetic
-    at 640 pixels would be off by pixels in bf16's 8-bit mantissa): float32 images in, float32 out."""
+class HalfBody(torch.nn.Module):
+    """The model computing in a 16-bit float (bfloat16, float16) but for one submodule kept in float32 (the Detect
+    head, whose box arithmetic at 640 pixels would be off by pixels in bf16's 8-bit mantissa and by half a pixel in
+    fp16's 11-bit one): float32 images in, float32 out."""
 
-    def __init__(self, model: torch.nn.Module, float_module: str | None) -> None:
+    def __init__(self, model: torch.nn.Module, dtype: torch.dtype, float_module: str | None) -> None:
         super().__init__()
-        self.model = model.to(torch.bfloat16)
+        self.model, self.dtype = model.to(dtype), dtype
         self.names: Any = getattr(model, "names", None)
         if float_module:
             kept = self.model.get_submodule(float_module).float()
             kept.register_forward_pre_hook(_to_float32)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.model(images.to(torch.bfloat16) if images.is_floating_point() else images).float()
+        return self.model(images.to(self.dtype) if images.is_floating_point() else images).float()
+
+
+class ProductSiLU(torch.nn.Module):
+    """SiLU written as x * sigmoid(x). torch.export decomposes ``nn.SiLU`` of a float16 tensor through float32 (its
+    decomposition casts low precisions up), and the casts around every SiLU split yolov5n's float16 XNNPACK program
+    into 100 partitions with 122 copies between them; written this way the program has the FP32 one's 4
+    partitions."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(x)
+
+
+def with_product_silu(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with every ``nn.SiLU`` replaced by ``ProductSiLU`` (in place)."""
+    for name, child in model.named_children():
+        if isinstance(child, torch.nn.SiLU):
+            setattr(model, name, ProductSiLU())
+        else:
+            with_product_silu(child)
+    return model
 
 
 def _to_float32(module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:

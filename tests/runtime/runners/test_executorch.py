@@ -27,3 +27,5 @@ def test_executorch_rows_are_measured_image_by_image_and_score_what_pytorch_scor
     executions = {batch.batch: batch.execution for batch in row.measurements[0].batches}
     assert "takes one image: a batch runs image by image" in executions[2]["note"]
     assert row.measurements[0].executed_precision.startswith("fp32")
+    half = rows["executorch-fp16"]
+    assert not half.error and half.accuracy and abs(half.accuracy.map50_95 - baseline.accuracy.map50_95) < 0.005

@@ -11,7 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from yolo_optimize.cpu import cpu_flags
 from yolo_optimize.runtime.runners.base import Runner
+
+FP16_STORAGE = "fp16 storage, each operator accumulating in fp32"
 
 
 class ExecuTorchRunner(Runner):
@@ -39,16 +42,20 @@ class ExecuTorchRunner(Runner):
 
     @property
     def precision_note(self) -> str:
-        """What of the program XNNPACK does not run (the build's record of its operators left to portable kernels)."""
+        """How a float16 program computes here, and what of the program XNNPACK does not run (the build's record of
+        its operators left to portable kernels)."""
+        notes = [FP16_STORAGE] if self.file_precision == "fp16" and self.compute_precision == "fp32" else []
         fallback = self.manifest.info.get("fallback") or {}
-        nodes = sum(fallback.values())
-        names = sorted({name.split(".")[1] if "." in name else name for name in fallback})
-        return f"{nodes} ops outside XNNPACK: {', '.join(names)}" if nodes else ""
+        if nodes := sum(fallback.values()):
+            names = sorted({name.split(".")[1] if "." in name else name for name in fallback})
+            notes.append(f"{nodes} ops outside XNNPACK: {', '.join(names)}")
+        return "; ".join(notes)
 
     @property
     def compute_precision(self) -> str:
-        """XNNPACK's float operators run in fp32 on x86 (its fp16 kernels need ARM's fp16 arithmetic)."""
-        return "fp32"
+        """XNNPACK's float arithmetic: fp16 for a float16 program on a CPU with fp16 arithmetic (AVX512-FP16 on
+        x86), else fp32 (its x86 float16 kernels without it, ``f16_f32acc``, convert to fp32 and round each result)."""
+        return "fp16" if self.file_precision == "fp16" and "avx512_fp16" in cpu_flags() else "fp32"
 
     @property
     def executed_precision(self) -> str:
