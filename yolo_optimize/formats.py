@@ -141,7 +141,7 @@ _BUILT_IN: tuple[Format, ...] = (
            "portable_lib._unsafe_reset_threadpool({threads})  # XNNPACK's pool (its default takes every CPU)\n"
            "method = Runtime.get().load_program(\"{path}\").load_method(\"forward\")\n"
            "outputs = method.execute([torch.from_numpy(image[None])])[0]  # one image a call: image is {input}",
-           foreign_suffix=".pte", description="an ExecuTorch .pte or its folder",
+           uint8_input=True, foreign_suffix=".pte", description="an ExecuTorch .pte or its folder",
            steps=(Step("fp32", f"{EXPORT}.executorch:ExecuTorchExport"),
                   Step("fp16", f"{EXPORT}.executorch:ExecuTorchExport"),
                   Step("int8", f"{OPTIMIZE}.int8_executorch:ExecuTorchInt8", "executorch-fp32", gated=True))),

@@ -52,5 +52,5 @@ def test_an_artifact_taking_the_uint8_image_detects_what_the_float_path_detects(
 def test_uint8_input_for_a_target_not_built_for_it_is_refused_in_one_line(tmp_path: Path) -> None:
     result = optimize(*build_args(tmp_path / "out", "--targets", "onnx,tensorrt", "--input", "uint8"))
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
-    assert "--input uint8 is built for torchscript, aoti, onnx, openvino, not tensorrt" in result.stderr
+    assert "--input uint8 is built for torchscript, aoti, onnx, openvino, executorch, not tensorrt" in result.stderr
     assert not (tmp_path / "out").exists()
