@@ -16,7 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "yolo_optimize"
 # a module or subpackage (its first name under the package) -> its layer
 LAYER_OF = {
-    **dict.fromkeys(("__version__", "errors", "files", "cpu", "devices", "runtime_env", "versions", "processes",
+    **dict.fromkeys(("errors", "files", "cpu", "devices", "runtime_env", "versions", "processes",
                      "images", "formats", "artifact", "tensorrt_api", "options"), "base"),
     **dict.fromkeys(("families", "checkpoint", "metadata"), "families"),
     "runtime": "runtime", "machine": "machine", "cluster": "cluster",
@@ -41,7 +41,7 @@ def imports_of(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module == "yolo_optimize":
-            found |= {alias.name for alias in node.names}  # from yolo_optimize import api, __version__
+            found |= {alias.name for alias in node.names}  # from yolo_optimize import api
             continue
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
             [node.module or ""] if isinstance(node, ast.ImportFrom) else []

@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 # The subpackages named like the API's functions, imported first (their __init__ holds only a docstring): importing a
 # subpackage binds its name on the package, so the functions defined below must come after to keep the names.
-import yolo_optimize.build  # noqa: F401
+import yolo_optimize.build
 import yolo_optimize.evaluate  # noqa: F401
 from yolo_optimize.errors import BuildFailed, UserError
+from yolo_optimize.versions import __version__
 
 if TYPE_CHECKING:
     from yolo_optimize.api import Pick
     from yolo_optimize.build.builder import BuildResult
     from yolo_optimize.evaluate.results import Report
 
-__version__ = "0.1.0"
 __all__ = ["BuildFailed", "UserError", "__version__", "build", "evaluate", "recommend"]
 
 

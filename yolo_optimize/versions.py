@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from yolo_optimize import __version__
+__version__ = "0.1.0"  # this package's, as pyproject.toml's [project] version (the package exports it)
 
 
 def tool_versions(tools: tuple[str, ...]) -> dict[str, str]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from yolo_optimize import __version__
 from yolo_optimize.build.stage import Stage, StageContext, StageOutput
 from yolo_optimize.families import family_named
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata
+from yolo_optimize.versions import __version__
 
 
 @dataclass(frozen=True)

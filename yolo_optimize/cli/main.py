@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.console import Console
 
-from yolo_optimize import __version__
 from yolo_optimize.artifact import check_writable, written_whole
 from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.devices import DEVICES as DEVICE_CHOICES
@@ -26,6 +25,7 @@ from yolo_optimize.errors import UserError
 from yolo_optimize.formats import foreign_files_help, targets_help
 from yolo_optimize.machine.peaks import ROUNDS
 from yolo_optimize.options import EXECUTORS, RAY
+from yolo_optimize.versions import __version__
 
 if TYPE_CHECKING:
     from yolo_optimize.evaluate.options import EvalOptions

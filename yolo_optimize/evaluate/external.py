@@ -157,7 +157,7 @@ def _openvino_facts(path: Path) -> tuple[str, list[int], str, list[str] | None]:
 
     try:
         model = ov.Core().read_model(str(path))
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:  # noqa: BLE001 - OpenVINO raises plain exceptions of several kinds for a bad IR
         raise UserError(f"--add {path}: not a readable OpenVINO IR ({type(err).__name__})") from None
     ops = model.get_ordered_ops()
     kinds = {op.get_type_name() for op in ops}
