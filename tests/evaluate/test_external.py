@@ -138,7 +138,7 @@ def test_ncnn_and_executorch_folders_made_elsewhere_join_the_matrix_measured_lik
     pte = ultralytics_layout(built_edge / "executorch-fp32", tmp_path / "yolov5n_executorch_model",
                              {"model.pte": "yolov5n.pte"}, EDGE_SIZE)
     ours = shutil.copytree(built_edge, tmp_path / "artifacts" / "yolov5n",
-                           ignore=shutil.ignore_patterns("ncnn-fp16", ".store"))
+                           ignore=shutil.ignore_patterns("*-fp16", ".store"))
     out = tmp_path / "report"
     result = optimize("eval", ours.parent, "--data", VAL_DATA, "--max-images", "16", "--min-time", "0", "--repeats",
                       "1", "--batch-sizes", "1", "--no-end-to-end", "--out", out, "--add", ncnn, "--add", pte,
