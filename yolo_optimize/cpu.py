@@ -16,18 +16,21 @@ from pathlib import Path
 
 VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+FP16_ARITHMETIC_FLAGS = ("avx512_fp16", "asimdhp")
 REPORTED_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16",
                   "amx_int8")
 
 
 @cache
 def cpu_flags() -> frozenset[str]:
-    """The kernel's flag list for the first CPU (empty where /proc/cpuinfo is not readable)."""
+    """The kernel's flag list for the first CPU (x86's ``flags``, ARM's ``Features``; empty where /proc/cpuinfo is not
+    readable)."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
         return frozenset()
-    return frozenset(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
+    return frozenset(next((line.split(":", 1)[1].split() for line in lines
+                           if line.startswith(("flags", "Features"))), []))
 
 
 def has_vnni() -> bool:
@@ -36,6 +39,11 @@ def has_vnni() -> bool:
 
 def has_native_bf16() -> bool:
     return any(flag in cpu_flags() for flag in BF16_FLAGS)
+
+
+def has_fp16_arithmetic() -> bool:
+    """Vector arithmetic in float16 (AVX512-FP16; ARM's half-precision SIMD), which XNNPACK's float16 kernels use."""
+    return any(flag in cpu_flags() for flag in FP16_ARITHMETIC_FLAGS)
 
 
 def cpu_model() -> str:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.cpu import cpu_flags
+from yolo_optimize.cpu import has_fp16_arithmetic
 from yolo_optimize.runtime.runners.executorch import FP16_STORAGE
 
 
@@ -28,11 +28,11 @@ def test_a_program_passes_parity_and_records_what_xnnpack_did_not_take(built_edg
 def test_a_float16_program_is_as_few_xnnpack_graphs_as_the_fp32_one_and_held_to_the_fp16_tolerance(
         built_edge: Path) -> None:
     """One partition more than FP32 (the head in float32), where SiLU decomposed through float32 made 100; "runs in"
-    says fp16 only where XNNPACK computes it (AVX512-FP16 on x86)."""
+    says fp16 only where XNNPACK computes it (AVX512-FP16, ARM's half-precision SIMD)."""
     fp32, fp16 = (Manifest.read(built_edge / f"executorch-{precision}") for precision in ("fp32", "fp16"))
     assert fp16.parity and fp16.parity["passed"] and fp16.parity["tolerance"]["precision"] == "fp16"
     assert fp16.info["xnnpack_partitions"] <= fp32.info["xnnpack_partitions"] + 1, fp16.info
     assert "aten.convolution.default" not in fp16.info["fallback"]
     executed = fp16.parity["executed_precision"]
-    assert executed.startswith("fp16" if "avx512_fp16" in cpu_flags() else f"fp32 ({FP16_STORAGE}; "), executed
+    assert executed.startswith("fp16" if has_fp16_arithmetic() else f"fp32 ({FP16_STORAGE}; "), executed
     assert fp16.metadata["precision"] == "fp16"

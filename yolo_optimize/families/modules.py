@@ -78,8 +78,8 @@ class HalfBody(torch.nn.Module):
 class ProductSiLU(torch.nn.Module):
     """SiLU written as x * sigmoid(x). torch.export decomposes ``nn.SiLU`` of a float16 tensor through float32 (its
     decomposition casts low precisions up), and the casts around every SiLU split yolov5n's float16 XNNPACK program
-    into 100 partitions with 122 copies between them; written this way the program has the FP32 one's 4
-    partitions."""
+    into 100 partitions with 122 copies between them; written this way it has the FP32 program's 4 (5 with the head
+    kept in float32)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * torch.sigmoid(x)

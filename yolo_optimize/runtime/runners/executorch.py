@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.cpu import cpu_flags
+from yolo_optimize.cpu import has_fp16_arithmetic
 from yolo_optimize.runtime.runners.base import Runner
 
 FP16_STORAGE = "fp16 storage, each operator accumulating in fp32"
@@ -53,9 +53,10 @@ class ExecuTorchRunner(Runner):
 
     @property
     def compute_precision(self) -> str:
-        """XNNPACK's float arithmetic: fp16 for a float16 program on a CPU with fp16 arithmetic (AVX512-FP16 on
-        x86), else fp32 (its x86 float16 kernels without it, ``f16_f32acc``, convert to fp32 and round each result)."""
-        return "fp16" if self.file_precision == "fp16" and "avx512_fp16" in cpu_flags() else "fp32"
+        """XNNPACK's float arithmetic: fp16 for a float16 program on a CPU with fp16 arithmetic (AVX512-FP16, ARM's
+        half-precision SIMD), else fp32 (its x86 float16 kernels without it, ``f16_f32acc``, convert to fp32 and round
+        each result)."""
+        return "fp16" if self.file_precision == "fp16" and has_fp16_arithmetic() else "fp32"
 
     @property
     def executed_precision(self) -> str:
