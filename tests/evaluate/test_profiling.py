@@ -49,9 +49,11 @@ def test_every_row_is_explained_by_its_gflops_and_its_utilization_of_the_measure
     assert (profiled / "roofline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("artifact", ["onnx-fp32", "openvino-fp32"])
-def test_per_layer_times_sum_to_the_forward_time_and_name_the_hotspots(profiled: Path, artifact: str) -> None:
-    """The forward time brackets the reported profile, taken again while the host's speed changed around it."""
+@pytest.mark.parametrize("artifact", ["onnx-fp32", "openvino-fp32", "pytorch-fp32"])
+def test_per_layer_times_sum_to_the_profiled_pass_and_name_the_hotspots(profiled: Path, artifact: str) -> None:
+    """The forward time brackets the reported profile, taken again while the host's speed changed around it; the
+    layers account for the passes they were timed in (a profiled session runs slower than the deployed one by the
+    profiler's bookkeeping, by as much as 1.4x on some hosts, so that ratio is reported, not bounded tightly)."""
     folder = profiled / "profiles" / "yolov5n" / artifact
     profile = json.loads((folder / "profile.json").read_text())
     attempts, reported = profile["attempts"], profile["reported_attempt"]
@@ -64,10 +66,12 @@ def test_per_layer_times_sum_to_the_forward_time_and_name_the_hotspots(profiled:
     brackets = sorted((attempts[reported]["forward_before_ms"], attempts[reported]["forward_after_ms"]))
     assert brackets[0] <= profile["forward_ms"] <= brackets[1], (brackets, profile["forward_ms"])
     assert sorted(p.name for p in folder.iterdir()) == ["profile.json", "profile.md", "trace.json"], "one trace"
-    assert abs(profile["layers_ms"] / profile["forward_ms"] - 1) <= 0.2, attempts
+    assert 0.75 <= profile["layers_ms"] / profile["profiled_pass_ms"] <= 1, attempts
+    assert 0.5 <= profile["profiled_pass_ms"] / profile["forward_ms"] <= 2, ("the same model, profiled", attempts)
+    assert f"per-layer sum {profile['layers_ms']:.2f} ms" in (folder / "profile.md").read_text()
     assert len(profile["hotspots"]) == 10 and profile["hotspots"][0]["ms"] >= profile["hotspots"][-1]["ms"]
     assert all(h["executed"] == "fp32" for h in profile["hotspots"])
-    assert next(iter(profile["by_kind_ms"])) in ("Conv", "Convolution"), "convolutions take most of the time"
+    assert next(iter(profile["by_kind_ms"])) in ("Conv", "Convolution", "aten::conv2d"), "convolutions lead"
     trace = json.loads((profiled / "profiles" / "yolov5n" / artifact / profile["trace"]).read_text())
     events = trace if isinstance(trace, list) else trace["traceEvents"]
     assert len(events) > 100 and all("ts" in e and "name" in e for e in events)

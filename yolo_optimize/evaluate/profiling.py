@@ -4,8 +4,9 @@ scaling and energy (``optimize profile``, and every artifact under ``optimize ev
 Every part runs in a fresh process, like every measurement; the parts taken at the row's own thread count
 (per-layer time, the forward time around it, the breakdown) share one, so the model is loaded once for them, and
 the forward time doubles as the thread-scaling point at that count. Per-layer times come from the
-runtime's own profiler (runners' ``profile_layers``) and are set against the forward time
-measured without a profiler just before and just after it, in the same host state (``LayerAttempt``);
+runtime's own profiler (runners' ``profile_layers``), which also times its profiled passes (what the layers
+add up to); both are set against the forward time measured without a profiler just before and just after it,
+in the same host state (``LayerAttempt``);
 the breakdown times the path a deployment runs, image file to
 kept predictions: reading (the family's decoder), preparing (resize/letterbox, layout),
 inference, post-processing (the family's ``postprocess``: NMS at 0.25 for detectors).
@@ -34,7 +35,7 @@ from yolo_optimize.processes import in_own_process, one_line
 from yolo_optimize.runtime.layers import LayerProfile, LayerTime
 from yolo_optimize.runtime.runners.base import Runner
 
-PROFILE_SCHEMA = 3
+PROFILE_SCHEMA = 4
 PROFILED_RUNS = 10
 LAYER_ATTEMPTS = 4  # profiles taken at most, until the host's speed held across one
 PROFILE_IMAGES = 16  # image files eval --profile runs each artifact's profile on
@@ -113,6 +114,7 @@ class LayerAttempt:
     forward_before_ms: float
     forward_after_ms: float
     layers_ms: float  # the per-layer sum of this attempt's profile
+    profiled_pass_ms: float  # the mean pass under the profiler, whose time the layers account for
 
     @property
     def disagreement(self) -> float:
@@ -137,6 +139,10 @@ class LayerTiming:
     reported_attempt: int  # index into attempts; -1 where no profile was taken
     unavailable: dict[str, str]
 
+    @property
+    def profiled_pass_ms(self) -> float:
+        return self.attempts[self.reported_attempt].profiled_pass_ms if self.attempts else float("nan")
+
 
 @dataclass
 class ArtifactProfile:
@@ -147,6 +153,7 @@ class ArtifactProfile:
     batch_size: int
     forward_ms: float  # median latency without a profiler, around the reported profile
     layers_ms: float  # the per-layer sum under the profiler
+    profiled_pass_ms: float  # the mean pass under the profiler: the layers' share of it says what they miss
     attempts: list[LayerAttempt]  # every profile taken, in order
     reported_attempt: int  # the one reported: the first steady one, else the one whose brackets agree best
     layers: list[LayerTime]
@@ -183,7 +190,8 @@ def profile_artifact(request: ProfileRequest) -> ArtifactProfile:
     peak = request.limits.peak_gops(runtime, precision) if request.limits and runtime else None
     utilization = round(weighted_gflops / weighted_ms * 1e3 / peak, 4) if peak and weighted_ms else None
     return ArtifactProfile(PROFILE_SCHEMA, manifest.model_id, f"{manifest.target}-{manifest.precision}", executed,
-                           request.batch_size, timing.forward_ms, _layer_sum(layers), timing.attempts,
+                           request.batch_size, timing.forward_ms, _layer_sum(layers), timing.profiled_pass_ms,
+                           timing.attempts,
                            timing.reported_attempt, layers,
                            _by_kind(layers), _hotspots(layers), rates, round(weighted_gflops, 4), utilization,
                            f"{runtime} {precision}" if peak else f"not measured: {runtime} {precision}",
@@ -299,7 +307,7 @@ def _bracketed_profile(runner: Runner, batch: np.ndarray, bracket_s: float,
     before = _forward_samples(runner, batch, bracket_s)
     profile = runner.profile_layers(batch, PROFILED_RUNS, trace)
     after = _forward_samples(runner, batch, bracket_s)
-    attempt = LayerAttempt(_median(before), _median(after), _layer_sum(profile.layers))
+    attempt = LayerAttempt(_median(before), _median(after), _layer_sum(profile.layers), profile.pass_ms)
     return attempt, profile, _median(before + after)
 
 
@@ -386,8 +394,10 @@ def _energy_worker(request: ProfileRequest, pixels_path: Path) -> Energy:
 def profile_markdown(profile: ArtifactProfile) -> str:
     """The profile as a short Markdown report: hotspots, layer types, breakdown, threads, energy."""
     lines = [f"# {profile.model} {profile.artifact} (runs in {profile.executed_precision}), batch {profile.batch_size}",
-             "", f"Forward {profile.forward_ms:.2f} ms without a profiler; per-layer sum {profile.layers_ms:.2f} ms "
-             f"({_ratio(profile.layers_ms, profile.forward_ms)}){_unsteady(profile)}. "
+             "", f"Forward {profile.forward_ms:.2f} ms without a profiler; a pass under the profiler "
+             f"{profile.profiled_pass_ms:.2f} ms ({_ratio(profile.profiled_pass_ms, profile.forward_ms)} of the "
+             f"forward){_unsteady(profile)}; per-layer sum {profile.layers_ms:.2f} ms "
+             f"({_ratio(profile.layers_ms, profile.profiled_pass_ms)} of the profiled pass). "
              f"Trace: {profile.trace or 'none'} ({profile.trace_note or profile.unavailable.get('trace', '')}).", "",
              "| hotspot | type | ms | share | runs in | kernel |", "|---|---|---|---|---|---|"]
     lines += [f"| {h.name} | {h.kind} | {h.ms:.3f} | {h.share:.1%} | {h.executed} | {h.kernel} |"
@@ -428,4 +438,4 @@ def _share(fraction: float | None) -> str:
 
 
 def _ratio(part: float, whole: float) -> str:
-    return f"{part / whole:.0%} of the forward time" if whole and whole == whole else "no forward time"
+    return f"{part / whole:.0%}" if whole and not math.isnan(whole) and not math.isnan(part) else "n/a"

@@ -7,7 +7,9 @@ per-layer performance counters, the PyTorch profiler) and writes a Chrome-trace 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import statistics
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import prod
 
@@ -46,3 +48,20 @@ class LayerProfile:
     layers: list[LayerTime]
     runs: int  # forward passes the times are averaged over
     trace_note: str  # what the trace file shows (a runtime's own timeline, or one laid out from its counters)
+    passes_ms: list[float]  # wall time of each of those passes, profiler on
+
+    @property
+    def pass_ms(self) -> float:
+        """The mean profiled pass: what the per-layer sum (a mean per pass too) must account for.
+
+        Why: a profiler slows each pass by its own bookkeeping, and a runtime's profiled session is not the one
+        the forward time is measured on, so the layers are checked against the passes they were taken in.
+        """
+        return round(statistics.fmean(self.passes_ms), 4)
+
+
+def timed_ms(call: Callable[[], object]) -> float:
+    """The wall time of one call, in ms."""
+    start = time.perf_counter()
+    call()
+    return (time.perf_counter() - start) * 1e3

@@ -38,6 +38,7 @@ from yolo_optimize.runtime.layers import (
     WEIGHT_INPUT,
     LayerProfile,
     LayerTime,
+    timed_ms,
     weighted_gflops,
 )
 from yolo_optimize.runtime.runners.base import LATENCY, THROUGHPUT, Execution, Runner, wanted_mode
@@ -118,11 +119,12 @@ class OnnxRuntimeRunner(Runner):
             options.enable_profiling = True
             options.profile_file_prefix = str(Path(work) / "ort")
             session = ort.InferenceSession(str(self.entry), options, providers=self._providers(ort))
-            for _ in range(2 + runs):
+            for _ in range(2):
                 session.run(None, {self.input_name: images})
+            passes = [timed_ms(lambda: session.run(None, {self.input_name: images})) for _ in range(runs)]
             shutil.copy(session.end_profiling(), trace)
         return LayerProfile(_node_times(json.loads(trace.read_text()), runs, self.compute_precision), runs,
-                            "ONNX Runtime's own profile: every node of every run, warm-up runs included")
+                            "ONNX Runtime's own profile: every node of every run, warm-up runs included", passes)
 
     def _prepare_cuda(self) -> None:
         import torch

@@ -23,6 +23,7 @@ from yolo_optimize.runtime.layers import (
     WEIGHT_INPUT,
     LayerProfile,
     LayerTime,
+    timed_ms,
     weighted_gflops,
 )
 from yolo_optimize.runtime.runners.base import LATENCY, THROUGHPUT, Execution, Runner, wanted_mode
@@ -154,8 +155,9 @@ class OpenVinoRunner(Runner):
         totals: dict[str, list[Any]] = {}
         events: list[dict[str, Any]] = []
         clock = 0.0
+        passes = []
         for run in range(runs):
-            request.infer({0: images})
+            passes.append(timed_ms(lambda: request.infer({0: images})))
             for info in request.get_profiling_info():
                 if info.status != info.Status.EXECUTED:
                     continue
@@ -170,7 +172,7 @@ class OpenVinoRunner(Runner):
         operations = _layer_gflops(compiled.get_runtime_model())
         layers = [LayerTime(name, kind, round(us / runs / 1e3, 4), _exec_precision(kernel), kernel,
                             operations.get(name)) for name, (kind, us, kernel) in totals.items()]
-        return LayerProfile(layers, runs, "OpenVINO's per-layer counters laid end to end in execution order")
+        return LayerProfile(layers, runs, "OpenVINO's per-layer counters laid end to end in execution order", passes)
 
     @property
     def weight_bytes(self) -> int:
