@@ -72,6 +72,19 @@ class Format:
 
 
 EXPORT, OPTIMIZE = "yolo_optimize.export", "yolo_optimize.optimize"
+# An NCNN file loaded as measured, and ``detect``: one image (no batch axis) as NCNN takes it (runners.ncnn_input)
+NCNN_LOAD = (
+    "import ncnn, numpy as np\nnet = ncnn.Net()\n"
+    "for option, value in {config}.items():  # as measured\n    setattr(net.opt, option, value)\n"
+    "net.load_param(\"{path}\"); net.load_model(\"{path}\".replace(\".param\", \".bin\"))\n"
+    "def detect(image):  # image is {input}, without the batch axis\n"
+    "    if image.dtype != np.uint8:\n        pixels = ncnn.Mat(image)\n"
+    "    else:  # NCNN's own conversion of the prepared image, and /255\n"
+    "        pixels = ncnn.Mat.from_pixels(image, ncnn.Mat.PixelType.PIXEL_RGB, image.shape[1], image.shape[0])\n"
+    "        pixels.substract_mean_normalize([], [1 / 255] * 3)\n"
+    "    with net.create_extractor() as extractor:\n"
+    "        extractor.input(\"in0\", pixels)\n"
+    "        return np.array(extractor.extract(\"out0\")[1])\n")
 _BUILT_IN: tuple[Format, ...] = (
     Format("pytorch", (), "", ("fp32",), "yolo_optimize.runtime.runners.torch_eager:TorchEagerRunner",
            "torch", "# the PyTorch checkpoint itself ({path}): nothing exported to load;\n"
@@ -125,13 +138,12 @@ _BUILT_IN: tuple[Format, ...] = (
            steps=(*(Step(p, f"{EXPORT}.openvino:OpenVinoExport", "onnx-fp32") for p in ("fp32", "fp16", "bf16")),
                   Step("int8", f"{OPTIMIZE}.int8_openvino:OpenVinoInt8", "openvino-fp32", gated=True))),
     Format("ncnn", (), "{model}_ncnn_model/model.ncnn.param", ("fp32", "fp16", "int8"),
-           "yolo_optimize.runtime.runners.ncnn:NcnnRunner", None,
-           "import ncnn, numpy as np\nnet = ncnn.Net()\n"
-           "for option, value in {config}.items():  # as measured\n    setattr(net.opt, option, value)\n"
-           "net.load_param(\"{path}\"); net.load_model(\"{path}\".replace(\".param\", \".bin\"))\n"
-           "extractor = net.create_extractor()  # one image a call: image is {input}, without the batch axis\n"
-           "extractor.input(\"in0\", ncnn.Mat(image)); outputs = np.array(extractor.extract(\"out0\")[1])",
-           foreign_suffix=".param", description="an NCNN .param or its folder", companions=(".bin",),
+           "yolo_optimize.runtime.runners.ncnn:NcnnRunner", None, NCNN_LOAD + "outputs = detect(image)",
+           "from concurrent.futures import ThreadPoolExecutor\n" + NCNN_LOAD
+           + "with ThreadPoolExecutor({requests}) as pool:  # {requests} images at once, one thread each\n"
+           "    outputs = list(pool.map(detect, images))",
+           uint8_input=True, foreign_suffix=".param", description="an NCNN .param or its folder",
+           companions=(".bin",),
            steps=(Step("fp32", f"{EXPORT}.ncnn:NcnnExport"), Step("fp16", f"{EXPORT}.ncnn:NcnnExport"),
                   Step("int8", f"{OPTIMIZE}.int8_ncnn:NcnnInt8", "ncnn-fp32", gated=True))),
     Format("executorch", ("et", "pte"), "{model}.pte", ("fp32", "fp16", "int8"),

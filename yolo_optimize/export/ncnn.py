@@ -3,14 +3,15 @@ graph) and ``model.ncnn.bin`` (the weights), with the metadata beside them in ``
 none). FP32 weights for ``ncnn-fp32``, which the runner computes with NCNN's FP16 storage and arithmetic switched off
 so that it is held to the FP32 tolerance; FP16 weights for ``ncnn-fp16``, run with NCNN's defaults (FP16 storage and,
 on CPUs that have it, FP16 arithmetic: what phones run). An NCNN graph takes one image: it is converted at batch 1,
-and a batch runs image by image (runtime/runners/ncnn.py)."""
+and a batch runs image by image, or one image per thread (runtime/runners/ncnn.py). With ``--input uint8`` the graph
+is the float one and NCNN converts the prepared uint8 image itself, as a deployment does (``ncnn_metadata``)."""
 
 from __future__ import annotations
 
 import json
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ from yolo_optimize.build.loading import warmed_up
 from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
-from yolo_optimize.runtime.runners.ncnn import CONVOLUTIONS, read_layers
+from yolo_optimize.runtime.runners.ncnn import CONVOLUTIONS, UINT8_PREPROCESS, read_layers
 
 if TYPE_CHECKING:
     from yolo_optimize.build.request import BuildRequest
@@ -57,7 +58,7 @@ class NcnnExport(Stage):
         import pnnx
         import torch
 
-        module, example = warmed_up(ctx.source, self.config.input_form, self.config.imgsz, one_shape=True)
+        module, example = warmed_up(ctx.source, FLOAT_INPUT, self.config.imgsz, one_shape=True)  # ncnn_input
         entry = Path(format_named(self.target).entry_for(ctx.source.model_id))
         folder = ctx.out_dir / entry.parent
         folder.mkdir()
@@ -66,12 +67,20 @@ class NcnnExport(Stage):
                         ncnnparam=str(ctx.out_dir / entry), ncnnbin=str(folder / "model.ncnn.bin"),
                         fp16=self.config.precision == "fp16", **_scratch_paths(Path(scratch)))
             modules = convolution_modules(Path(scratch) / "model.pnnx.param", ctx.out_dir / entry)
-        metadata = artifact_metadata(ArtifactMetadata.of(ctx.manifest(MODEL)), target=self.target,
-                                     precision=self.config.precision, imgsz=self.config.imgsz, max_batch=1,
-                                     input_form=self.config.input_form)
+        metadata = ncnn_metadata(ArtifactMetadata.of(ctx.manifest(MODEL)), self.config)
         (folder / METADATA_FILE).write_text(json.dumps(metadata.to_dict(), indent=1))
         return StageOutput(entry=str(entry), metadata=metadata.to_dict(),
                            info={"layers": layer_types(ctx.out_dir / entry), "convolution_modules": modules})
+
+
+def ncnn_metadata(base: ArtifactMetadata, config: NcnnConfig) -> ArtifactMetadata:
+    """The artifact's metadata; with ``--input uint8`` it takes the prepared image, which NCNN converts itself (the
+    graph is the float one: ``runners.ncnn.ncnn_input``)."""
+    metadata = artifact_metadata(base, target=NcnnExport.target, precision=config.precision, imgsz=config.imgsz,
+                                 max_batch=1, input_form=config.input_form)
+    if config.input_form == FLOAT_INPUT or metadata.input is None:
+        return metadata
+    return replace(metadata, input=replace(metadata.input, preprocess=UINT8_PREPROCESS))
 
 
 def _scratch_paths(scratch: Path) -> dict[str, str]:

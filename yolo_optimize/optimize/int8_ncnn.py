@@ -34,7 +34,7 @@ from yolo_optimize.export.ncnn import METADATA_FILE
 from yolo_optimize.families import family_named
 from yolo_optimize.metadata import FLOAT_INPUT
 from yolo_optimize.optimize.calibration import Int8Config, gated_int8, int8_metadata
-from yolo_optimize.runtime.runners.ncnn import CONVOLUTIONS, NcnnLayer, read_layers, write_layers
+from yolo_optimize.runtime.runners.ncnn import CONVOLUTIONS, NcnnLayer, ncnn_input, read_layers, write_layers
 
 if TYPE_CHECKING:
     from yolo_optimize.build.request import BuildRequest
@@ -69,7 +69,7 @@ class NcnnInt8(Stage):
     def run(self, ctx: StageContext) -> StageOutput:
         parent = ctx.manifest(SOURCE)
         family = family_named(ctx.source.family)
-        float_module = family.float_module(export_module(ctx.source, self.config.input_form))
+        float_module = family.float_module(export_module(ctx.source, FLOAT_INPUT))  # NCNN's graph: export/ncnn.py
         modules: dict[str, str] = parent.info.get("convolution_modules") or {}
         if not modules:
             raise RuntimeError("NCNN INT8: the NCNN convolutions could not be paired with the PyTorch modules they "
@@ -117,7 +117,7 @@ def input_scales(param: Path, convolutions: list[str], images: list[np.ndarray],
 
 def activation_histograms(param: Path, blobs: list[str], images: list[np.ndarray],
                           threads: int) -> dict[str, tuple[float, np.ndarray]]:
-    """Per blob, its largest |x| on ``images`` (single-image NCHW batches) and its histogram over [0, that], as
+    """Per blob, its largest |x| on ``images`` (single-image batches) and its histogram over [0, that], as
     ncnn2table collects them: one pass of the FP32 model for the largest magnitudes, one for the histograms."""
     largest = dict.fromkeys(blobs, 0.0)
     for activations in _activations(param, blobs, images, threads):
@@ -145,15 +145,13 @@ def float_net(param: Path, threads: int, int8: bool = True) -> Any:
 
 
 def _activations(param: Path, blobs: list[str], images: list[np.ndarray], threads: int) -> Any:
-    """Per image, the FP32 model's values of ``blobs``."""
-    import ncnn
-
+    """Per image (a single-image batch in the form the model takes), the FP32 model's values of ``blobs``."""
     net = float_net(param, threads)
     try:
         for image in images:
             with net.create_extractor() as extractor:
                 extractor.set_light_mode(False)  # keep what was computed: the next blob reuses it
-                extractor.input(net.input_names()[0], ncnn.Mat(np.ascontiguousarray(image[0])).clone())
+                extractor.input(net.input_names()[0], ncnn_input(image[0]))
                 yield {blob: np.array(extractor.extract(blob)[1]) for blob in blobs}
     finally:
         net.clear()

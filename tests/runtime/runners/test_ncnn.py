@@ -1,15 +1,20 @@
-"""The NCNN runner in an evaluation: measured beside the baseline image by image, scored as PyTorch scores, its
-settings in the snippet; its threads set on the running net."""
+"""The NCNN runner in an evaluation: measured beside the baseline, one image at a time on every thread at batch 1
+and one image per thread at batch 2, scored as PyTorch scores; its snippets run as printed; its threads set on the
+running net; a prepared uint8 image converted by NCNN itself."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.evaluate.recommend import snippet
 from yolo_optimize.evaluate.results import Report
 from yolo_optimize.runtime.runners import open_runner
+from yolo_optimize.runtime.runners.ncnn import ncnn_input
 
 
 def test_ncnn_rows_are_measured_image_by_image_and_score_what_pytorch_scores(edge_evaluated: Report) -> None:
@@ -20,10 +25,30 @@ def test_ncnn_rows_are_measured_image_by_image_and_score_what_pytorch_scores(edg
         assert not row.error and row.accuracy and baseline, name
         assert abs(row.accuracy.map50_95 - baseline.map50_95) < (0.001 if name == "ncnn-fp32" else 0.01), name
         executions = {batch.batch: batch.execution for batch in row.measurements[0].batches}
-        assert executions[1]["note"] == "" and "takes one image: a batch runs image by image" in executions[2]["note"]
-        assert executions[2]["settings"] == {"num_threads": edge_evaluated.settings["threads"],
-                                          **dict.fromkeys(("use_fp16_storage", "use_fp16_packed",
-                                                           "use_fp16_arithmetic"), name == "ncnn-fp16")}
+        threads = edge_evaluated.settings["threads"]
+        half = dict.fromkeys(("use_fp16_storage", "use_fp16_packed", "use_fp16_arithmetic"), name == "ncnn-fp16")
+        assert executions[1]["mode"] == "latency" and executions[1]["settings"] == {"num_threads": threads, **half}
+        assert executions[2]["mode"] == "throughput" and executions[2]["streams"] == threads, "one image per thread"
+        assert executions[2]["settings"] == {"num_threads": 1, **half}
+
+
+@pytest.mark.parametrize(("form", "batch"), [("float", 1), ("uint8", 1), ("uint8", 2)])
+def test_the_printed_snippet_run_as_printed_gives_what_the_runner_gave(built_edge: Path, form: str,
+                                                                      batch: int) -> None:
+    """The row's snippet for its execution at the batch size (latency at 1, a thread per image at 2) executed on
+    float CHW images or the prepared uint8 HWC ones NCNN converts itself."""
+    folder = built_edge / "ncnn-fp32"
+    manifest = Manifest.read(folder)
+    pixels = np.random.default_rng(0).integers(0, 256, (batch, 320, 320, 3), dtype=np.uint8)
+    images = pixels if form == "uint8" else np.ascontiguousarray(pixels.transpose(0, 3, 1, 2), dtype=np.float32) / 255
+    with open_runner(folder, manifest, threads=2, mode="auto") as runner:
+        execution, want = runner.execution(batch), runner.infer(images)
+    code = snippet("ncnn", "fp32", str(folder / str(manifest.entry)), asdict(execution), form)
+    assert ("ThreadPoolExecutor(2)" in code) == (batch > 1)
+    scope = {"image": images[0], "images": list(images)}
+    exec(code, scope)
+    got = np.stack(scope["outputs"]) if batch > 1 else scope["outputs"][None]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
 
 
 def test_the_threads_are_set_on_the_running_net(built_edge: Path) -> None:
@@ -34,3 +59,14 @@ def test_the_threads_are_set_on_the_running_net(built_edge: Path) -> None:
         runner.set_threads(1)
         assert runner.net.opt.num_threads == 1 and runner.execution(1).settings["num_threads"] == 1
         np.testing.assert_array_equal(runner.infer(images), before)
+
+
+def test_a_prepared_uint8_image_becomes_in_ncnn_the_float_input_the_float_path_feeds() -> None:
+    """NCNN's from_pixels and x 1/255 (what the runner and the INT8 calibration feed a uint8 artifact) against the
+    float CHW image divided by 255 outside: the same Mat within float rounding."""
+    image = np.random.default_rng(0).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    converted = np.array(ncnn_input(image))
+    assert converted.shape == (3, 48, 64)
+    np.testing.assert_allclose(converted, image.transpose(2, 0, 1) / np.float32(255), rtol=0, atol=1e-6)
+    float_path = np.ascontiguousarray(image.transpose(2, 0, 1), dtype=np.float32) / 255
+    np.testing.assert_array_equal(np.array(ncnn_input(float_path)), float_path)

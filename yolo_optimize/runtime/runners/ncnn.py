@@ -1,24 +1,28 @@
 """NCNN (export/ncnn.py): ``ncnn.Net`` on the CPU, one extractor per image.
 
-An NCNN graph takes one image (its blobs have no batch axis), so a batch is its images one after the other, each on
-every thread: what a phone does with a stream of camera frames. ``ncnn-fp32`` runs with FP16 storage, packing and
+An NCNN graph takes one image (its blobs have no batch axis). In the latency configuration a batch is its images one
+after the other, each on every thread: what a phone does with a stream of camera frames; in the throughput one they
+run at once, one per thread (``NcnnRunner``). ``ncnn-fp32`` runs with FP16 storage, packing and
 arithmetic off; ``ncnn-fp16`` with NCNN's defaults, whose FP16 arithmetic exists on ARM CPUs with half-precision
 vector instructions only: on x86 NCNN stores in FP16 and computes in FP32, and "runs in" says so. ``ncnn-int8``
 runs NCNN's INT8 inference (on by default) for the convolutions its .param gives int8 scales, and the rest in FP32
-like ``ncnn-fp32``.
+like ``ncnn-fp32``. An artifact built with ``--input uint8`` is the same graph fed the prepared uint8 image through
+NCNN's own conversion (``ncnn_input``).
 
 The .param reader (``NcnnLayer``, ``read_layers``) lives here, with the runtime whose format it is: the runner counts
 the convolutions NCNN loaded with int8 scales, the export and ``ncnn-int8`` read and write the same lines."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from yolo_optimize.runtime.runners.base import Runner
+from yolo_optimize.runtime.layers import LayerProfile
+from yolo_optimize.runtime.runners.base import THROUGHPUT, Execution, Runner, wanted_mode
 
 
 @dataclass(frozen=True)
@@ -62,37 +66,92 @@ def write_layers(param: Path, original: str, layers: list[NcnnLayer]) -> None:
 
 
 CONVOLUTIONS = ("Convolution", "ConvolutionDepthWise")  # pnnx writes a grouped nn.Conv2d as the second
+UINT8_PREPROCESS = "RGB; uint8 HWC as prepared, one image a call: NCNN's Mat.from_pixels and " \
+    "substract_mean_normalize (x 1/255) make the float CHW input, as an app hands NCNN a camera frame"
+
+
+def ncnn_input(image: np.ndarray) -> Any:
+    """One image as NCNN takes it: a float CHW array as it is; a prepared uint8 HWC RGB image through NCNN's own
+    conversion (``UINT8_PREPROCESS``). Why not in the graph, as other formats do it: an NCNN blob is float, so the
+    bytes become floats in NCNN's C++, where a deployment converts them."""
+    import ncnn
+
+    if image.dtype != np.uint8:
+        return ncnn.Mat(np.ascontiguousarray(image)).clone()
+    height, width = image.shape[:2]
+    mat = ncnn.Mat.from_pixels(np.ascontiguousarray(image), ncnn.Mat.PixelType.PIXEL_RGB, width, height)
+    mat.substract_mean_normalize([], [1 / 255] * 3)
+    return mat
 
 
 class NcnnRunner(Runner):
+    """Latency: one image at a time on every thread. Throughput (a batch, under ``auto``): the images at once, one per
+    thread, each through its own extractor of a one-thread net, as NCNN's multi-instance use has it (no
+    synchronisation between threads inside a layer). Measured at 1.0-1.3x latency's images/s on yolov5n at 320 on a
+    2-core AVX2 host (bench/ncnn_concurrency.py)."""
+
     takes_one_image = True
+    _concurrent: tuple[Any, ThreadPoolExecutor] | None = None  # the one-thread net and its request threads
 
     def activate(self) -> None:
         import ncnn
 
-        self.net = ncnn.Net()
-        for option, value in self.runtime_settings.items():
-            setattr(self.net.opt, option, value)
-        self.net.load_param(str(self.entry))
-        self.net.load_model(str(self.weights))
+        self.net = self._loaded(self.runtime_settings)
         self.input_name, self.output_name = self.net.input_names()[0], self.net.output_names()[0]
         self.fp16_arithmetic = self.file_precision == "fp16" and bool(ncnn.cpu_support_arm_asimdhp())
+
+    def _loaded(self, settings: dict[str, Any]) -> Any:
+        import ncnn
+
+        net = ncnn.Net()
+        for option, value in settings.items():
+            setattr(net.opt, option, value)
+        net.load_param(str(self.entry))
+        net.load_model(str(self.weights))
+        return net
 
     @property
     def weights(self) -> Path:
         """The .bin beside the .param (pnnx and Ultralytics name them alike)."""
         return self.entry.with_suffix(".bin")
 
+    def execution(self, batch: int) -> Execution:
+        if self._concurrently(batch):
+            return Execution(THROUGHPUT, self.threads, 1, 1, self.threads, {**self.runtime_settings, "num_threads": 1})
+        return super().execution(batch)
+
+    def _concurrently(self, batch: int) -> bool:
+        return batch > 1 and self.threads > 1 and wanted_mode(self.mode, batch) == THROUGHPUT
+
     def infer(self, images: np.ndarray) -> np.ndarray:
-        return np.stack([self._one(image) for image in images])
+        if self._concurrently(len(images)):
+            net, pool = self._concurrent_net()
+            return np.stack(list(pool.map(lambda image: self._one(net, image), images)))
+        return np.stack([self._one(self.net, image) for image in images])
 
-    def _one(self, image: np.ndarray) -> np.ndarray:
-        import ncnn
-
-        with self.net.create_extractor() as extractor:
-            extractor.input(self.input_name, ncnn.Mat(np.ascontiguousarray(image)).clone())
+    def _one(self, net: Any, image: np.ndarray) -> np.ndarray:
+        with net.create_extractor() as extractor:
+            extractor.input(self.input_name, ncnn_input(image))
             _, output = extractor.extract(self.output_name)
             return np.array(output)
+
+    def _concurrent_net(self) -> tuple[Any, ThreadPoolExecutor]:
+        if self._concurrent is None:
+            self._concurrent = (self._loaded({**self.runtime_settings, "num_threads": 1}),
+                                ThreadPoolExecutor(self.threads, thread_name_prefix="ncnn-request"))
+        return self._concurrent
+
+    def _close_concurrent(self) -> None:
+        if self._concurrent is not None:
+            net, pool = self._concurrent
+            pool.shutdown()
+            net.clear()
+            self._concurrent = None
+
+    def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
+        raise NotImplementedError("the ncnn wheel is built without NCNN_BENCHMARK, NCNN's per-layer timer, and its "
+                                  "Python API offers no other (timing blobs extracted one by one would time pybind "
+                                  "calls and a graph run out of place, not NCNN's layers)")
 
     @property
     def runtime_settings(self) -> dict[str, Any]:
@@ -102,6 +161,7 @@ class NcnnRunner(Runner):
 
     def set_threads(self, threads: int) -> None:
         self.threads = self.net.opt.num_threads = threads
+        self._close_concurrent()  # its request threads were as many as the old count
 
     @property
     def compute_precision(self) -> str:
@@ -130,4 +190,5 @@ class NcnnRunner(Runner):
         return self.weights.stat().st_size
 
     def deactivate(self) -> None:
+        self._close_concurrent()
         self.net.clear()
