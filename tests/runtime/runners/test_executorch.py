@@ -35,6 +35,7 @@ def test_executorch_rows_are_measured_image_by_image_and_score_what_pytorch_scor
     assert not half.error and half.accuracy and abs(half.accuracy.map50_95 - baseline.accuracy.map50_95) < 0.005
 
 
+@pytest.mark.slow  # its fixtures are taken by name in the test, where conftest's marking does not see them
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
 def test_etdump_times_each_xnnpack_operator_and_says_what_it_ran_in(request: pytest.FixtureRequest, tmp_path: Path,
                                                                    precision: str) -> None:
