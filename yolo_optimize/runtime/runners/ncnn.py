@@ -87,7 +87,7 @@ def ncnn_input(image: np.ndarray) -> Any:
 class NcnnRunner(Runner):
     """Latency: one image at a time on every thread. Throughput (a batch, under ``auto``): the images at once, one per
     thread, each through its own extractor of a one-thread net, as NCNN's multi-instance use has it (no
-    synchronisation between threads inside a layer). Measured at 1.0-1.3x latency's images/s on yolov5n at 320 on a
+    synchronisation between threads inside a layer). Measured at 0.99-1.32x latency's images/s on yolov5n at 320 on a
     2-core AVX2 host (bench/ncnn_concurrency.py)."""
 
     takes_one_image = True
