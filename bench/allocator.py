@@ -26,8 +26,8 @@ from common import save, timing_parser
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, discover
 from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import Measurement
+from yolo_optimize.host.processes import ALLOCATOR_ENV
 from yolo_optimize.metadata import ArtifactMetadata
-from yolo_optimize.processes import ALLOCATOR_ENV
 
 SETTINGS = {"glibc defaults": {}, "freed memory kept": ALLOCATOR_ENV}
 

@@ -160,9 +160,9 @@ def decode_rates(assets: Path) -> dict[str, float]:
     import torch
     import torchvision
 
-    from yolo_optimize.cpu import usable_cpus
     from yolo_optimize.evaluate.end_to_end import prepare
     from yolo_optimize.families import family_named
+    from yolo_optimize.host.cpu import usable_cpus
 
     cv2.setNumThreads(1)
     family = family_named("yolov5")

@@ -20,8 +20,8 @@ from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.measure import MeasureJob, measure
+from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.metadata import ArtifactMetadata
-from yolo_optimize.processes import in_own_process
 
 
 def ours(folder: Path, threads: int, seconds: float, pixels: Path) -> float:

@@ -42,9 +42,9 @@ from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import BLOCK_S, fast_state
 from yolo_optimize.families import family_named
+from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.images import list_images
 from yolo_optimize.metadata import ArtifactMetadata
-from yolo_optimize.processes import in_own_process
 from yolo_optimize.runtime.runners.base import AUTO, LATENCY
 
 STEM = "node_conv2d"

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from yolo_optimize.checkpoint import load_model, resolve_source
-from yolo_optimize.runtime_env import configure
+from yolo_optimize.host.environment import configure
 
 
 def latency_ms(model: torch.nn.Module, x: torch.Tensor, runs: int = 10) -> float:

@@ -43,9 +43,10 @@ from yolo_optimize.artifact import Manifest
 from yolo_optimize.build.gate import Gate
 from yolo_optimize.build.held_out import ImageSet
 from yolo_optimize.build.request import GateConfig
-from yolo_optimize.cpu import has_vnni
 from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.families import family_named
+from yolo_optimize.host.cpu import has_vnni
+from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.images import list_images
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import calibration_inputs, candidate_manifest
@@ -54,7 +55,6 @@ from yolo_optimize.optimize.onnxruntime_fusion import (
     FusionOptions,
     fuse_for_onnxruntime,
 )
-from yolo_optimize.processes import in_own_process
 
 TENSORRT_RANGES = {"tensorrt-minmax": "minmax", "tensorrt-entropy": "entropy",
                    "tensorrt-percentile-99.99": "percentile:99.99", "tensorrt-percentile-99.999": "percentile:99.999",

@@ -21,8 +21,8 @@ from harness_overhead import benchmark_app
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.measure import MeasureJob, measure
+from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.metadata import ArtifactMetadata
-from yolo_optimize.processes import in_own_process
 
 BATCH = 8
 

@@ -30,7 +30,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """The test process is ours, like the CLI's: the tools stay offline and out of $HOME (the package no longer does
     this on import). Every command and API call of the session shares one fresh cache (XDG_CACHE_HOME): this
     machine's limits, which builds of bf16 and int8 read, are measured once (``machine_cache``, in LIMIT_ROUNDS)."""
-    from yolo_optimize.runtime_env import configure
+    from yolo_optimize.host.environment import configure
 
     configure()
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="yolo-optimize-test-cache-")

@@ -16,8 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "yolo_optimize"
 # a module or subpackage (its first name under the package) -> its layer
 LAYER_OF = {
-    **dict.fromkeys(("errors", "files", "cpu", "devices", "runtime_env", "versions", "processes",
-                     "images", "formats", "artifact", "tensorrt_api", "options"), "base"),
+    **dict.fromkeys(("errors", "files", "host", "versions", "images", "formats", "artifact", "options"), "base"),
     **dict.fromkeys(("families", "checkpoint", "metadata"), "families"),
     "runtime": "runtime", "machine": "machine", "cluster": "cluster",
     **dict.fromkeys(("build", "export", "optimize"), "build"),
@@ -90,3 +89,8 @@ def test_the_check_sees_lazy_imports(tmp_path: Path) -> None:
     module.write_text("def f():\n    from yolo_optimize.evaluate.measure import x\n"
                       "    import yolo_optimize.runtime.runners\n    from yolo_optimize import api\n")
     assert imports_of(module) == {"evaluate", "runtime", "api"}
+
+
+def test_the_package_root_holds_at_most_14_modules() -> None:
+    """The root shows the architecture: a module that belongs to a side or a runtime lives in its subpackage."""
+    assert len(list(PACKAGE.glob("*.py"))) <= 14, sorted(p.name for p in PACKAGE.glob("*.py"))

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from yolo_optimize import runtime_env
 from yolo_optimize.build.builder import BuildResult, run_build
 from yolo_optimize.build.config import build_options
 from yolo_optimize.build.dag import NodeResult
 from yolo_optimize.errors import BuildFailed, UserError
 from yolo_optimize.evaluate.recommend import RANKINGS, Budget, Candidate, Recommendation
 from yolo_optimize.evaluate.results import Report
+from yolo_optimize.host import environment
 from yolo_optimize.options import LOCAL, checked_values, choice, integer, number, optional, text
 
 Progress = Callable[[str, int, int], None]  # (what is happening, steps done, steps in all)
@@ -40,7 +40,7 @@ def build(model: str | Path | None = None, *, config: str | Path | Mapping[str, 
     if model is not None:
         options["model"] = str(model)
     values = build_options(Path(config) if isinstance(config, str) else config, options, "build()")
-    with runtime_env.configured():
+    with environment.configured():
         result = run_build(values, on_event=_node_progress(progress) if progress else None)
     if not result.ok:
         raise BuildFailed(result)
@@ -73,7 +73,7 @@ def evaluate(root: str | Path | None = None, *, config: str | Path | Mapping[str
         raise UserError("evaluate(): measures on this machine; on a Ray cluster's hosts use "
                         "'optimize eval --executor ray --on ...'")
     request = EvalRequest.of(values)
-    with runtime_env.configured():
+    with environment.configured():
         return run_evaluation(request, progress or (lambda text, done, total: None))
 
 

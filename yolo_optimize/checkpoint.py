@@ -32,7 +32,7 @@ from yolo_optimize.families.detection import Detector
 from yolo_optimize.families.nms import FOLDER as NMS_FOLDER
 from yolo_optimize.families.nms import SUFFIX, NmsSettings, with_nms
 from yolo_optimize.files import file_sha256, write_atomically
-from yolo_optimize.runtime_env import user_cache_dir
+from yolo_optimize.host.environment import user_cache_dir
 
 if TYPE_CHECKING:
     import torch

@@ -37,8 +37,9 @@ def checked_images(paths: list[Path]) -> list[Path]:
                 image.draft("RGB", (image.width // 8, image.height // 8))
                 image.load()
         except Image.DecompressionBombError:
-            raise UserError(f"cannot read image {path}: larger than {2 * Image.MAX_IMAGE_PIXELS} pixels, PIL's guard "
-                            f"against decompression bombs") from None
+            limit = 2 * (Image.MAX_IMAGE_PIXELS or 0)  # PIL raises this error past twice its limit
+            raise UserError(f"cannot read image {path}: larger than {limit} pixels, PIL's guard against "
+                            f"decompression bombs") from None
         except (OSError, SyntaxError, ValueError) as err:  # PIL's UnidentifiedImageError, "image file is truncated"
             raise UserError(f"cannot read image {path}: {str(err).strip() or type(err).__name__}") from None
     return paths
@@ -62,7 +63,7 @@ def check_input_fits(imgsz: int, batch: int, what: str) -> None:
     """Refuse (a UserError) an input size and batch that cannot fit this machine's memory: the batch's input and its
     first layer's output alone would not (every supported model needs far more; a size that passes may still run
     out, and is then reported as out of memory)."""
-    from yolo_optimize.cpu import usable_memory
+    from yolo_optimize.host.cpu import usable_memory
 
     needed, usable = LEAST_BYTES_PER_PIXEL * batch * imgsz * imgsz, usable_memory()
     if needed > usable:

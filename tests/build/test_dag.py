@@ -22,7 +22,7 @@ from yolo_optimize.checkpoint import resolve_source
 from yolo_optimize.export.tensorrt import TensorRTBuild
 from yolo_optimize.images import list_images
 from yolo_optimize.optimize.simplify import OnnxSimplify
-from yolo_optimize.tensorrt_api import engine_facts
+from yolo_optimize.runtime.tensorrt_api import engine_facts
 
 REQUEST = BuildRequest(source=resolve_source(str(WEIGHTS)), targets=("torchscript", "onnx", "openvino", "tensorrt"),
                        precisions=("fp32", "fp16"), imgsz=640, batch_sizes=(1, 8), opset=18, device="cpu",

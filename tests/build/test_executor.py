@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import VAL_DATA, WEIGHTS
-from tests.test_processes import WORKER_MARK
+from tests.host.test_processes import WORKER_MARK
 from yolo_optimize.build.executor import LocalExecutor
 from yolo_optimize.errors import UserError
 

@@ -334,7 +334,7 @@ def test_ctrl_c_twice_ends_the_evaluation_in_one_line_writing_nothing_and_leavin
     import sys
     import time
 
-    from tests.test_processes import WORKER_MARK, _session
+    from tests.host.test_processes import WORKER_MARK, _session
 
     report = tmp_path / "report"
     args = eval_args(small_artifacts, report, "--max-images", "8", "--min-time", "30", "--repeats", "1")

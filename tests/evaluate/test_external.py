@@ -19,7 +19,7 @@ EXPORTS = """
 import os, sys
 os.chdir(sys.argv[1])
 os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # yolov5 7.0.14's loader predates torch's weights_only default
-from yolo_optimize.runtime_env import configure
+from yolo_optimize.host.environment import configure
 configure()
 from yolov5 import export
 # an absolute path: yolov5's loader asks the Hugging Face hub first for a bare name like 'yolov5n.pt'

@@ -11,7 +11,7 @@ import pytest
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.measure import MeasureJob, measure, peak_rss, time_batch
 from yolo_optimize.evaluate.results import LatencyStats
-from yolo_optimize.processes import in_own_process
+from yolo_optimize.host.processes import in_own_process
 
 
 def test_latency_statistics_keep_samples_and_units() -> None:

@@ -52,8 +52,9 @@ def test_every_row_is_explained_by_its_gflops_and_its_utilization_of_the_measure
 @pytest.mark.parametrize("artifact", ["onnx-fp32", "openvino-fp32", "pytorch-fp32"])
 def test_per_layer_times_sum_to_the_profiled_pass_and_name_the_hotspots(profiled: Path, artifact: str) -> None:
     """The forward time brackets the reported profile, taken again while the host's speed changed around it; the
-    layers account for the passes they were timed in (a profiled session runs slower than the deployed one by the
-    profiler's bookkeeping, by as much as 1.4x on some hosts, so that ratio is reported, not bounded tightly)."""
+    layers account for the passes they were timed in, within their clocks' noise (a profiled session runs slower
+    than the deployed one by the profiler's bookkeeping, by as much as 1.4x on some hosts, so that ratio is
+    reported, not bounded tightly)."""
     folder = profiled / "profiles" / "yolov5n" / artifact
     profile = json.loads((folder / "profile.json").read_text())
     attempts, reported = profile["attempts"], profile["reported_attempt"]
@@ -66,7 +67,9 @@ def test_per_layer_times_sum_to_the_profiled_pass_and_name_the_hotspots(profiled
     brackets = sorted((attempts[reported]["forward_before_ms"], attempts[reported]["forward_after_ms"]))
     assert brackets[0] <= profile["forward_ms"] <= brackets[1], (brackets, profile["forward_ms"])
     assert sorted(p.name for p in folder.iterdir()) == ["profile.json", "profile.md", "trace.json"], "one trace"
-    assert 0.75 <= profile["layers_ms"] / profile["profiled_pass_ms"] <= 1, attempts
+    # at most 1.1: OpenVINO's per-node clocks summed to 1.04x the pass once, on a host shared with a sampling
+    # profiler; counting a layer twice (TorchScript's own forward scope once was) doubles the sum
+    assert 0.75 <= profile["layers_ms"] / profile["profiled_pass_ms"] <= 1.1, attempts
     assert 0.5 <= profile["profiled_pass_ms"] / profile["forward_ms"] <= 2, ("the same model, profiled", attempts)
     assert f"per-layer sum {profile['layers_ms']:.2f} ms" in (folder / "profile.md").read_text()
     assert len(profile["hotspots"]) == 10 and profile["hotspots"][0]["ms"] >= profile["hotspots"][-1]["ms"]
@@ -113,7 +116,7 @@ def test_the_breakdown_parts_sum_to_the_end_to_end_time(profiled: Path) -> None:
 def test_threads_are_scaled_up_to_the_usable_cpus_and_energy_is_measured_wherever_it_can_be(profiled: Path) -> None:
     """Energy: measured (J/image > 0) exactly where RAPL package counters are readable, else the reason they are not,
     as this machine gives it."""
-    from yolo_optimize.cpu import usable_cpus
+    from yolo_optimize.host.cpu import usable_cpus
     from yolo_optimize.machine.energy import package_domains
 
     profile = json.loads((profiled / "profiles" / "yolov5n" / "onnx-fp32" / "profile.json").read_text())

@@ -15,8 +15,8 @@ import pytest
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.build.parity import REFERENCE_FILE, TOLERANCES
-from yolo_optimize.cpu import has_native_bf16
 from yolo_optimize.export.aoti import AotiCompile, AotiConfig
+from yolo_optimize.host.cpu import has_native_bf16
 from yolo_optimize.runtime.runners import open_runner
 
 # A fresh interpreter where neither yolov5 nor its training-repo module names can be imported: only torch.
@@ -74,7 +74,7 @@ def test_bf16_packages_are_built_only_where_the_cpu_computes_bf16() -> None:
 
 
 def test_the_package_is_keyed_to_the_instruction_sets_it_was_compiled_for(built_int8: Path) -> None:
-    from yolo_optimize.cpu import cpu_facts
+    from yolo_optimize.host.cpu import cpu_facts
 
     assert AotiCompile(AotiConfig(640, "fp32")).environment() == {"cpu_isa": " ".join(cpu_facts()["isa"])}
     assert Manifest.read(built_int8 / "aoti-fp32").info["built_on_cpu"]["isa"] == cpu_facts()["isa"]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.cpu import has_fp16_arithmetic
+from yolo_optimize.host.cpu import has_fp16_arithmetic
 from yolo_optimize.runtime.runners.executorch import FP16_STORAGE
 
 

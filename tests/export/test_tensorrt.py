@@ -13,7 +13,7 @@ from yolo_optimize.export.tensorrt import (
     profile_plan,
     timing_cache_path,
 )
-from yolo_optimize.tensorrt_api import (
+from yolo_optimize.runtime.tensorrt_api import (
     engine_facts,
     engine_mismatch,
     profile_for,

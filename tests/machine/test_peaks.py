@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LIMIT_ROUNDS, brief, optimize
-from yolo_optimize.cpu import has_native_bf16, has_vnni
+from yolo_optimize.host.cpu import has_native_bf16, has_vnni
 
 
 @pytest.fixture(scope="module")

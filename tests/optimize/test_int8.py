@@ -15,7 +15,7 @@ from onnx import numpy_helper
 
 from tests.conftest import CALIB_DATA, INT8_ARGS, VAL_DATA, brief, build_args, optimize
 from yolo_optimize.artifact import Manifest, read_valid
-from yolo_optimize.cpu import has_native_bf16, has_vnni, usable_cpus
+from yolo_optimize.host.cpu import has_native_bf16, has_vnni, usable_cpus
 from yolo_optimize.machine.choices import bf16_evidence, float_parts_precision
 from yolo_optimize.machine.peaks import cached_limits
 from yolo_optimize.metadata import ArtifactMetadata

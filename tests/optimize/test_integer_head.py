@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from yolo_optimize.cpu import has_vnni
+from yolo_optimize.host.cpu import has_vnni
 from yolo_optimize.optimize.integer_head import integer_head
 from yolo_optimize.runtime.runners.onnxruntime import INTEGER_CONVOLUTION_SUFFIX
 

@@ -36,6 +36,7 @@ from yolo_optimize.options import LOCAL
 
 VERDICTS = ".checkpoints"  # under --out: the family verdicts of the checkpoints built there
 #                           (checkpoint.remember_family)
+NO_CALIBRATION = "INT8 needs real calibration images: pass --calib-data DIR (e.g. ../shared/assets/coco128)"
 
 OnEvent = Callable[[str, NodeResult | None], None]  # (node, None) when it starts, (node, result) when it ends
 
@@ -147,7 +148,7 @@ def _run_build(options: BuildOptions, executor: Executor, on_event: OnEvent | No
         dags.append((request, dag))
     if executor.models_at_once and len(dags) > 1:
         with ThreadPoolExecutor(len(dags)) as threads:
-            built = list(threads.map(lambda item: _built(*item, options, _Quiet(on_event, item[0])), dags))
+            built = list(threads.map(lambda item: _built(item[0], item[1], options, _Quiet(on_event, item[0])), dags))
     else:
         built = [_built(request, dag, options, on_model(request, dag.order) if on_model else _Quiet(on_event))
                  for request, dag in dags]
@@ -215,8 +216,8 @@ class BuildingHost:
 def building_host(device: str, precisions: tuple[str, ...]) -> BuildingHost:
     """Read on the building machine (``Executor.probe``): its limits (``optimize info``, measured once per machine
     and tool versions, then cached) only where it has native bf16 and bf16 matters to this build."""
-    from yolo_optimize.cpu import has_vnni, usable_cpus
-    from yolo_optimize.devices import resolve_device
+    from yolo_optimize.host.cpu import has_vnni, usable_cpus
+    from yolo_optimize.host.devices import resolve_device
     from yolo_optimize.machine.peaks import machine_limits
 
     evidence: tuple[Bf16Evidence, ...] = ()
@@ -253,7 +254,7 @@ def check_options(options: BuildOptions) -> None:
             list_images(folder)
     if "int8" in options.precisions:
         if options.calib_data is None:
-            raise UserError("INT8 needs real calibration images: pass --calib-data DIR (e.g. ../shared/assets/coco128)")
+            raise UserError(NO_CALIBRATION)
         list_images(options.calib_data)
 
 
@@ -282,7 +283,9 @@ def int8_inputs(family: Family, options: BuildOptions) -> dict[str, Any]:
     from yolo_optimize.build.request import GateConfig
     from yolo_optimize.runtime.dataset import load_dataset
 
-    calib_root = options.calib_data.resolve()  # type: ignore[union-attr]
+    if options.calib_data is None:
+        raise UserError(NO_CALIBRATION)
+    calib_root = options.calib_data.resolve()
     gate_root = options.gate_data.resolve() if options.gate_data else calib_root
     needs_labels = gate_metric_class(family).needs_labels
     calibration_set = load_dataset(calib_root)

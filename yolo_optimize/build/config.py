@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from yolo_optimize.cluster.nodes import parse_selectors
-from yolo_optimize.devices import DEVICES
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.nms import NmsSettings
 from yolo_optimize.families.ultralytics import ONE_TO_MANY, ONE_TO_ONE
@@ -20,6 +19,7 @@ from yolo_optimize.formats import (
     parse_precisions,
     parse_targets,
 )
+from yolo_optimize.host.devices import DEVICES
 from yolo_optimize.metadata import FLOAT_INPUT, INPUT_FORMS
 from yolo_optimize.options import (
     EXECUTORS,
@@ -81,7 +81,7 @@ class BuildOptions:
         """The in-graph NMS asked for (``--nms``), None without it; a setting without ``--nms`` is a UserError."""
         given = {"conf": self.nms_conf, "iou": self.nms_iou, "max_det": self.max_det,
                  "multi_label": self.nms_multi_label or None}
-        set_ = {key: value for key, value in given.items() if value is not None}
+        set_: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
         if not self.nms:
             if set_:
                 raise UserError(f"{', '.join('--' + NMS_OPTIONS[key] for key in set_)} set without --nms: add --nms "

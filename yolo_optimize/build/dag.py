@@ -44,7 +44,7 @@ from yolo_optimize.build.executor import Executor, LocalExecutor
 from yolo_optimize.build.stage import REFERENCE, Stage, StageContext
 from yolo_optimize.checkpoint import ModelSource
 from yolo_optimize.errors import StageSkipped
-from yolo_optimize.processes import classified, ended, oom_kills
+from yolo_optimize.host.processes import classified, ended, oom_kills
 from yolo_optimize.versions import tool_versions
 
 BUILT, CACHED, FAILED, SKIPPED, NOT_NEEDED = "built", "cached", "failed", "skipped", "not needed"
@@ -318,7 +318,7 @@ def _gpu_slot(job: NodeJob) -> contextlib.AbstractContextManager[object]:
     """The machine-wide lock of the GPU for stages that must have it alone; nothing for the others."""
     if not (job.node.stage.exclusive_gpu and job.device == "cuda"):
         return contextlib.nullcontext()
-    from yolo_optimize.runtime_env import user_cache_dir
+    from yolo_optimize.host.environment import user_cache_dir
 
     user_cache_dir().mkdir(parents=True, exist_ok=True)
     return FileLock(str(user_cache_dir() / "gpu-0.lock"))  # the DAG builds on CUDA device 0

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from typing import Any, TypeVar
 
-from yolo_optimize.cpu import usable_cpus
-from yolo_optimize.processes import SPAWN, configured_child
+from yolo_optimize.host.cpu import usable_cpus
+from yolo_optimize.host.processes import SPAWN, configured_child
 
 T = TypeVar("T")
 INTERRUPT_GRACE_S, INTERRUPT_WAIT_S = 2, 30

@@ -103,7 +103,8 @@ def split_held_out(dataset: Dataset, seed: int = SPLIT_SEED) -> HeldOutSplit:
     shuffled = [[side[j] for j in rng.permutation(len(side))] for side in (calibration, gate)]
     rule = (f"held out of --calib-data: {round(GATE_SHARE * 100)}% of its {count} images, seed {seed}, stratified "
             f"by {'class folder' if dataset.image_classes is not None else 'most frequent labelled class'}")
-    return HeldOutSplit(*(tuple(dataset.images[i] for i in side) for side in shuffled), rule)
+    calibrating, gating = (tuple(dataset.images[i] for i in side) for side in shuffled)
+    return HeldOutSplit(calibrating, gating, rule)
 
 
 def check_disjoint(calibration: Sequence[Path], gate: Sequence[Path], gate_root: Path) -> None:

@@ -14,9 +14,9 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput, without_cpu_device
-from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import SCORE_QUANTILE, ParityStats
+from yolo_optimize.host.cpu import cpu_facts
 from yolo_optimize.metadata import ArtifactMetadata
 
 REFERENCE_FILE = "reference.npz"
@@ -92,7 +92,8 @@ class ReferenceStage(Stage):
         outputs = {"outputs": reference_outputs(model, images, "cpu")}
         if self.config.device == "cuda":
             outputs[outputs_on("cuda")] = reference_outputs(model, images, "cuda")
-        np.savez(ctx.out_dir / REFERENCE_FILE, images=images, **outputs)
+        arrays: dict[str, Any] = {"images": images, **outputs}
+        np.savez(ctx.out_dir / REFERENCE_FILE, **arrays)
         return StageOutput(entry=REFERENCE_FILE, metadata={"images": list(self.config.images)})
 
 
@@ -144,7 +145,7 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
                 stats = stats.merged(family.compare(runner.infer(runner.input_of(images[rows])), expected[rows]))
         executed, compute = runner.executed_precision, runner.compute_precision
     tolerance = tolerance_for(manifest.precision or "fp32", compute)
-    result = {
+    result: dict[str, Any] = {
         "images": len(images), "batch_sizes": list(batch_sizes), "executed_precision": executed,
         "compute_precision": compute, "device": device, "cpu": cpu_facts(),
         "max_abs_diff_boxes_px": None if stats.box_diff is None else round(stats.box_diff, 6),

@@ -39,3 +39,10 @@ class BuildRequest:
     # 7-bit weights (optimize/int8_onnx.py) and AOTInductor INT8 7-bit activations (optimize/int8_aoti.py)
     int8_float_precision: str = "fp32"  # OpenVINO INT8's float parts: bf16 where the CPU has it (int8_openvino.py)
     input_form: str = FLOAT_INPUT  # what every exported artifact takes (loading.INPUT_FORMS)
+
+    @property
+    def int8_gate(self) -> GateConfig:
+        """The gate an INT8 stage is planned with: the planner plans INT8 only for a request that has one."""
+        if self.gate is None:
+            raise RuntimeError("an INT8 stage was planned for a request without a gate")
+        return self.gate

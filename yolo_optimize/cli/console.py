@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -22,7 +23,8 @@ from yolo_optimize.build.dag import BUILT, CACHED, FAILED, NOT_NEEDED, REPAIRED,
 
 STYLES = {BUILT: "green", CACHED: "cyan", REPAIRED: "bold yellow", FAILED: "bold red", SKIPPED: "yellow",
           NOT_NEEDED: "dim", "running": "magenta"}
-LOG_LINE = {"soft_wrap": True, "markup": False, "highlight": False}  # one greppable line each, printed as said
+LOG_LINE: dict[str, Any] = {"soft_wrap": True, "markup": False,  # one greppable line each, printed as said
+                            "highlight": False}
 
 
 class BuildDisplay:

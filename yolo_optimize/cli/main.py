@@ -19,10 +19,10 @@ import click
 from rich.console import Console
 
 from yolo_optimize.artifact import check_writable, written_whole
-from yolo_optimize.cpu import usable_cpus
-from yolo_optimize.devices import DEVICES as DEVICE_CHOICES
 from yolo_optimize.errors import UserError
 from yolo_optimize.formats import foreign_files_help, targets_help
+from yolo_optimize.host.cpu import usable_cpus
+from yolo_optimize.host.devices import DEVICES as DEVICE_CHOICES
 from yolo_optimize.machine.peaks import ROUNDS
 from yolo_optimize.options import EXECUTORS, RAY
 from yolo_optimize.versions import __version__
@@ -66,8 +66,8 @@ def _interrupted_once(signum: int, frame: Any) -> None:
 
 
 def _failure_line(err: Exception) -> str:
-    from yolo_optimize.processes import classified, one_line, resource_shortage
-    from yolo_optimize.runtime_env import scratch_dir
+    from yolo_optimize.host.environment import scratch_dir
+    from yolo_optimize.host.processes import classified, one_line, resource_shortage
 
     if resource_shortage(err):
         return classified(err)
@@ -100,7 +100,7 @@ class OneLineErrors(click.Group):
 @click.version_option(__version__, prog_name="yolo-optimize")
 def main() -> None:
     """Export, optimize and evaluate YOLO detectors (YOLOv3 to YOLO12) and torchvision classifiers."""
-    from yolo_optimize.runtime_env import configure
+    from yolo_optimize.host.environment import configure
 
     configure()  # this process is ours: the tools stay offline and out of $HOME
 
@@ -309,7 +309,7 @@ def evaluate_command(directory: Path | None, config_file: Path | None, add: tupl
     options = eval_options(config_file, {key: value for key, value in given.items() if value is not None},
                            "command line")
     options = replace(options, out=options.out or Path(DEFAULT_REPORTS))
-    out = options.out
+    out = options.out_folder
     if options.executor == RAY:
         _evaluate_on_hosts(options)
         return
@@ -514,7 +514,7 @@ def _evaluate_on_hosts(options: EvalOptions) -> None:
 
     if not options.on:
         raise UserError("--executor ray measures on the nodes --on names (label=value, comma list)")
-    selectors, out = options.on, options.out
+    selectors, out = options.on, options.out_folder
     EvalRequest.of(replace(options, device="auto"))  # bad input refused here; the device is each node's
     with progress_bar(console) as bar:
         tasks = {selector: bar.add_task(selector, total=None) for selector in selectors}

@@ -22,7 +22,7 @@ from typing import Any
 
 from yolo_optimize.cluster.nodes import ClusterNode, cluster_nodes
 from yolo_optimize.errors import UserError
-from yolo_optimize.processes import configured_child, one_line
+from yolo_optimize.host.processes import configured_child, one_line
 
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}  # no usage report to Anyscale; set before ray is imported
 RAY_THREAD_VARIABLES = ("OMP_NUM_THREADS",)  # what Ray sets in its workers from the task's CPUs

@@ -87,13 +87,14 @@ def _change(new: Row, old: Row, batch: int, rng: np.random.Generator, same_data:
     if not new_runs or not old_runs:
         return None
     low, high = _ratio_interval(new_runs, old_runs, rng)
-    p50 = new.median_latency(batch) / old.median_latency(batch) - 1  # type: ignore[operator]
+    p50, p99 = (_ratio(new.median_latency(batch, statistic), old.median_latency(batch, statistic)) - 1
+                for statistic in ("p50_ms", "p99_ms"))
     verdict = "slower" if low > 1 else "faster" if high < 1 else "no significant change"
     new_ips = statistics.median(new.round_throughputs(batch).values())
     old_ips = statistics.median(old.round_throughputs(batch).values())
     return Change(new.model, new.name, batch, round(old_ips, 2), round(new_ips, 2), round(new_ips / old_ips - 1, 4),
                   round(p50, 4), (round(low - 1, 4), round(high - 1, 4)),
-                  round(new.median_latency(batch, "p99_ms") / old.median_latency(batch, "p99_ms") - 1, 4),  # type: ignore[operator]
+                  round(p99, 4),
                   round(new.median_memory_mb() - old.median_memory_mb(), 1),
                   _accuracy_change(new, old) if same_data else None, verdict)
 
@@ -116,12 +117,19 @@ def _resampled_median(processes: list[np.ndarray], rng: np.random.Generator) -> 
     return float(np.median(np.concatenate([rng.choice(processes[i], size=len(processes[i])) for i in drawn])))
 
 
+def _ratio(new: float | None, old: float | None) -> float:
+    """new / old of two medians both runs have (they timed the batch: ``_samples`` found its runs)."""
+    if new is None or old is None:
+        raise ValueError("a latency median is missing although both runs timed the batch")
+    return new / old
+
+
 def _accuracy_change(new: Row, old: Row) -> float | None:
     """Points gained (negative: lost) in the family's metric, where both runs measured it."""
     for metric in ("map50_95", "top1_agreement"):
-        values = [getattr(r.accuracy, metric) if r.accuracy else None for r in (new, old)]
-        if None not in values:
-            return round((values[0] - values[1]) * 100, 3)
+        now, before = (getattr(r.accuracy, metric) if r.accuracy else None for r in (new, old))
+        if now is not None and before is not None:
+            return round((now - before) * 100, 3)
     return None
 
 

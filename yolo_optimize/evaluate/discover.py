@@ -26,10 +26,16 @@ class Candidate:
     precision: str = ""
 
     @property
+    def measurable(self) -> Manifest:
+        """Its manifest, asked only of a candidate that has one (one without is a row with an error, never
+        measured)."""
+        assert self.manifest is not None, f"{self.name} has no manifest: {self.error}"
+        return self.manifest
+
+    @property
     def metadata(self) -> ArtifactMetadata:
         """Its manifest's metadata, typed (asked only of a candidate that has a manifest)."""
-        assert self.manifest is not None, f"{self.name} has no manifest: {self.error}"
-        return ArtifactMetadata.of(self.manifest)
+        return ArtifactMetadata.of(self.measurable)
 
 
 def discover(root: Path) -> list[Candidate]:

@@ -18,6 +18,7 @@ it: how long the inferring thread waited for each batch's images against how lon
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import time
@@ -29,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.families.base import Family
+from yolo_optimize.host.cpu import usable_cpus
 from yolo_optimize.runtime.runners.base import Runner
 
 POSTPROCESS = "after each batch, on the inferring thread; PyTorch single-threaded unless the artifact computes on it"
@@ -120,7 +121,7 @@ class EndToEnd:
         start, self._index = self._index * self.batch, self._index + 1
         chunk = [self.files[(start + k) % len(self.files)] for k in range(self.batch)]
         if self._decoders is None:
-            return self._reader.submit(self._assembled, [lambda path=path: self._prepared(path) for path in chunk])
+            return self._reader.submit(self._assembled, [functools.partial(self._prepared, path) for path in chunk])
         images = [self._decoders.submit(self._prepared, path) for path in chunk]
         return self._reader.submit(self._assembled, [image.result for image in images])
 

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.artifact import scratch_folder
-from yolo_optimize.cpu import has_vnni
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, is_baseline
 from yolo_optimize.evaluate.external import external_record
@@ -31,10 +30,11 @@ from yolo_optimize.evaluate.options import ROW_TIMEOUT_S
 from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Row
 from yolo_optimize.families.base import Family
 from yolo_optimize.formats import formats
+from yolo_optimize.host.cpu import has_vnni
+from yolo_optimize.host.processes import one_line
 from yolo_optimize.images import check_input_fits
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.metadata import ArtifactMetadata
-from yolo_optimize.processes import one_line
 from yolo_optimize.runtime.accuracy import (
     RANDOM_WEIGHTS,
     Accuracy,
@@ -150,7 +150,7 @@ def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, 
             continue
         progress.step(f"profiling {row.model} {row.name}")
         out = settings.profile_dir / row.model / row.name
-        request = ProfileRequest(candidate.folder, candidate.manifest, tuple(dataset.images[:PROFILE_IMAGES]), 1,  # type: ignore[arg-type]
+        request = ProfileRequest(candidate.folder, candidate.measurable, tuple(dataset.images[:PROFILE_IMAGES]), 1,
                                  max(settings.batch_sizes), settings.threads, out, settings.min_time_s, limits)
         try:
             profile = profile_artifact(request)
@@ -310,7 +310,7 @@ def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], setting
         family = _family(candidate)
         wants_accuracy = settings.accuracy and row.accuracy is None and wants_predictions(family, row.pretrained)
         threads = row.threads_choice.chosen if row.threads_choice else settings.threads
-        job = MeasureJob(candidate.folder, candidate.manifest, prepared[_imgsz(candidate)].pixels,  # type: ignore[arg-type]
+        job = MeasureJob(candidate.folder, candidate.measurable, prepared[_imgsz(candidate)].pixels,
                          settings.batch_sizes, settings.min_time_s, threads, settings.device, wants_accuracy,
                          settings.mode, files)
         worker = LiveRow(job, settings.row_timeout_s)
@@ -335,9 +335,11 @@ def _take_turns(live: list[Live], settings: EvalSettings, progress: Progress, ro
     parts = (INFERENCE, END_TO_END) if settings.end_to_end else (INFERENCE,)
     for part in parts:
         for batch in settings.batch_sizes:
-            take_turns(workers, batch, turns, lambda turn, batch=batch, part=part: progress.note(
-                f"round {round_ + 1} of {settings.repeats}: {len(live)} rows at batch {batch}, "
-                f"{part.replace('_', '-')} turn {turn + 1}"), part)
+            def noted(turn: int, batch: int = batch, part: str = part) -> None:
+                progress.note(f"round {round_ + 1} of {settings.repeats}: {len(live)} rows at batch {batch}, "
+                              f"{part.replace('_', '-')} turn {turn + 1}")
+
+            take_turns(workers, batch, turns, noted, part)
 
 
 Pair = tuple[Row, Candidate]

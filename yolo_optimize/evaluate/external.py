@@ -54,7 +54,7 @@ def inspect_entries(entries: tuple[str, ...], family: str | None, imgsz: int | N
 
 
 def external_candidates(inspected: list[tuple[ExternalFile, str]],
-                        models: dict[str, tuple[str, list[int]]]) -> list[Candidate]:
+                        models: dict[str, tuple[str | None, list[int]]]) -> list[Candidate]:
     """One candidate per inspected file, in the model group of ``models`` (name -> (family, imgsz)) it belongs to."""
     labels = file_labels([item.path for item, _ in inspected])
     return [_candidate(item, family, _group(item, family, models), label)
@@ -216,7 +216,7 @@ def _names_of(value: Any) -> list[str] | None:
     return None
 
 
-def _group(item: ExternalFile, family: str, models: dict[str, tuple[str, list[int]]]) -> str:
+def _group(item: ExternalFile, family: str, models: dict[str, tuple[str | None, list[int]]]) -> str:
     """The model under DIR of the same family and input size, else a group named after the file."""
     same = [name for name, (their_family, sizes) in models.items() if their_family == family and item.imgsz in sizes]
     return same[0] if len(same) == 1 else f"{item.path.stem}-{EXTERNAL}"

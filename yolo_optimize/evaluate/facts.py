@@ -27,8 +27,8 @@ from typing import Any
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.checkpoint import ModelSource, recorded_source
 from yolo_optimize.files import write_atomically
-from yolo_optimize.processes import in_own_process
-from yolo_optimize.runtime_env import user_cache_dir
+from yolo_optimize.host.environment import user_cache_dir
+from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.versions import tool_versions
 
 
@@ -118,7 +118,7 @@ def _flat(value: Any) -> list[Any]:
 
 def _leaves(layers: dict[str, Any], prefix: str = "") -> list[tuple[str, float]]:
     """(qualified name, MACs) of every leaf in thop's nested per-layer result."""
-    found = []
+    found: list[tuple[str, float]] = []
     for name, (macs, _, children) in layers.items():
         qualified = f"{prefix}{name}"
         found += _leaves(children, f"{qualified}.") if children else [(qualified, macs)]

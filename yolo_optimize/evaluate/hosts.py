@@ -60,7 +60,7 @@ def evaluate_on_hosts(options: EvalOptions, progress: HostProgress) -> list[Host
     from ray.util.queue import Queue
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    ray, out = connect(options.ray_address), options.out
+    ray, out = connect(options.ray_address), options.out_folder
     here = driver_node(ray)
     chosen = choose_hosts(options.on, live_nodes(ray), here)
     for selector, node in chosen.items():
@@ -88,7 +88,7 @@ def evaluate_here(options: EvalOptions, selector: str, node: ClusterNode, queue:
     from yolo_optimize.evaluate.report import write_report
     from yolo_optimize.evaluate.session import EvalRequest, run_evaluation
 
-    request, out = EvalRequest.of(options), options.out
+    request, out = EvalRequest.of(options), options.out_folder
     load_before, started = os.getloadavg(), time.time()
     report = run_evaluation(replace(request, out=None),
                             lambda text, done, total: queue.put((selector, text, done, total)))

@@ -168,7 +168,7 @@ def _hotspots_section(report: Report) -> str:
     head = ["model", "artifact", "layer", "type", "ms", "share", "of its peak", "runs in", "kernel"]
     rows = []
     for row in profiled:
-        profile: dict[str, Any] = row.profile  # type: ignore[assignment]
+        profile: dict[str, Any] = row.profile or {}
         rates = {rate["name"]: rate["utilization"] for rate in profile.get("convolutions", [])}
         rows += [[row.model, row.name, h["name"], h["kind"], h["ms"], f"{h['share']:.1%}",
                   f"{rates[h['name']]:.0%}" if rates.get(h["name"]) is not None else "", h["executed"], h["kernel"]]

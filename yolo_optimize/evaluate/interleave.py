@@ -42,8 +42,8 @@ from yolo_optimize.evaluate.measure import (
 from yolo_optimize.evaluate.options import ROW_TIMEOUT_S
 from yolo_optimize.evaluate.recommend import TIE_MARGIN
 from yolo_optimize.evaluate.results import BLOCK_S, END_TO_END, INFERENCE, BatchResult, Measurement, ThreadChoice
+from yolo_optimize.host.processes import SPAWN, child_environment, configured_child, ended, oom_kills
 from yolo_optimize.machine.host_load import HostMeter
-from yolo_optimize.processes import SPAWN, child_environment, configured_child, ended, oom_kills
 from yolo_optimize.runtime.runners.base import Runner
 
 

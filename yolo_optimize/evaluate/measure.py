@@ -14,7 +14,7 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.results import BatchResult, LatencyStats, Measurement
-from yolo_optimize.processes import one_line, resource_shortage
+from yolo_optimize.host.processes import one_line, resource_shortage
 from yolo_optimize.runtime.accuracy import predict_all
 from yolo_optimize.runtime.runners.base import LATENCY, Runner
 from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
@@ -174,6 +174,6 @@ def _cuda_peak_mb(device: str) -> float | None:
         return None
     import torch
 
-    from yolo_optimize.devices import gpu_process_mb
+    from yolo_optimize.host.devices import gpu_process_mb
 
     return gpu_process_mb(torch.cuda.current_device()) or round(torch.cuda.max_memory_reserved() / 2**20, 1)

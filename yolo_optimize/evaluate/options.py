@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from yolo_optimize.cluster.nodes import parse_selectors
-from yolo_optimize.devices import DEVICES
+from yolo_optimize.errors import UserError
 from yolo_optimize.formats import parse_batch_sizes
+from yolo_optimize.host.devices import DEVICES
 from yolo_optimize.options import (
     EXECUTORS,
     LOCAL,
@@ -56,6 +57,13 @@ class EvalOptions:
     executor: str = LOCAL
     ray_address: str = "auto"
     on: tuple[str, ...] = ()  # label=value selectors of the measuring hosts (Ray)
+
+    @property
+    def out_folder(self) -> Path:
+        """``out``, where the caller writes the report (the command and every evaluation on hosts do)."""
+        if self.out is None:
+            raise UserError("this evaluation writes its report: give it an output folder (--out)")
+        return self.out
 
     def updated(self, values: Mapping[str, Any], origin: str) -> EvalOptions:
         """These options with ``values`` (keys as in Python or on the command line; ``directory``, the command's

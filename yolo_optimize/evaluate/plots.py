@@ -123,8 +123,9 @@ def accuracy_throughput(report: Report) -> Any:
     figure, grid = pyplot.subplots(rows, columns, figsize=(4.2 * columns, 3.6 * rows), squeeze=False)
     labels = []
     for axes, (model, key, name, batch) in zip(grid.flat, panels):
-        points = [(line.at(batch).throughput_ips, getattr(line, key), line.artifact) for line in _ok(report)
-                  if line.model == model and getattr(line, key) is not None and line.at(batch).throughput_ips]
+        points = [(throughput, getattr(line, key), line.artifact) for line in _ok(report)
+                  if line.model == model and getattr(line, key) is not None
+                  and (throughput := line.at(batch).throughput_ips)]
         front = pareto_front([(x, y) for x, y, _ in points])
         for x, y, _ in points:
             on_front = (x, y) in front
@@ -221,7 +222,7 @@ def layer_type_bars(report: Report) -> Any:
         return None
     figure, axes = pyplot.subplots(figsize=(8, 0.9 + 0.42 * len(profiled)))
     for index, row in enumerate(profiled):
-        by_kind = row.profile["by_kind_ms"]  # type: ignore[index]
+        by_kind = (row.profile or {})["by_kind_ms"]
         total = sum(by_kind.values()) or 1.0
         left = 0.0
         kinds = list(by_kind.items())

@@ -23,15 +23,15 @@ from pathlib import Path
 import numpy as np
 
 from yolo_optimize.artifact import Manifest, scratch_folder
-from yolo_optimize.cpu import usable_cpus
 from yolo_optimize.evaluate.measure import MeasureJob, batch_input, measure, time_batch
 from yolo_optimize.evaluate.results import BLOCK_S, FAST_STATE_SPAN
 from yolo_optimize.evaluate.roofline import peak_precision
 from yolo_optimize.formats import format_named
+from yolo_optimize.host.cpu import usable_cpus
+from yolo_optimize.host.processes import in_own_process, one_line
 from yolo_optimize.machine.energy import Energy, measure_energy, package_domains
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.metadata import ArtifactMetadata
-from yolo_optimize.processes import in_own_process, one_line
 from yolo_optimize.runtime.layers import LayerProfile, LayerTime
 from yolo_optimize.runtime.runners.base import Runner
 
@@ -183,7 +183,7 @@ def profile_artifact(request: ProfileRequest) -> ArtifactProfile:
         energy = in_own_process(_energy_worker, request, pixels) if domains else Energy(None, [], no_energy)
     executed, layers = timing.executed, timing.layers
     manifest = request.manifest
-    runtime = format_named(manifest.target).kernels
+    runtime = format_named(manifest.target).kernels if manifest.target else None
     rates = _layer_rates(layers, runtime, request.limits)
     weighted_ms, weighted_gflops = sum(r.ms for r in rates), sum(r.gflops for r in rates)
     precision = peak_precision(executed)

@@ -15,7 +15,6 @@ from typing import Any
 
 from rich.table import Table
 
-from yolo_optimize.cpu import cpu_facts, cpu_model, usable_cpus
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.compare import Comparison
 from yolo_optimize.evaluate.html_report import write_page
@@ -38,9 +37,10 @@ from yolo_optimize.evaluate.results import (
     from_json,
     read_results,
 )
+from yolo_optimize.host.cpu import cpu_facts, cpu_model, usable_cpus
+from yolo_optimize.host.processes import allocator_settings
 from yolo_optimize.machine.host_load import HostBefore
 from yolo_optimize.machine.peaks import MachineLimits
-from yolo_optimize.processes import allocator_settings
 
 UNSTABLE_LEGEND = (f"! = the row's processes differ by more than {UNSTABLE_SPREAD:.0%} (the host slowed some of "
                    "them); its speedup is from the runs in the host's fast state (matrix.md: how many were kept)")

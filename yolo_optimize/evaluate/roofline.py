@@ -9,7 +9,7 @@ bandwidth), drawn for the runtimes the rows ran on.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -60,25 +60,43 @@ def peak_precision(executed: str) -> str:
     return "int8" if executed.startswith("int8") else executed.split()[0]
 
 
+class _Point(NamedTuple):
+    label: str
+    intensity: float
+    achieved_gops: float
+    peak_gops: float
+    peak_of: str | None
+
+
+def _points(matrix: list[MatrixRow], batch_sizes: list[int]) -> list[_Point]:
+    """Each row at each batch size that has an intensity, an achieved rate and a peak to set them against."""
+    points = []
+    for line in matrix:
+        for batch in batch_sizes:
+            cell = line.at(batch)
+            if cell.intensity and cell.achieved_gops and line.peak_gops:
+                points.append(_Point(f"{line.model} {line.artifact} b{batch}", cell.intensity, cell.achieved_gops,
+                                     line.peak_gops, line.peak_of))
+    return points
+
+
 def roofline_figure(matrix: list[MatrixRow], limits: MachineLimits, batch_sizes: list[int]) -> Any:
     """Every row at every batch size under the roofs of its runtime's measured peaks (None: no row has a point)."""
-    points = [(line, b) for line in matrix for b in batch_sizes if line.at(b).intensity
-              and line.at(b).achieved_gops and line.peak_gops]
+    points = _points(matrix, batch_sizes)
     if not points:
         return None
     from matplotlib import pyplot
 
     figure, axes = pyplot.subplots(figsize=(9, 6))
-    intensities = [line.at(b).intensity for line, b in points]
-    ridge = min(line.peak_gops for line, _ in points) / limits.bandwidth_gb_s  # where the roofs bend
+    intensities = [point.intensity for point in points]
+    ridge = min(point.peak_gops for point in points) / limits.bandwidth_gb_s  # where the roofs bend
     x = np.logspace(np.log10(min(min(intensities), ridge) / 4), np.log10(max(intensities) * 4), 200)
-    for peak_of in dict.fromkeys(line.peak_of for line, _ in points):
-        peak = next(line.peak_gops for line, _ in points if line.peak_of == peak_of)
+    for peak_of in dict.fromkeys(point.peak_of for point in points):
+        peak = next(point.peak_gops for point in points if point.peak_of == peak_of)
         axes.plot(x, np.minimum(peak, x * limits.bandwidth_gb_s), linewidth=1,
                   label=f"roof: {peak_of} {peak:.0f} GOP/s")
-    for (line, batch), marker in zip(points, _markers(len(points))):
-        axes.scatter(line.at(batch).intensity, line.at(batch).achieved_gops, marker=marker,
-                     label=f"{line.model} {line.artifact} b{batch}")
+    for point, marker in zip(points, _markers(len(points))):
+        axes.scatter(point.intensity, point.achieved_gops, marker=marker, label=point.label)
     axes.set(xscale="log", yscale="log", xlabel="operational intensity (operations / byte, estimated from the graph)",
              ylabel="achieved GOP/s", title=f"roofline: {limits.cpu['model']}, {limits.threads} threads, "
              f"{limits.bandwidth_gb_s:.1f} GB/s measured")

@@ -9,8 +9,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from yolo_optimize.artifact import MANIFEST, check_writable, scratch_folder, written_whole
-from yolo_optimize.cpu import usable_cpus
-from yolo_optimize.devices import resolve_device
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.discover import (
     BASELINE_TARGET,
@@ -30,6 +28,8 @@ from yolo_optimize.evaluate.options import EvalOptions
 from yolo_optimize.evaluate.report import build_report, write_report
 from yolo_optimize.evaluate.results import Report
 from yolo_optimize.formats import foreign_suffixes
+from yolo_optimize.host.cpu import usable_cpus
+from yolo_optimize.host.devices import resolve_device
 from yolo_optimize.machine.host_load import host_before
 
 

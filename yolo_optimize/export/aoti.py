@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from yolo_optimize.build.loading import example_input, export_module
 from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
-from yolo_optimize.cpu import cpu_facts, has_native_bf16
 from yolo_optimize.formats import format_named
+from yolo_optimize.host.cpu import cpu_facts, has_native_bf16, reported_isa
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def cannot_compile(device: str) -> str | None:
 
 def machine_environment() -> dict[str, str]:
     """What a package compiled here is bound to: the CPU's instruction sets (``-march=native``)."""
-    return {"cpu_isa": " ".join(cpu_facts()["isa"])}  # type: ignore[arg-type]
+    return {"cpu_isa": " ".join(reported_isa())}
 
 
 def exported(module: Any, example: Any, *, warm_up: bool = True) -> Any:

@@ -1,6 +1,6 @@
 """TensorRT export: build a serialized engine from the ONNX export (runtime/runners/tensorrt.py runs it).
 
-Written against the TensorRT 10.x and 11.x Python APIs; TensorRT is imported lazily (yolo_optimize/tensorrt_api.py).
+Written against the TensorRT 10.x and 11.x Python APIs; TensorRT is imported lazily (runtime/tensorrt_api.py).
 
 Every network is strongly typed, on 10 as on 11 (where it is the only mode and ``BuilderFlag.FP16`` is gone): an
 engine computes in the types of its ONNX graph, so the fp16 engine is built from the fp16 ONNX, and FP32 means
@@ -27,7 +27,7 @@ from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, St
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import ArtifactMetadata, BatchRange
-from yolo_optimize.tensorrt_api import (
+from yolo_optimize.runtime.tensorrt_api import (
     INSTALL_HINT,
     engine_environment,
     fresh_logger,
@@ -107,7 +107,9 @@ class ProfileShape:
     imgsz: int
 
     def shapes(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-        return tuple((batch, 3, self.imgsz, self.imgsz) for batch in (self.min_batch, self.opt_batch, self.max_batch))
+        low, tuned, high = ((batch, 3, self.imgsz, self.imgsz) for batch in (self.min_batch, self.opt_batch,
+                                                                              self.max_batch))
+        return low, tuned, high
 
 
 def profile_plan(batch_sizes: tuple[int, ...], imgsz: int) -> list[ProfileShape]:

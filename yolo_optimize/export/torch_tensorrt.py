@@ -19,7 +19,7 @@ from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, Sta
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import ArtifactMetadata, artifact_metadata
-from yolo_optimize.tensorrt_api import (
+from yolo_optimize.runtime.tensorrt_api import (
     TORCH_TENSORRT_HINT,
     engine_environment,
     gpu_build_unavailable,

@@ -73,7 +73,7 @@ def _suppressed(boxes: np.ndarray, iou: float, max_det: int) -> np.ndarray:
     Stopping at ``max_det`` changes nothing kept: later boxes can only be kept after the first ``max_det``."""
     x1, y1, x2, y2 = boxes.T
     areas = (x2 - x1) * (y2 - y1)
-    remaining, kept = np.arange(len(boxes)), []
+    remaining, kept = np.arange(len(boxes)), list[int]()
     while len(remaining) and len(kept) < max_det:
         first, rest = remaining[0], remaining[1:]
         kept.append(first)

@@ -21,7 +21,7 @@ class FirstOutput(torch.nn.Module):
         super().__init__()
         self.model = model
         self.names: Any = model.names
-        self.stride: torch.Tensor = model.stride
+        self.stride: Any = model.stride
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.model(images)[0]
@@ -29,6 +29,9 @@ class FirstOutput(torch.nn.Module):
 
 class Normalized(torch.nn.Module):
     """Folds the per-channel mean/std normalization into the model, so it takes RGB in [0, 1] like every artifact."""
+
+    mean: torch.Tensor
+    std: torch.Tensor
 
     def __init__(self, model: torch.nn.Module, mean: tuple[float, ...], std: tuple[float, ...],
                  names: list[str]) -> None:
@@ -46,6 +49,8 @@ class Uint8Input(torch.nn.Module):
     """Takes the prepared image as it is, uint8 NHWC RGB, and does the layout change and the scaling to [0, 1] inside
     the graph: a deployment hands the artifact the letterboxed image, and an INT8 graph reads it on its first
     quantization grid (1/255) without ever making a float copy."""
+
+    levels: torch.Tensor
 
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()

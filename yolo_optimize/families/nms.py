@@ -60,6 +60,13 @@ class NmsSettings:
     max_det: int = 300
     multi_label: bool = False  # one box may be kept once per class scored above conf (what mAP validation does)
 
+    @property
+    def iou_threshold(self) -> float:
+        """The IoU NMS suppresses above: set once ``for_family`` has resolved the family's own."""
+        if self.iou is None:
+            raise RuntimeError("NMS settings used before for_family resolved their IoU")
+        return self.iou
+
     def for_family(self, family: Detector) -> NmsSettings:
         return self if self.iou is not None else NmsSettings(self.conf, family.map_iou, self.max_det,
                                                              self.multi_label)
@@ -82,8 +89,9 @@ class InGraphNms(FinalDetections):
         self.inner = inner
         for attribute in INHERITED:  # one class serves every family: what it takes from the inner one is per instance
             setattr(self, attribute, getattr(inner, attribute))
-        self.name = inner.name + SUFFIX  # type: ignore[misc]
-        self.tools = inner.tools + ("torchvision",)  # type: ignore[misc]
+        # per instance, where every other family's are class constants (Family.name, Family.tools: ClassVar)
+        self.name = inner.name + SUFFIX  # type: ignore[misc]  # ClassVar set on an instance
+        self.tools = inner.tools + ("torchvision",)  # type: ignore[misc]  # ClassVar set on an instance
 
     def model_names(self) -> tuple[str, ...]:
         return ()  # reached through the option, never by name
@@ -148,7 +156,7 @@ def in_graph_nms(candidates: Candidates, settings: NmsSettings, max_candidates: 
     batch = candidates.classes.shape[0]
     top, label, image, box = _above(candidates, settings, max_candidates)
     top, label, image, box = _with_placeholders(top, label, image, box, batch)
-    kept = _suppressed(box, top, label, image, settings.iou, side)
+    kept = _suppressed(box, top, label, image, settings.iou_threshold, side)
     kept = kept[top[kept].argsort(descending=True)]  # not every runtime's NMS returns them by score
     owner = image[kept]
     mine = (owner[:, None] == torch.arange(batch + 1, device=box.device)[None]).to(torch.int64)
@@ -174,12 +182,13 @@ def _above(candidates: Candidates, settings: NmsSettings,
     from yolo_optimize.families.detection import xywh_to_xyxy
 
     boxes, classes, objectness, rows = candidates
-    if rows is not None and not settings.multi_label and classes.shape[1] <= max_candidates:  # rows: an objectness
+    if objectness is not None and rows is not None and not settings.multi_label \
+            and classes.shape[1] <= max_candidates:  # rows: an objectness head's
         image, index = (objectness > settings.conf).nonzero(as_tuple=True)
         chosen = rows[image, index]
-        top, label = (chosen[:, 5:] * chosen[:, 4:5]).max(dim=1)
-        above = top > settings.conf
-        return top[above], label[above], image[above], xywh_to_xyxy(chosen[above, :4])
+        best, best_label = (chosen[:, 5:] * chosen[:, 4:5]).max(dim=1)
+        above = best > settings.conf
+        return best[above], best_label[above], image[above], xywh_to_xyxy(chosen[above, :4])
     top, index, label = _candidates(candidates, settings.multi_label, max_candidates)
     image = torch.arange(classes.shape[0], device=classes.device)[:, None].expand_as(index).flatten()
     top, index = top.flatten(), index.flatten()
@@ -215,7 +224,7 @@ def kept_per_image(candidates: Candidates, settings: NmsSettings, max_candidates
     rows = classes[image, index]
     score, label = (rows if objectness is None else rows * objectness[image, index, None]).max(dim=1)
     box = boxes[image, index]
-    kept = _suppressed(box, score, label, image, settings.iou, side)  # by descending score
+    kept = _suppressed(box, score, label, image, settings.iou_threshold, side)  # by descending score
     found = torch.cat([box[kept], score[kept, None], label[kept, None].to(box.dtype), image[kept, None].to(box.dtype)],
                       1).cpu().numpy()
     owner = found[:, 6].astype(np.int64)

@@ -74,7 +74,8 @@ class TorchvisionClassifier(Family):
         return Normalized(model.float().requires_grad_(False).eval(), MEAN, STD, _class_names(model)).eval()
 
     def describe(self, model: torch.nn.Module) -> dict[str, Any]:
-        return {"names": list(model.names), "nc": len(model.names)}
+        names: Any = model.names  # set by Normalized
+        return {"names": list(names), "nc": len(names)}
 
     def output_spec(self, facts: dict[str, Any]) -> dict[str, Any]:
         return {"name": "output0", "shape": ["batch", facts["nc"]],

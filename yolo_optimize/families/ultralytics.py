@@ -110,14 +110,15 @@ class Ultralytics(Detector):
         the head in export mode returns its decoded tensor alone."""
         from ultralytics.nn.modules.head import Detect, RTDETRDecoder
 
-        model = model.float().requires_grad_(False)
-        head = model.model[-1]
+        ultralytics_model: Any = model.float().requires_grad_(False)  # its fuse() and layer list are its own
+        head = ultralytics_model.model[-1]
         if getattr(head, "one2one_cv2", None) is not None:
             head.end2end = self.one_to_one
-        model = model.fuse(verbose=False).eval()
+        model = ultralytics_model.fuse(verbose=False).eval()
         for module in model.modules():
             if isinstance(module, (Detect, RTDETRDecoder)):
-                module.export, module.dynamic, module.format = True, False, "onnx"
+                exporting: Any = module  # its export settings are class attributes typed None
+                exporting.export, exporting.dynamic, exporting.format = True, False, "onnx"
         return model
 
     def nms_candidates(self, raw: torch.Tensor) -> Candidates:

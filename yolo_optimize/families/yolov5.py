@@ -8,7 +8,7 @@ names, so recognition also requires that every pickled ``models.*`` class exists
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from yolo_optimize.families.base import RANDOM_SEED, package_dir
 from yolo_optimize.families.detection import AnchorDetector
@@ -65,7 +65,8 @@ class YoloV5(AnchorDetector):
 
         from yolo_optimize.families.modules import FirstOutput
 
-        model = model.float().requires_grad_(False).fuse().eval()
+        yolov5_model: Any = model.float().requires_grad_(False)  # yolov5's DetectionModel, whose fuse() is its own
+        model = yolov5_model.fuse().eval()
         for module in model.modules():
             if isinstance(module, Detect):
                 module.export, module.inplace, module.dynamic = True, False, False

@@ -84,7 +84,8 @@ class YoloV7(AnchorDetector):
         from yolov7_package.models.yolo import Detect, IAuxDetect, IDetect
 
         with contextlib.redirect_stdout(io.StringIO()):  # yolov7 prints "Fusing layers..." and a summary
-            model = model.float().requires_grad_(False).fuse().eval()
+            yolov7_model: Any = model.float().requires_grad_(False)  # yolov7's Model, whose fuse() is its own
+            model = yolov7_model.fuse().eval()
         for module in model.modules():
             if isinstance(module, (Detect, IDetect, IAuxDetect)):
                 module.export, module.end2end, module.include_nms, module.concat = False, False, False, True

@@ -73,7 +73,7 @@ def slower_than_fp32_note(evidence: list[Bf16Evidence], built: list[str]) -> str
 def evidence_here(runtime: str) -> dict[str, Any]:
     """The evidence a build decided ``runtime``'s bf16 by on this machine, as its cached limits hold it (the build
     measured them first): recorded in the artifact beside the choice. Without native bf16 the flags decided."""
-    from yolo_optimize.cpu import has_native_bf16, usable_cpus
+    from yolo_optimize.host.cpu import has_native_bf16, usable_cpus
     from yolo_optimize.machine.peaks import cached_limits
 
     if not has_native_bf16():
@@ -84,14 +84,14 @@ def evidence_here(runtime: str) -> dict[str, Any]:
 def bf16_matters(precisions: tuple[str, ...]) -> bool:
     """Whether a build of ``precisions`` decides anything by this CPU's bf16 rate: it has native bf16 (else the flags
     decide) and the build makes bf16 artifacts or INT8 OpenVINO float parts."""
-    from yolo_optimize.cpu import has_native_bf16
+    from yolo_optimize.host.cpu import has_native_bf16
 
     return has_native_bf16() and bool({"int8", "bf16"} & set(precisions))
 
 
 def needs_measuring(precisions: tuple[str, ...]) -> bool:
     """Whether a build of ``precisions`` must measure this machine's limits first (about a minute, once)."""
-    from yolo_optimize.cpu import usable_cpus
+    from yolo_optimize.host.cpu import usable_cpus
     from yolo_optimize.machine.peaks import cached_limits
 
     return bf16_matters(precisions) and cached_limits(usable_cpus()) is None

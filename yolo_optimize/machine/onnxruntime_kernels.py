@@ -51,7 +51,7 @@ def _conv(conv: ConvShape, precision: str) -> tuple[Any, dict[str, np.ndarray]]:
 
     shape, kernel = [conv.batch, conv.channels, conv.size, conv.size], conv.kernel
     weight_shape = (conv.filters, conv.channels, kernel, kernel)
-    attributes = {"pads": [kernel // 2] * 4, "kernel_shape": [kernel, kernel]}
+    attributes: dict[str, Any] = {"pads": [kernel // 2] * 4, "kernel_shape": [kernel, kernel]}
     rng = np.random.default_rng(0)
     if precision == "int8":
         constants = [numpy_helper.from_array(rng.integers(-127, 128, weight_shape, dtype=np.int8), "w"),

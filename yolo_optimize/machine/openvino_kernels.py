@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.cpu import has_native_bf16
+from yolo_optimize.host.cpu import has_native_bf16
 from yolo_optimize.machine.kernels import ConvShape, GemmShape, Kernel, Shape
 from yolo_optimize.runtime.runners.openvino import EXECUTION_HINTS, ov_precision
 

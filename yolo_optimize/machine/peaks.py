@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.cpu import cpu_facts, cpu_flags
 from yolo_optimize.files import write_atomically
+from yolo_optimize.host.cpu import cpu_facts, cpu_flags
+from yolo_optimize.host.environment import user_cache_dir
+from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.machine.kernels import SHAPES
-from yolo_optimize.processes import in_own_process
-from yolo_optimize.runtime_env import user_cache_dir
 from yolo_optimize.versions import tool_versions
 
 # bump when what is measured or how changes: cached limits of another schema are measured again

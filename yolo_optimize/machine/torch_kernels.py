@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from yolo_optimize.cpu import has_native_bf16
+from yolo_optimize.host.cpu import has_native_bf16
 from yolo_optimize.machine.kernels import ConvShape, GemmShape, Kernel, Shape
 
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -63,7 +63,7 @@ def _int8_conv(shape: ConvShape, generator: Any) -> Callable[[], object]:
                                                     1, 0.05, 0, torch.uint8, "none", [], "")
 
 
-def _no_grad(function, *args, **kwargs):  # type: ignore[no-untyped-def]
+def _no_grad(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     import torch
 
     with torch.no_grad():

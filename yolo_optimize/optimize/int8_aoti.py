@@ -25,9 +25,9 @@ import numpy as np
 
 from yolo_optimize.build.loading import example_input, export_module
 from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
-from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.export.aoti import cannot_compile, compile_package, exported, machine_environment
 from yolo_optimize.families import family_named
+from yolo_optimize.host.cpu import cpu_facts
 from yolo_optimize.metadata import FLOAT_INPUT
 from yolo_optimize.optimize.calibration import Int8Config, gated_int8, int8_metadata
 
@@ -56,7 +56,7 @@ class AotiInt8(Stage):
 
     @classmethod
     def planned(cls, request: BuildRequest, precision: str) -> AotiInt8:
-        return cls(AotiInt8Config(request.imgsz, request.calib_images, request.gate, request.input_form,
+        return cls(AotiInt8Config(request.imgsz, request.calib_images, request.int8_gate, request.input_form,
                                   reduce_range=not request.int8_vnni))
 
     def environment(self) -> dict[str, str]:
@@ -174,7 +174,8 @@ def _constant_scalars_folded(graph_module: Any) -> Any:
         if not (isinstance(source, torch.fx.Node) and source.target == aten.select.int
                 and isinstance(source.args[0], torch.fx.Node) and source.args[0].op == "get_attr"):
             continue
-        held, dim, index = source.args
+        held: Any = source.args[0]  # the get_attr node checked above
+        dim, index = source.args[1:]
         _written_in(node, functools.reduce(getattr, held.target.split("."), graph_module).select(dim, index).item())
         graph.erase_node(node)
     graph.eliminate_dead_code()

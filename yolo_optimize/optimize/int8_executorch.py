@@ -50,7 +50,7 @@ class ExecuTorchInt8(Stage):
 
     @classmethod
     def planned(cls, request: BuildRequest, precision: str) -> ExecuTorchInt8:
-        return cls(ExecuTorchInt8Config(request.imgsz, request.calib_images, request.gate, request.input_form))
+        return cls(ExecuTorchInt8Config(request.imgsz, request.calib_images, request.int8_gate, request.input_form))
 
     def run(self, ctx: StageContext) -> StageOutput:
         parent = ctx.manifest(SOURCE)
@@ -97,7 +97,7 @@ def _without(quantizer: Any, inside: Any) -> Any:
     (module docstring: its filter does not hold for every operator)."""
     from torchao.quantization.pt2e.quantizer import Quantizer
 
-    class KeptInFloat(Quantizer):  # type: ignore[misc]
+    class KeptInFloat(Quantizer):
         def transform_for_annotation(self, model: Any) -> Any:
             return quantizer.transform_for_annotation(model)
 

@@ -64,7 +64,7 @@ class NcnnInt8(Stage):
 
     @classmethod
     def planned(cls, request: BuildRequest, precision: str) -> NcnnInt8:
-        return cls(NcnnInt8Config(request.imgsz, request.calib_images, request.gate, request.input_form))
+        return cls(NcnnInt8Config(request.imgsz, request.calib_images, request.int8_gate, request.input_form))
 
     def run(self, ctx: StageContext) -> StageOutput:
         parent = ctx.manifest(SOURCE)

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.families.base import Family
+from yolo_optimize.host.cpu import cpu_facts
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import Int8Config
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
@@ -60,7 +60,7 @@ class OnnxInt8(NncfInt8):
 
     @classmethod
     def planned(cls, request: BuildRequest, precision: str) -> OnnxInt8:
-        return cls(OnnxInt8Config(request.imgsz, request.calib_images, request.gate,
+        return cls(OnnxInt8Config(request.imgsz, request.calib_images, request.int8_gate,
                                   8 if request.int8_vnni else 7))
 
     def recipes(self) -> list[tuple[str, Any]]:

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from yolo_optimize.cpu import cpu_facts
 from yolo_optimize.export.openvino import embed_metadata
 from yolo_optimize.families.base import Family
+from yolo_optimize.host.cpu import cpu_facts
 from yolo_optimize.machine.choices import evidence_here
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import Int8Config
@@ -60,7 +60,7 @@ class OpenVinoInt8(NncfInt8):
 
     @classmethod
     def planned(cls, request: BuildRequest, precision: str) -> OpenVinoInt8:
-        return cls(OpenVinoInt8Config(request.imgsz, request.calib_images, request.gate,
+        return cls(OpenVinoInt8Config(request.imgsz, request.calib_images, request.int8_gate,
                                       request.int8_float_precision))
 
     def recipes(self) -> list[tuple[str, Any]]:

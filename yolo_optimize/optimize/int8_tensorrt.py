@@ -65,7 +65,7 @@ class TensorRTInt8Qdq(Stage):
 
     @classmethod
     def planned(cls, request: BuildRequest, precision: str) -> TensorRTInt8Qdq:
-        return cls(TensorRTInt8Config(request.imgsz, request.calib_images, request.gate))
+        return cls(TensorRTInt8Config(request.imgsz, request.calib_images, request.int8_gate))
 
     def run(self, ctx: StageContext) -> StageOutput:
         import onnx

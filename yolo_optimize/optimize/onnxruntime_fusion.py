@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 U8_LEVELS = 255
-SIGMOID_SCALE = np.float32(1 / U8_LEVELS)  # the fixed grid of a sigmoid's [0, 1] output
+SIGMOID_SCALE = np.array(1 / U8_LEVELS, np.float32)  # the fixed grid of a sigmoid's [0, 1] output
 
 
 @dataclass(frozen=True)
@@ -319,7 +319,7 @@ def observed_ranges(model: Any, tensors: list[str], feeds: list[dict[str, np.nda
 
 
 def u8_grid(graph: QdqGraph, name: str, low: float, high: float) -> tuple[str, str]:
-    scale = max((high - low) / U8_LEVELS, np.finfo(np.float32).tiny)
+    scale = max((high - low) / U8_LEVELS, float(np.finfo(np.float32).tiny))
     zero_point = np.clip(np.round(-low / scale), 0, U8_LEVELS)
     return (graph.add_initializer(name + "_scale", np.array(scale, np.float32)),
             graph.add_initializer(name + "_zero_point", np.array(zero_point, np.uint8)))

@@ -104,7 +104,7 @@ def _label_path(image: Path) -> Path:
 
 
 def _read_labels(label: Path, nc: int) -> list[tuple[int, float, float, float, float]]:
-    rows = []
+    rows: list[tuple[int, float, float, float, float]] = []
     for number, line in enumerate(label.read_text().splitlines(), 1):
         if not line.strip():
             continue
@@ -117,8 +117,9 @@ def _read_labels(label: Path, nc: int) -> list[tuple[int, float, float, float, f
             raise UserError(f"{label}:{number}: expected 'class cx cy w h' normalized to 0..1, got {line.strip()!r}")
         if not 0 <= cls < nc:
             raise UserError(f"{label}:{number}: class {cls} is outside 0..{nc - 1}")
-        rows.append((cls, *values))
-    return rows  # type: ignore[return-value]
+        cx, cy, w, h = values
+        rows.append((cls, cx, cy, w, h))
+    return rows
 
 
 def _image_size(path: Path) -> tuple[int, int]:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import VAL_DATA, WEIGHTS, brief, eval_args, optimize, statuses, written_matrix
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.cpu import usable_cpus
+from yolo_optimize.host.cpu import usable_cpus
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,14 @@ from __future__ import annotations
 import re
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from yolo_optimize.cpu import cpu_flags
+from yolo_optimize.host.cpu import cpu_flags
 from yolo_optimize.runtime.layers import LayerProfile
 from yolo_optimize.runtime.runners.torch_module import TorchModuleRunner
+
+if TYPE_CHECKING:
+    import numpy as np
 
 INT8_CONVOLUTION = "_qconv_pointwise"
 FLOAT_CONVOLUTION = "mkldnn__convolution_pointwise"
@@ -48,12 +52,12 @@ class AotiRunner(TorchModuleRunner):
         label = f"int8+{self.compute_precision}"
         return label if integer == total else f"{label} ({integer} of {total} convolutions in int8)"
 
-    def profile_layers(self, images, runs, trace) -> LayerProfile:  # type: ignore[no-untyped-def]
+    def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
         raise NotImplementedError("an AOTInductor package runs compiled C++ whose kernels PyTorch's profiler does not "
                                   "name as layers (the convolutions' count and precision are in 'runs in')")
 
     @property
-    def weight_bytes(self) -> None:
+    def weight_bytes(self) -> int | None:
         return None  # the package's constants are not exposed as tensors by the loader
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.processes import one_line
+from yolo_optimize.host.processes import one_line
 from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
 
 WARMUP_CALLS = 3  # before a capture, on a side stream: cuDNN's autotuning (benchmark mode), lazy initialisation

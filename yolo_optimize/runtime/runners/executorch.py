@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.cpu import has_fp16_arithmetic
+from yolo_optimize.host.cpu import has_fp16_arithmetic
 from yolo_optimize.runtime.layers import LayerProfile, LayerTime, timed_ms
 from yolo_optimize.runtime.runners.base import Runner
 

@@ -141,7 +141,7 @@ class OnnxRuntimeRunner(Runner):
             return list(self.execution_providers)
         if self.device != "cuda":
             return ["CPUExecutionProvider"]
-        from yolo_optimize.runtime_env import user_cache_dir
+        from yolo_optimize.host.environment import user_cache_dir
 
         return gpu_providers(ort.get_available_providers(), self._stream.cuda_stream,
                              user_cache_dir() / "onnxruntime-tensorrt", int8=self.file_precision == "int8")

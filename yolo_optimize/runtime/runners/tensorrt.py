@@ -14,7 +14,7 @@ import numpy as np
 
 from yolo_optimize.runtime.runners.base import Runner
 from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
-from yolo_optimize.tensorrt_api import (
+from yolo_optimize.runtime.tensorrt_api import (
     engine_refused_here,
     fresh_logger,
     logged_errors,

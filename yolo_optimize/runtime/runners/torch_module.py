@@ -52,6 +52,11 @@ class TorchModuleRunner(Runner):
         self.forward = self._captured(channels_last, self.phases)
         self.lanes = tuple(Lane(torch.cuda.Stream(), self._captured(channels_last)) for _ in range(STREAMS))
 
+    def _phases_finished(self) -> None:
+        """Ends the call's CUDA phases (set together with ``forward`` by ``prepare_device``)."""
+        if self.phases is not None:
+            self.phases.finish()
+
     def set_threads(self, threads: int) -> None:
         """PyTorch's intra-op pool takes a new size between calls."""
         import torch
@@ -77,7 +82,7 @@ class TorchModuleRunner(Runner):
             with torch.inference_mode():
                 return self.module(torch.from_numpy(images).to(self.dtype)).float().numpy()
         found = self.forward(images).float().cpu().numpy()
-        self.phases.finish()
+        self._phases_finished()
         return found
 
     def kept(self, images: np.ndarray) -> list[np.ndarray]:
@@ -88,7 +93,7 @@ class TorchModuleRunner(Runner):
         if self._on_streams(len(images)):
             return self._kept_on_streams(images)
         found = self.family.kept_on_device(self.forward(images), self.metadata.side)
-        self.phases.finish()
+        self._phases_finished()
         return found
 
     def _on_streams(self, batch: int) -> bool:
@@ -152,7 +157,7 @@ class TorchModuleRunner(Runner):
         return torch_layer_profile(forward, runs, trace, self.compute_precision)
 
     @property
-    def weight_bytes(self) -> int:
+    def weight_bytes(self) -> int | None:
         """Parameters and buffers at their stored types (eager and TorchScript alike)."""
         return sum(tensor.numel() * tensor.element_size() for tensor in self.module.state_dict().values())
 

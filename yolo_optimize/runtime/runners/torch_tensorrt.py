@@ -4,7 +4,7 @@ any PyTorch module, only on the TensorRT version and GPU that compiled them."""
 from __future__ import annotations
 
 from yolo_optimize.runtime.runners.torch_module import TorchModuleRunner
-from yolo_optimize.tensorrt_api import engine_refused_here, torch_tensorrt_unavailable_reason
+from yolo_optimize.runtime.tensorrt_api import engine_refused_here, torch_tensorrt_unavailable_reason
 
 
 class TorchTensorRTRunner(TorchModuleRunner):

@@ -73,7 +73,7 @@ def test_no_process_outlives_an_evaluation_whose_main_process_is_killed(small_ar
 
 def test_a_child_killed_while_the_kernel_counted_an_out_of_memory_kill_is_said_to_be_out_of_memory() -> None:
     """The kernel's own count (/proc/vmstat) decides: a SIGKILL while it moved is the out-of-memory killer's."""
-    from yolo_optimize.processes import ended, oom_kills
+    from yolo_optimize.host.processes import ended, oom_kills
 
     now = oom_kills()
     if now is None:
@@ -86,7 +86,7 @@ def test_a_child_killed_while_the_kernel_counted_an_out_of_memory_kill_is_said_t
 
 
 def test_a_full_device_and_exhausted_memory_are_classified_whatever_raised_them() -> None:
-    from yolo_optimize.processes import resource_shortage
+    from yolo_optimize.host.processes import resource_shortage
 
     with pytest.raises(OSError) as full:
         with open("/dev/full", "wb") as handle:  # every write: ENOSPC, as on a full disk
@@ -101,7 +101,7 @@ def test_a_full_device_and_exhausted_memory_are_classified_whatever_raised_them(
 
 def test_a_failure_line_drops_the_terminal_colour_codes_a_tool_put_in_its_message() -> None:
     """torch.onnx colours its 'This is step 3/3' in its exception text; the report's reason column must not show it."""
-    from yolo_optimize.processes import classified
+    from yolo_optimize.host.processes import classified
 
     err = RuntimeError("Failed to convert. \x1b[96mThis is step 3/3\x1b[0m of exporting the model to ONNX.\nNext steps")
     assert classified(err) == "Failed to convert. This is step 3/3 of exporting the model to ONNX."

@@ -53,7 +53,7 @@ def configure() -> None:
         Path(os.environ[key]).mkdir(parents=True, exist_ok=True)
     # OpenVINO and NNCF fall back to their built-in telemetry stubs when this
     # module cannot be imported; it has no off switch that avoids writing to $HOME.
-    sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]
+    sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]  # None: import refused
     warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
     # Said once per measuring process otherwise: the TorchScript row is measured as the README says it is deprecated,
     # and a CPU machine has no CUDA runtime to find.

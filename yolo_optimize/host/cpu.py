@@ -54,10 +54,14 @@ def cpu_model() -> str:
     return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
 
 
+def reported_isa() -> list[str]:
+    """The instruction sets of REPORTED_FLAGS this CPU has."""
+    return [flag for flag in REPORTED_FLAGS if flag in cpu_flags()]
+
+
 def cpu_facts() -> dict[str, object]:
     """What manifests and reports record about the CPU that built or measured an artifact."""
-    return {"model": cpu_model(), "machine": platform.machine(),
-            "isa": [flag for flag in REPORTED_FLAGS if flag in cpu_flags()],
+    return {"model": cpu_model(), "machine": platform.machine(), "isa": reported_isa(),
             "vnni": has_vnni(), "native_bf16": has_native_bf16()}
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from yolo_optimize.cpu import _cgroup_quota, usable_cpus
+from yolo_optimize.host.cpu import _cgroup_quota, usable_cpus
 
 
 def test_a_process_pinned_to_one_cpu_uses_one() -> None:
     script = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-              "from yolo_optimize.cpu import usable_cpus; print(usable_cpus())")
+              "from yolo_optimize.host.cpu import usable_cpus; print(usable_cpus())")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "1"
     import os

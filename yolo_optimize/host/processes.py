@@ -11,7 +11,7 @@ deployments swap in jemalloc or tcmalloc for the same reason. A user's own MALLO
 The settings are in the environment only while a child starts (``child_environment``): the parent's
 own environment, and every process it starts later for other reasons, stay as they were.
 
-Every child applies ``runtime_env.configure`` before anything else (``configured_child``), and exits as soon as
+Every child applies ``environment.configure`` before anything else (``configured_child``), and exits as soon as
 the process that started it is gone, however it went (SIGKILL included): no worker outlives its build or
 evaluation. Children are started by ``SPAWN``, multiprocessing's spawn that never runs the caller's
 ``__main__`` again: the API is called from unguarded scripts, notebooks and ``python -c``/stdin.
@@ -146,7 +146,7 @@ class _OwnProcess(SpawnProcess):
 
 
 class _OwnSpawnContext(SpawnContext):
-    Process = _OwnProcess  # type: ignore[assignment]
+    Process = _OwnProcess
 
 
 SPAWN = _OwnSpawnContext()  # the context of every process this package starts (pools and single processes)
@@ -158,7 +158,7 @@ def configured_child() -> None:
     signals and watches its parent), an exit as soon as its parent is gone (``_exit_with``) and SIGINT
     ignored: a terminal's Ctrl-C reaches the whole process group, and the parent decides what stops (a build
     node that must clean up takes it while it builds, ``dag.build_node``)."""
-    from yolo_optimize.runtime_env import configure
+    from yolo_optimize.host.environment import configure
 
     parent = multiprocessing.parent_process()
     if parent is not None:
