@@ -189,8 +189,8 @@ def decode_rates(assets: Path) -> dict[str, float]:
         on_gpu()
         found["nvjpeg_batch"] = round(len(files) / (time.perf_counter() - started), 1)
     except (RuntimeError, TypeError) as err:
-        found["nvjpeg_batch"] = None  # type: ignore[assignment]
-        found["nvjpeg_error"] = str(err)[:200]  # type: ignore[assignment]
+        found["nvjpeg_batch"] = None  # type: ignore[assignment]  # a JSON record of mixed values
+        found["nvjpeg_error"] = str(err)[:200]  # type: ignore[assignment]  # a JSON record of mixed values
     print(f"decode: {found}", flush=True)
     return found
 
@@ -228,7 +228,7 @@ def rows_of(folder: Path) -> dict[str, dict[int, dict[str, Any]]]:
     report = load_report(folder)
     for row in report.rows:
         if row.error or row.skipped or not row.measurements:
-            rows[row.name] = {"status": row.error or row.skipped}  # type: ignore[dict-item]
+            rows[row.name] = {"status": row.error or row.skipped}  # type: ignore[dict-item]  # a JSON record of mixed values
             continue
         rows[row.name] = {}
         for result in row.measurements[0].batches:
@@ -237,7 +237,7 @@ def rows_of(folder: Path) -> dict[str, dict[int, dict[str, Any]]]:
                 "deployed_ips": result.throughput_ips, "error": result.error, "end_to_end_ips": result.end_to_end_ips,
                 "compute_ips": round(result.batch / (compute.p50_ms / 1e3), 1) if compute else None,
                 "execution": result.execution}
-        rows[row.name]["map50_95"] = row.accuracy.map50_95 if row.accuracy else None  # type: ignore[assignment]
+        rows[row.name]["map50_95"] = row.accuracy.map50_95 if row.accuracy else None  # type: ignore[assignment]  # a JSON record of mixed values
     return rows
 
 

@@ -195,7 +195,7 @@ def _measure_worker(job: MeasureJob, request_batch: int) -> list[float]:
 
     onnxruntime.THROUGHPUT_REQUEST_BATCH = openvino.THROUGHPUT_REQUEST_BATCH = request_batch
     measurement, _ = measure(job)
-    return measurement.batches[0].latency.samples_ms  # type: ignore[union-attr]
+    return measurement.batches[0].latency.samples_ms  # type: ignore[union-attr]  # latency is None only for a failed row
 
 
 def _path_worker(variant: Variant, files: tuple[Path, ...], seconds: float, threads: int) -> list[float]:
@@ -254,7 +254,7 @@ def main() -> None:
                     samples[lever][index].append(timed(variants[index], pixels, files, args.seconds, args.threads))
         for lever, (without, with_) in samples.items():
             batch = pairs[lever][0].batch
-            rates = [fast_state(runs, batch).throughput_ips for runs in (without, with_)]  # type: ignore[union-attr]
+            rates = [fast_state(runs, batch).throughput_ips for runs in (without, with_)]  # type: ignore[union-attr]  # None only for a failed row
             per_round = [[round(batch / (statistics.median(r) / 1e3), 2) for r in runs] for runs in (without, with_)]
             results[lever] = {"without_ips": rates[0], "with_ips": rates[1], "gain": round(rates[1] / rates[0], 3),
                               "rounds_ips": {"without": per_round[0], "with": per_round[1]}}

@@ -85,7 +85,7 @@ def test_the_api_refuses_bad_input_in_one_sentence_naming_it(tmp_path: Path) -> 
     with pytest.raises(UserError, match="evaluate\\(\\): mode: must be one of auto, latency, throughput, got 'fast'"):
         yo.evaluate(tmp_path, mode="fast")
     with pytest.raises(UserError, match="evaluate\\(\\): repeats: must be an integer >= 1, got 'x'"):
-        yo.evaluate(tmp_path, repeats="x")  # type: ignore[arg-type]
+        yo.evaluate(tmp_path, repeats="x")  # type: ignore[arg-type]  # the wrong type on purpose
     with pytest.raises(UserError, match="evaluate\\(\\): batch_sizes: "):
         yo.evaluate(tmp_path, batch_sizes=[0])
     with pytest.raises(UserError, match=f"{tmp_path / 'g5'} holds no readable results.json"):
@@ -95,7 +95,7 @@ def test_the_api_refuses_bad_input_in_one_sentence_naming_it(tmp_path: Path) -> 
     with pytest.raises(UserError, match="recommend\\(\\): max_latency_ms: must be a number > 0, got -1"):
         yo.recommend(tmp_path, max_latency_ms=-1)
     with pytest.raises(UserError, match="recommend\\(\\): report: must be a Report or an eval folder, got dict"):
-        yo.recommend({})  # type: ignore[arg-type]
+        yo.recommend({})  # type: ignore[arg-type]  # the wrong type on purpose
 
 
 README_SHAPED = """

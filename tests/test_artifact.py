@@ -197,7 +197,7 @@ def test_show_repairs_a_damaged_view_from_the_store_and_says_what_was_wrong(
     damage(view / "model.bin")
     if full:
         assert show(stored, view, "k1" * 500) is None, "a stamp check trusts an edit that kept size and time"
-    assert show(stored, view, "k1" * 500, full=full).startswith(found)  # type: ignore[union-attr]
+    assert show(stored, view, "k1" * 500, full=full).startswith(found)  # type: ignore[union-attr]  # show() returns None when nothing matches
     assert read_valid(view, "k1" * 500) is not None and show(stored, view, "k1" * 500, full=True) is None
 
 

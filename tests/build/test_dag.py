@@ -97,7 +97,7 @@ def test_batch_sizes_change_the_parity_reference_and_everything_checked_against_
     assert changed(replace(REQUEST, batch_sizes=(1, 4))) == {"reference", *checked}
 
 
-def test_a_stage_revision_rebuilds_its_subtree(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_stage_revision_rebuilds_its_subtree(monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest's fixture
     before = keys(REQUEST)
     monkeypatch.setattr(OnnxSimplify, "revision", OnnxSimplify.revision + 1)
     after = keys(REQUEST)
@@ -105,9 +105,9 @@ def test_a_stage_revision_rebuilds_its_subtree(monkeypatch) -> None:  # type: ig
         "onnx-fp32", "onnx-fp16", "openvino-fp32", "openvino-fp16", "tensorrt-fp32", "tensorrt-fp16"}
 
 
-def test_a_tensorrt_upgrade_or_another_gpu_rebuilds_the_engines_and_nothing_else(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_tensorrt_upgrade_or_another_gpu_rebuilds_the_engines_and_nothing_else(monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest's fixture
     """Engines are valid only for the TensorRT version and GPU that built them, whichever wheel installed TensorRT."""
-    def facts(version: str, gpu: str, capability: tuple[int, int]):  # type: ignore[no-untyped-def]
+    def facts(version: str, gpu: str, capability: tuple[int, int]):  # type: ignore[no-untyped-def]  # stands in for a function typed elsewhere
         return lambda stage: engine_facts(version, gpu, capability)
 
     monkeypatch.setattr(TensorRTBuild, "environment", facts("10.16.0", "NVIDIA H100 80GB HBM3", (9, 0)))
@@ -118,7 +118,7 @@ def test_a_tensorrt_upgrade_or_another_gpu_rebuilds_the_engines_and_nothing_else
         assert {name for name in before if before[name] != after[name]} == {"tensorrt-fp32", "tensorrt-fp16"}
 
 
-def test_new_weights_change_every_node(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_new_weights_change_every_node(tmp_path) -> None:  # type: ignore[no-untyped-def]  # pytest's fixture
     other = replace(REQUEST, source=replace(REQUEST.source, identity="0" * 64))
     assert changed(other) == set(keys(REQUEST))
 

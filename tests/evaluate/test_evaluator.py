@@ -181,7 +181,7 @@ def test_the_schedule_rotates_the_artifacts_behind_the_baseline() -> None:
 
     group = [(Row(name, "m", name.split("-")[0], "fp32", "", None, True), None)
              for name in ("pytorch-fp32", "a-fp32", "b-fp32", "c-fp32")]
-    schedule = [(round_, row.name[0]) for round_, (row, _) in measurement_schedule(group, 3)]  # type: ignore[arg-type]
+    schedule = [(round_, row.name[0]) for round_, (row, _) in measurement_schedule(group, 3)]  # type: ignore[arg-type]  # rows stand in for candidates: only their names are read
     assert schedule == [(0, "p"), (0, "a"), (0, "b"), (0, "c"), (1, "p"), (1, "b"), (1, "c"), (1, "a"),
                         (2, "p"), (2, "c"), (2, "a"), (2, "b")]
 

@@ -68,7 +68,7 @@ def test_turns_go_on_until_every_row_has_its_minimum_of_runs(small_artifacts: Pa
     take_turns([row], 8, 1, shown.append)
     found = row.finish()
     assert found is not None
-    samples = found[0].batches[0].latency.samples_ms  # type: ignore[union-attr]
+    samples = found[0].batches[0].latency.samples_ms  # type: ignore[union-attr]  # latency is None only for a failed row
     assert len(samples) >= MIN_RUNS and len(shown) == len(blocks(samples)) > 1
 
 
@@ -86,14 +86,14 @@ def test_a_row_whose_process_hangs_or_dies_is_marked_and_the_others_go_on(small_
     stuck, healthy = (LiveRow(job(small_artifacts / "yolov5n" / name, pixels, (1,)))
                       for name in ("onnx-fp32", "openvino-fp32"))
     stuck.timeout_s = healthy.timeout_s = 5  # once loaded: a slow host's imports and compile may take longer
-    os.kill(stuck.pid, signal.SIGSTOP if how == "hangs" else signal.SIGKILL)  # type: ignore[arg-type]
+    os.kill(stuck.pid, signal.SIGSTOP if how == "hangs" else signal.SIGKILL)  # type: ignore[arg-type]  # the pid of a started process is an int
     take_turns([stuck, healthy], 1, 2, lambda turn: None)
     expected = ("timed out: no answer in 5 s (the process was stopped)" if how == "hangs" else
                 "crashed: the process was killed by SIGKILL")
     assert stuck.error == expected and stuck.finish() is None
     assert not stuck._process.is_alive()
     found = healthy.finish()
-    assert not healthy.error and found and len(found[0].batches[0].latency.samples_ms) >= MIN_RUNS  # type: ignore[union-attr]
+    assert not healthy.error and found and len(found[0].batches[0].latency.samples_ms) >= MIN_RUNS  # type: ignore[union-attr]  # latency is None only for a failed row
 
 
 def test_a_row_whose_parent_closes_its_pipe_ends_quietly(small_artifacts: Path, tmp_path: Path,
