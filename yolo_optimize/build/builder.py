@@ -36,7 +36,6 @@ from yolo_optimize.options import LOCAL
 
 VERDICTS = ".checkpoints"  # under --out: the family verdicts of the checkpoints built there
 #                           (checkpoint.remember_family)
-NO_CALIBRATION = "INT8 needs real calibration images: pass --calib-data DIR (e.g. ../shared/assets/coco128)"
 
 OnEvent = Callable[[str, NodeResult | None], None]  # (node, None) when it starts, (node, result) when it ends
 
@@ -253,9 +252,7 @@ def check_options(options: BuildOptions) -> None:
         if folder is not None:
             list_images(folder)
     if "int8" in options.precisions:
-        if options.calib_data is None:
-            raise UserError(NO_CALIBRATION)
-        list_images(options.calib_data)
+        list_images(options.calibration_folder())
 
 
 def check_input_form(input_form: str, targets: tuple[str, ...]) -> None:
@@ -283,9 +280,7 @@ def int8_inputs(family: Family, options: BuildOptions) -> dict[str, Any]:
     from yolo_optimize.build.request import GateConfig
     from yolo_optimize.runtime.dataset import load_dataset
 
-    if options.calib_data is None:
-        raise UserError(NO_CALIBRATION)
-    calib_root = options.calib_data.resolve()
+    calib_root = options.calibration_folder().resolve()
     gate_root = options.gate_data.resolve() if options.gate_data else calib_root
     needs_labels = gate_metric_class(family).needs_labels
     calibration_set = load_dataset(calib_root)

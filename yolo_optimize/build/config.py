@@ -77,6 +77,12 @@ class BuildOptions:
         """These options with ``values`` (keys as in Python or on the command line) checked and applied."""
         return replace(self, **checked_values(values, PARSERS, origin, DESCRIPTIONS))
 
+    def calibration_folder(self) -> Path:
+        """``--calib-data``, which INT8 needs: its absence is a UserError."""
+        if self.calib_data is None:
+            raise UserError("INT8 needs real calibration images: pass --calib-data DIR (e.g. ../shared/assets/coco128)")
+        return self.calib_data
+
     def nms_settings(self) -> NmsSettings | None:
         """The in-graph NMS asked for (``--nms``), None without it; a setting without ``--nms`` is a UserError."""
         given = {"conf": self.nms_conf, "iou": self.nms_iou, "max_det": self.max_det,

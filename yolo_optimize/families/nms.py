@@ -89,9 +89,8 @@ class InGraphNms(FinalDetections):
         self.inner = inner
         for attribute in INHERITED:  # one class serves every family: what it takes from the inner one is per instance
             setattr(self, attribute, getattr(inner, attribute))
-        # per instance, where every other family's are class constants (Family.name, Family.tools: ClassVar)
-        self.name = inner.name + SUFFIX  # type: ignore[misc]  # ClassVar set on an instance
-        self.tools = inner.tools + ("torchvision",)  # type: ignore[misc]  # ClassVar set on an instance
+        self.name = inner.name + SUFFIX  # type: ignore[misc]  # per instance: every other family's is a ClassVar
+        self.tools = inner.tools + ("torchvision",)  # type: ignore[misc]  # per instance, as name
 
     def model_names(self) -> tuple[str, ...]:
         return ()  # reached through the option, never by name
