@@ -8,11 +8,14 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.workers import ALONE, SHARED, made_once, turns, worker_name
 
 if TYPE_CHECKING:
     from yolo_optimize.artifact import Manifest
@@ -28,12 +31,14 @@ BUILD_TARGETS = ("torchscript", "onnx", "openvino")
 
 def pytest_configure(config: pytest.Config) -> None:
     """The test process is ours, like the CLI's: the tools stay offline and out of $HOME (the package no longer does
-    this on import). Every command and API call of the session shares one fresh cache (XDG_CACHE_HOME): this
-    machine's limits, which builds of bf16 and int8 read, are measured once (``machine_cache``, in LIMIT_ROUNDS)."""
+    this on import). Every command and API call of the run, in every xdist worker (they inherit it), shares one
+    fresh cache (XDG_CACHE_HOME): this machine's limits, which builds of bf16 and int8 read, are measured once
+    (``machine_cache``, in LIMIT_ROUNDS)."""
     from yolo_optimize.host.environment import configure
 
     configure()
-    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="yolo-optimize-test-cache-")
+    if not worker_name():
+        os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="yolo-optimize-test-cache-")
 
 
 # Fixtures that build or evaluate real models (minutes): a test using one is slow. `pytest -m "not slow"` runs the
@@ -46,6 +51,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """Each test in its turn (tests/workers.py): alone where it is marked so, beside the other worker's otherwise."""
+    with turns(item.config).taking(ALONE if item.get_closest_marker("alone") else SHARED):
+        return (yield)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -97,19 +109,20 @@ def build_args(out: Path, *extra: str | Path) -> list[str | Path]:
 
 
 @pytest.fixture(scope="session")
-def home_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def home_dir(request: pytest.FixtureRequest) -> Path:
     """An empty $HOME for the session build: nothing may be written into it."""
-    return tmp_path_factory.mktemp("home")
+    return made_once(request, "home", lambda _: None)
 
 
 @pytest.fixture(scope="session")
-def built(tmp_path_factory: pytest.TempPathFactory, home_dir: Path) -> Path:
+def built(request: pytest.FixtureRequest, home_dir: Path) -> Path:
     """torchscript, onnx, openvino x fp32, fp16 of the pretrained yolov5n; returns its model folder."""
-    out = tmp_path_factory.mktemp("artifacts")
-    result = optimize(*build_args(out, "--targets", ",".join(BUILD_TARGETS), "--precisions", "fp32,fp16"),
-                      env={"HOME": str(home_dir)})
-    assert result.returncode == 0, brief(result)
-    return out / "yolov5n"
+    def make(out: Path) -> None:
+        result = optimize(*build_args(out, "--targets", ",".join(BUILD_TARGETS), "--precisions", "fp32,fp16"),
+                          env={"HOME": str(home_dir)})
+        assert result.returncode == 0, brief(result)
+
+    return made_once(request, "artifacts", make) / "yolov5n"
 
 
 def eval_args(root: Path, out: Path, *extra: str | Path) -> list[str | Path]:
@@ -127,27 +140,41 @@ LIMIT_ROUNDS = 2  # the suite's machine limits: two rounds instead of five (a mi
 
 
 @pytest.fixture(scope="session")
-def machine_cache() -> dict[str, str]:
-    """The environment of the session's cache once it holds this machine's limits, measured once (in LIMIT_ROUNDS;
-    a build that needs them first would measure five rounds)."""
+def machine_cache(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The environment of the session's cache once it holds this machine's limits, measured once, while no other
+    test runs (in LIMIT_ROUNDS; a build that needs them first would measure five rounds)."""
     env = {"XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"]}
-    result = optimize("info", "--rounds", str(LIMIT_ROUNDS), env=env)
-    assert result.returncode == 0, brief(result)
+
+    def measure(_: Path) -> None:
+        with turns(request.config).taking(ALONE):
+            result = optimize("info", "--rounds", str(LIMIT_ROUNDS), env=env)
+        assert result.returncode == 0, brief(result)
+
+    made_once(request, "machine-limits", measure)
     return env
+
+
+@pytest.fixture(scope="session", autouse=True)
+def limits_before_the_builds(request: pytest.FixtureRequest) -> None:
+    """Under xdist a build that found no limits would measure them beside the other worker's tests: where the run
+    holds a slow test, they are measured first, alone."""
+    if worker_name() and any(item.get_closest_marker("slow") for item in request.session.items):
+        request.getfixturevalue("machine_cache")
 
 
 EVALUATED = ("onnx-fp32", "onnx-fp16", "openvino-fp32")  # each runtime, and stored FP16 beside its FP32 sibling
 
 
 @pytest.fixture(scope="session")
-def evaluated(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def evaluated(built: Path, request: pytest.FixtureRequest) -> Path:
     """EVALUATED and the baseline evaluated on a subset (24 images) at batch 1 and 2, twice per artifact; the report
     folder."""
-    out = tmp_path_factory.mktemp("report")
-    result = optimize(*eval_args(_copied(built, EVALUATED, tmp_path_factory.mktemp("evaluated")), out, "--max-images",
-                                 "24", "--min-time", "0.2", "--repeats", "2", "--batch-sizes", "1,2"))
-    assert result.returncode == 0, brief(result)
-    return out
+    def make(folder: Path) -> None:
+        result = optimize(*eval_args(_copied(built, EVALUATED, folder), folder / "report", "--max-images", "24",
+                                     "--min-time", "0.2", "--repeats", "2", "--batch-sizes", "1,2"))
+        assert result.returncode == 0, brief(result)
+
+    return made_once(request, "evaluated", make) / "report"
 
 
 def _copied(built: Path, artifacts: tuple[str, ...], folder: Path) -> Path:
@@ -173,42 +200,46 @@ INT8_ARGS = ("--calib-data", CALIB_DATA, "--calib-images", "16", "--gate-images"
 
 
 @pytest.fixture(scope="session")
-def built_int8(built: Path, tmp_path_factory: pytest.TempPathFactory, machine_cache: dict[str, str]) -> Path:
+def built_int8(built: Path, request: pytest.FixtureRequest, machine_cache: dict[str, str]) -> Path:
     """INT8 ONNX, OpenVINO and AOTInductor, the BF16 IR and package (where the CPU has bf16), built on a copy of the
     session build (small calibration/gate sets)."""
     import shutil
 
-    out = tmp_path_factory.mktemp("artifacts-int8")
-    shutil.copytree(built.parent, out, dirs_exist_ok=True)
-    result = optimize(*build_args(out, "--targets", "aoti,onnx,openvino", "--precisions", "fp32,bf16,int8", *INT8_ARGS))
-    assert result.returncode == 0, brief(result)
-    return out / "yolov5n"
+    def make(out: Path) -> None:
+        shutil.copytree(built.parent, out, dirs_exist_ok=True)
+        result = optimize(*build_args(out, "--targets", "aoti,onnx,openvino", "--precisions", "fp32,bf16,int8",
+                                      *INT8_ARGS))
+        assert result.returncode == 0, brief(result)
+
+    return made_once(request, "artifacts-int8", make) / "yolov5n"
 
 
 EDGE_SIZE = 320
 
 
 @pytest.fixture(scope="session")
-def built_edge(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built_edge(request: pytest.FixtureRequest) -> Path:
     """The pretrained yolov5n at 320 as NCNN FP32 and FP16 and an ExecuTorch program; its model folder."""
     import yolo_optimize as yo
 
-    out = tmp_path_factory.mktemp("artifacts-edge")
-    yo.build(WEIGHTS, targets=["ncnn", "executorch"], precisions=["fp32", "fp16"], imgsz=[EDGE_SIZE],
-             parity_data=VAL_DATA, out=out)
-    return out / "yolov5n"
+    def make(out: Path) -> None:
+        yo.build(WEIGHTS, targets=["ncnn", "executorch"], precisions=["fp32", "fp16"], imgsz=[EDGE_SIZE],
+                 parity_data=VAL_DATA, out=out)
+
+    return made_once(request, "artifacts-edge", make) / "yolov5n"
 
 
 @pytest.fixture(scope="session")
-def built_edge_int8(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built_edge_int8(request: pytest.FixtureRequest) -> Path:
     """The pretrained yolov5n as ExecuTorch and NCNN FP32 and INT8 files at 640 (INT8_ARGS' small calibration and
     gate sets), in one build; its model folder. At 640, not the edge fixture's 320: parity's agreement counts
     detections, and at 320 four images hold too few for the INT8 floor to separate a sound file from noise (0.57-0.64
     seen there for ExecuTorch)."""
-    out = tmp_path_factory.mktemp("artifacts-edge-int8")
-    result = optimize(*build_args(out, "--targets", "executorch,ncnn", "--precisions", "int8", *INT8_ARGS))
-    assert result.returncode == 0, brief(result)
-    return out / "yolov5n"
+    def make(out: Path) -> None:
+        result = optimize(*build_args(out, "--targets", "executorch,ncnn", "--precisions", "int8", *INT8_ARGS))
+        assert result.returncode == 0, brief(result)
+
+    return made_once(request, "artifacts-edge-int8", make) / "yolov5n"
 
 
 def assert_gated_yolov5n_int8(manifest: Manifest) -> None:
@@ -223,21 +254,32 @@ def assert_gated_yolov5n_int8(manifest: Manifest) -> None:
 
 
 @pytest.fixture(scope="session")
-def edge_int8_evaluated(built_edge_int8: Path, tmp_path_factory: pytest.TempPathFactory) -> Report:
+def edge_int8_evaluated(built_edge_int8: Path, request: pytest.FixtureRequest) -> Report:
     """The two INT8 files of ``built_edge_int8`` evaluated beside the baseline on 32 coco_val128 images at batch 1:
-    the report."""
+    the report, as every worker reads it back."""
     import yolo_optimize as yo
+    from yolo_optimize.evaluate.report import load_report
 
-    root = _copied(built_edge_int8, ("executorch-int8", "ncnn-int8"), tmp_path_factory.mktemp("edge-int8"))
-    return yo.evaluate(root, data=VAL_DATA, batch_sizes=[1], max_images=32, min_time=0, repeats=1, end_to_end=False)
+    def make(folder: Path) -> None:
+        root = _copied(built_edge_int8, ("executorch-int8", "ncnn-int8"), folder)
+        yo.evaluate(root, data=VAL_DATA, batch_sizes=[1], max_images=32, min_time=0, repeats=1, end_to_end=False,
+                    out=folder / "report")
+
+    return load_report(made_once(request, "edge-int8-evaluated", make) / "report")
 
 
 @pytest.fixture(scope="session")
-def edge_evaluated(built_edge: Path) -> Report:
-    """``built_edge`` evaluated beside the baseline on 32 images at batch 1 and 2: the report."""
+def edge_evaluated(built_edge: Path, request: pytest.FixtureRequest) -> Report:
+    """``built_edge`` evaluated beside the baseline on 32 images at batch 1 and 2: the report, as every worker reads
+    it back."""
     import yolo_optimize as yo
+    from yolo_optimize.evaluate.report import load_report
 
-    return yo.evaluate(built_edge.parent, data=VAL_DATA, batch_sizes=[1, 2], max_images=32, min_time=0, repeats=1)
+    def make(folder: Path) -> None:
+        yo.evaluate(built_edge.parent, data=VAL_DATA, batch_sizes=[1, 2], max_images=32, min_time=0, repeats=1,
+                    out=folder / "report")
+
+    return load_report(made_once(request, "edge-evaluated", make) / "report")
 
 
 @functools.cache

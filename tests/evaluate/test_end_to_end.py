@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.conftest import VAL_DATA
 from yolo_optimize.artifact import Manifest
@@ -15,6 +16,7 @@ from yolo_optimize.images import list_images
 from yolo_optimize.runtime.runners import open_runner
 
 
+@pytest.mark.alone  # the reader keeps ahead of the runtime only where it gets its core
 def test_the_pipeline_keeps_the_same_detections_as_the_sequential_path(small_artifacts: Path) -> None:
     """Six image files at batch 2 through the pipeline (reading batch N+1 while N infers) and one step after the
     other: the same detections, image by image, in the same order; then a block of intervals of at least BLOCK_S."""

@@ -11,6 +11,8 @@ import pytest
 from tests.conftest import VAL_DATA, brief, eval_args, optimize, written_matrix
 from yolo_optimize.evaluate.profiling import thread_counts
 
+pytestmark = pytest.mark.alone  # utilization of the measured peaks, per-layer times against their pass
+
 RUNTIMES = {"pytorch": "torch", "torchscript": "torch", "onnx": "onnxruntime", "openvino": "openvino"}
 
 

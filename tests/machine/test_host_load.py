@@ -12,6 +12,8 @@ import pytest
 
 from yolo_optimize.machine.host_load import BUSY_CORES, BUSY_STEAL, CpuTimes, HostMeter, HostUse, host_before
 
+pytestmark = pytest.mark.alone  # another test's processes on the CPUs would be this host's other work
+
 SPIN = "import time\nend = time.time() + 600\nwhile time.time() < end: pass"
 
 

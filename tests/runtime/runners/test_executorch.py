@@ -36,6 +36,7 @@ def test_executorch_rows_are_measured_image_by_image_and_score_what_pytorch_scor
 
 
 @pytest.mark.slow  # its fixtures are taken by name in the test, where conftest's marking does not see them
+@pytest.mark.alone  # the operators' times must sum to no more than the pass they were timed in
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
 def test_etdump_times_each_xnnpack_operator_and_says_what_it_ran_in(request: pytest.FixtureRequest, tmp_path: Path,
                                                                    precision: str) -> None:
