@@ -146,11 +146,10 @@ def machine_cache(request: pytest.FixtureRequest) -> dict[str, str]:
     env = {"XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"]}
 
     def measure(_: Path) -> None:
-        with turns(request.config).taking(ALONE):
-            result = optimize("info", "--rounds", str(LIMIT_ROUNDS), env=env)
+        result = optimize("info", "--rounds", str(LIMIT_ROUNDS), env=env)
         assert result.returncode == 0, brief(result)
 
-    made_once(request, "machine-limits", measure)
+    made_once(request, "machine-limits", measure, alone=True)
     return env
 
 
@@ -167,14 +166,14 @@ EVALUATED = ("onnx-fp32", "onnx-fp16", "openvino-fp32")  # each runtime, and sto
 
 @pytest.fixture(scope="session")
 def evaluated(built: Path, request: pytest.FixtureRequest) -> Path:
-    """EVALUATED and the baseline evaluated on a subset (24 images) at batch 1 and 2, twice per artifact; the report
-    folder."""
+    """EVALUATED and the baseline evaluated on a subset (24 images) at batch 1 and 2, twice per artifact, while no
+    other test runs (on a loaded host the baseline may choose one thread); the report folder."""
     def make(folder: Path) -> None:
         result = optimize(*eval_args(_copied(built, EVALUATED, folder), folder / "report", "--max-images", "24",
                                      "--min-time", "0.2", "--repeats", "2", "--batch-sizes", "1,2"))
         assert result.returncode == 0, brief(result)
 
-    return made_once(request, "evaluated", make) / "report"
+    return made_once(request, "evaluated", make, alone=True) / "report"
 
 
 def _copied(built: Path, artifacts: tuple[str, ...], folder: Path) -> Path:

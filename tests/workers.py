@@ -101,10 +101,10 @@ def shared_folder(config: pytest.Config) -> Path:
     return folder
 
 
-def made_once(request: pytest.FixtureRequest, name: str, make: Callable[[Path], None]) -> Path:
+def made_once(request: pytest.FixtureRequest, name: str, make: Callable[[Path], None], alone: bool = False) -> Path:
     """``make(folder)`` run once in the whole run, by the first worker that asks, in a shared turn (a build
-    overlaps other tests); the folder it filled. A make that failed fails every later asker with its message,
-    unmade again."""
+    overlaps other tests), or ``alone`` (a measurement that tests read as a quiet host's); the folder it filled. A
+    make that failed fails every later asker with its message, unmade again."""
     if not worker_name():
         folder = request.getfixturevalue("tmp_path_factory").mktemp(name)
         make(folder)
@@ -119,7 +119,7 @@ def made_once(request: pytest.FixtureRequest, name: str, make: Callable[[Path], 
         if not done.exists():
             folder.mkdir()
             try:
-                with mine.taking(SHARED):
+                with mine.taking(ALONE if alone else SHARED):
                     make(folder)
             except (Exception, pytest.fail.Exception) as err:
                 failed.write_text(f"{name}, made by {worker_name()}, failed: {err}")

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,12 +85,16 @@ def _loopback_namespace() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    found = LocalCluster(tmp_path_factory.mktemp("ray"))
+def cluster() -> Iterator[LocalCluster]:
+    """Ray's session folder directly under the system's temporary folder: Ray's sockets live in it, and a Unix
+    socket's path holds at most 107 bytes (pytest's folder for an xdist worker is 10 bytes too deep)."""
+    folder = Path(tempfile.mkdtemp(prefix="ray-"))
+    found = LocalCluster(folder)
     try:
         yield found
     finally:
         found.close()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _keys(model_dir: Path) -> dict[str, str]:
