@@ -35,7 +35,7 @@ def spreads(path: Path) -> list[dict[str, Any]]:
     for row in report.rows:
         if not is_baseline(row.target, row.precision) or len(row.measurements) < 2:
             continue
-        for batch in report.settings["batch_sizes"]:
+        for batch in report.settings.batch_sizes:
             fast = row.process_spread(batch)
             rounds = list(row.round_throughputs(batch).values())
             if fast is None or not rounds:

@@ -39,10 +39,10 @@ def main() -> None:
                  "--batch-sizes", BATCHES, "--repeats", args.repeats, "--min-time", args.min_time,
                  "--out", str(args.report))
     report = load_report(args.report)
-    batches = report.settings["batch_sizes"]
+    batches = report.settings.batch_sizes
     print(f"{report.environment['cpu']} ({', '.join(report.environment['cpu_facts']['isa'])}), "
           f"{report.environment['threads']} threads, {report.environment['date']}, "
-          f"{report.settings['repeats']} interleaved rounds")
+          f"{report.settings.repeats} interleaved rounds")
     print("| imgsz | artifact | runs in | " + " | ".join(f"b{b} img/s (speedup)" for b in batches) + " | top-1 agr. |")
     print("|---|---|---|" + "---|" * len(batches) + "---|")
     for line in report.matrix:

@@ -143,8 +143,8 @@ def recommend(report: Report | str | Path, *, batch_size: int = 1, max_map_drop:
     if not isinstance(report, (Report, str, Path)):
         raise UserError(f"recommend(): report: must be a Report or an eval folder, got {type(report).__name__}")
     found = report if isinstance(report, Report) else load_report(Path(report))
-    if batch_size not in found.settings["batch_sizes"]:
-        raise UserError(f"the report measured batch sizes {found.settings['batch_sizes']}, not {batch_size}")
+    if batch_size not in found.settings.batch_sizes:
+        raise UserError(f"the report measured batch sizes {list(found.settings.batch_sizes)}, not {batch_size}")
     limits = Budget(batch_size, budget["max_map_drop"], budget["max_latency_ms"], budget["max_memory_mb"], RANKINGS[by])
     picks = {r.model: r for r in recommend_artifacts(found, limits)}
     if model is None and len(picks) != 1:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
 from yolo_optimize.evaluate.report import build_report
 from yolo_optimize.evaluate.results import (
     BatchResult,
+    EvalSettings,
     LatencyStats,
     Measurement,
     Report,
@@ -16,8 +18,8 @@ from yolo_optimize.evaluate.results import (
 )
 from yolo_optimize.runtime.accuracy import Accuracy
 
-SETTINGS = {"data": "coco_val128", "batch_sizes": [1], "threads": 2, "device": "cpu", "min_time_s": 1.0,
-            "repeats": 3, "max_images": None, "accuracy": True, "imgsz": None, "profile_dir": None}
+SETTINGS = EvalSettings(data=Path("coco_val128"), batch_sizes=(1,), threads=2, device="cpu", min_time_s=1.0, repeats=3,
+                        max_images=None, accuracy=True, imgsz=None)
 
 
 def row(name: str, round_ms: list[float], map50_95: float, memory_mb: float = 300.0,

@@ -90,8 +90,9 @@ def test_speedups_are_fast_state_throughput_ratios_recomputable_from_the_raw_sam
 
 
 def test_every_batch_size_records_the_configuration_it_ran_in(evaluated: Path) -> None:
-    """auto: batch 1 in the latency configuration, batch 2 in the runtime's throughput configuration where it has one
-    (one-thread streams); PyTorch and TorchScript run as they are and say so; the matrix shows the label."""
+    """auto: batch 1 in the latency configuration on every thread (the PyTorch baseline: on those it chose), batch 2
+    in the runtime's throughput configuration where it has one (one-thread streams); PyTorch and TorchScript run as
+    they are and say so; the matrix shows the label."""
     results = json.loads((evaluated / "results.json").read_text())
     assert results["settings"]["mode"] == "auto" and results["settings"]["end_to_end"] is True
     rows = matrix(evaluated)
@@ -99,7 +100,8 @@ def test_every_batch_size_records_the_configuration_it_ran_in(evaluated: Path) -
         for measurement in row["measurements"]:
             executions = {b["batch"]: b["execution"] for b in measurement["batches"]}
             threads = results["settings"]["threads"]
-            assert executions[1]["mode"] == "latency" and executions[1]["threads_per_stream"] == threads
+            ran_on = row["threads_choice"]["chosen"] if row["threads_choice"] else threads
+            assert executions[1]["mode"] == "latency" and executions[1]["threads_per_stream"] == ran_on
             throughput = row["target"] in ("onnx", "openvino")
             assert executions[2]["mode"] == ("throughput" if throughput else "latency"), row["name"]
             if throughput:
@@ -137,7 +139,7 @@ def test_the_baseline_runs_on_the_threads_it_measured_faster_and_every_process_r
     more than the margin); every later process runs on that, the matrix says so; every process of every row records
     what else ran on its CPUs over each block it timed."""
     report = load_report(evaluated)
-    threads = report.settings["threads"]
+    threads = report.settings.threads
     baseline = next(row for row in report.rows if row.target == "pytorch")
     choice = baseline.threads_choice
     if threads < 2:
@@ -150,7 +152,7 @@ def test_the_baseline_runs_on_the_threads_it_measured_faster_and_every_process_r
     assert choice.describe() in matrix(evaluated)["pytorch-fp32"].note
     for row in report.rows:
         for measurement in row.measurements:
-            assert measurement.host and measurement.host.blocks >= len(report.settings["batch_sizes"]) * 2
+            assert measurement.host and measurement.host.blocks >= len(report.settings.batch_sizes) * 2
             assert measurement.host.wall_s > 0 and measurement.host.threads == measurement.threads
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 import pytest
 from matplotlib.text import Text
@@ -27,7 +28,7 @@ def test_a_batch_size_a_row_could_not_run_draws_as_not_available_in_the_heatmap(
     n/a there instead of failing on the error's text."""
     rows = [at_batch(row("pytorch-fp32", [100, 101, 99], 0.343), 2),
             at_batch(row("openvino-int8", [40, 41, 39], 0.339), 2, "the model's input is fixed at batch 1")]
-    figure = speedup_heatmap(build_report(rows, {**SETTINGS, "batch_sizes": [1, 2]}))
+    figure = speedup_heatmap(build_report(rows, replace(SETTINGS, batch_sizes=(1, 2))))
     assert [text.get_text() for text in figure.axes[0].texts] == ["1.00x", "1.00x", "2.50x", "n/a"]
 
 
@@ -67,5 +68,5 @@ def test_a_batch_size_no_row_was_measured_at_draws_an_empty_pareto_panel() -> No
     """Every row failed at batch 2: that panel has no points, and no labels to place."""
     rows = [at_batch(row(name, [ms] * 3, 0.34), 2, "the model's input is fixed at batch 1")
             for name, ms in (("pytorch-fp32", 100.0), ("onnx-fp32", 50.0), ("openvino-fp32", 45.0))]
-    figure = accuracy_throughput(build_report(rows, {**SETTINGS, "batch_sizes": [1, 2]}))
+    figure = accuracy_throughput(build_report(rows, replace(SETTINGS, batch_sizes=(1, 2))))
     assert [len(axes.texts) for axes in figure.axes] == [3, 0]

@@ -3,8 +3,6 @@ when two are within noise, limits that exclude, and the command's output and exi
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from pathlib import Path
 
 from tests.conftest import optimize
@@ -43,7 +41,7 @@ def test_latency_and_memory_limits_exclude_with_the_reason() -> None:
 
 def test_the_command_prints_the_pick_and_its_code_and_fails_when_nothing_fits(tmp_path: Path) -> None:
     made = report(row("onnx-fp32", [60, 61, 59], 0.343), row("openvino-int8", [40, 41, 39], 0.339))
-    (tmp_path / "results.json").write_text(json.dumps(asdict(made)))
+    (tmp_path / "results.json").write_text(made.to_json())
     result = optimize("recommend", tmp_path, "--batch-size", "1")
     assert result.returncode == 0, result.stderr
     assert "ship: openvino-int8 (artifacts/yolov5n/openvino-int8/openvino-int8.file)" in result.stdout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ def test_a_gpu_rows_copies_and_compute_are_the_medians_of_its_processes_and_read
     for process, measurement in enumerate(gpu.measurements):
         measurement.batches[0].phases_ms = {phase: LatencyStats.of([ms * (process + 1) / 1e3] * 6)
                                             for phase, ms in (("copy_in", 0.5), ("compute", 4.0), ("copy_out", 0.25))}
-    made = build_report([row("pytorch-fp32", [20, 21, 19], 0.343), gpu], {**SETTINGS, "device": "cuda"})
+    made = build_report([row("pytorch-fp32", [20, 21, 19], 0.343), gpu], replace(SETTINGS, device="cuda"))
     lines = {line.artifact: line for line in made.matrix}
     assert lines["tensorrt-fp16"].at(1).gpu_ms == {"copy_in": 1.0, "compute": 8.0, "copy_out": 0.5}
     assert lines["pytorch-fp32"].at(1).gpu_ms is None
@@ -88,8 +88,8 @@ def test_a_matrix_row_reads_back_from_results_json_as_the_same_typed_row() -> No
     results.from_json reads it back as the line written (batch sizes as integers, pairs as tuples)."""
     rows = [at_batch(row("pytorch-fp32", [100, 101, 99], 0.343, end_to_end_ms=[120, 121, 119]), 2),
             at_batch(row("openvino-int8", [40, 41, 39], 0.339), 2, "the model's input is fixed at batch 1")]
-    made = build_report(rows, {**SETTINGS, "batch_sizes": [1, 2]})
-    written = json.loads(json.dumps(asdict(made)))["matrix"]
+    made = build_report(rows, replace(SETTINGS, batch_sizes=(1, 2)))
+    written = json.loads(made.to_json())["matrix"]
     assert list(written[1]["batches"]) == ["1", "2"] and written[1]["batches"]["1"]["fast_runs"] == [60, 60]
     assert from_json(list[MatrixRow], written, "matrix") == made.matrix
     assert made.matrix[1].at(2).speedup_or_error() == "the model's input is fixed at batch 1"

@@ -432,9 +432,9 @@ def recommend(report_dir: Path, batch_size: int | None, max_map_drop: float, max
     from yolo_optimize.evaluate.report import load_report
 
     report = load_report(report_dir)
-    sizes = [batch_size] if batch_size else report.settings["batch_sizes"]
-    if batch_size and batch_size not in report.settings["batch_sizes"]:
-        raise UserError(f"{report_dir} measured batch sizes {report.settings['batch_sizes']}, not {batch_size}")
+    sizes = [batch_size] if batch_size else list(report.settings.batch_sizes)
+    if batch_size and batch_size not in report.settings.batch_sizes:
+        raise UserError(f"{report_dir} measured batch sizes {list(report.settings.batch_sizes)}, not {batch_size}")
     found = [r for size in sizes
              for r in recommend_artifacts(report, Budget(size, max_map_drop, max_latency_ms, max_memory_mb,
                                                          RANKINGS[by]))]

@@ -60,7 +60,7 @@ def setup_differences(new: Report, old: Report) -> list[str]:
     """What makes two runs' timings incomparable: host CPU, its ISA, the thread count, the device."""
     facts = (("CPU", lambda r: r.environment.get("cpu")),
              ("ISA", lambda r: ",".join(map(str, r.environment.get("cpu_facts", {}).get("isa", [])))),
-             ("threads", lambda r: r.settings["threads"]), ("device", lambda r: r.settings["device"]))
+             ("threads", lambda r: r.settings.threads), ("device", lambda r: r.settings.device))
     return [f"{name} {get(old)} vs {get(new)}" for name, get in facts if get(old) != get(new)]
 
 
@@ -70,12 +70,12 @@ def compare(new: Report, old: Report, *, names: tuple[str, str], force: bool = F
     if differences and not force:
         raise UserError(f"the runs were measured differently ({'; '.join(differences)}): their timings are not "
                         "comparable; pass --force to compare anyway")
-    same_data = all(new.settings[key] == old.settings[key] for key in ("data", "max_images", "imgsz"))
+    same_data = all(getattr(new.settings, key) == getattr(old.settings, key) for key in ("data", "max_images", "imgsz"))
     rng = np.random.default_rng(0)
     old_rows = {(r.model, r.name): r for r in old.rows if r.measurements}
     new_rows = {(r.model, r.name): r for r in new.rows if r.measurements}
     changes = [change for key in new_rows if key in old_rows
-               for batch in new.settings["batch_sizes"] if batch in old.settings["batch_sizes"]
+               for batch in new.settings.batch_sizes if batch in old.settings.batch_sizes
                if (change := _change(new_rows[key], old_rows[key], batch, rng, same_data))]
     unmatched = sorted(f"{model} {name}" for model, name in old_rows.keys() ^ new_rows.keys())
     single = any(len(r.measurements) < 2 for r in [*old_rows.values(), *new_rows.values()])

@@ -26,8 +26,7 @@ from yolo_optimize.evaluate.external import external_record
 from yolo_optimize.evaluate.facts import ModelFacts, recorded_model_facts
 from yolo_optimize.evaluate.interleave import LiveRow, take_turns, turns_for
 from yolo_optimize.evaluate.measure import MeasureJob
-from yolo_optimize.evaluate.options import ROW_TIMEOUT_S
-from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Row
+from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, EvalSettings, Row
 from yolo_optimize.families.base import Family
 from yolo_optimize.formats import formats
 from yolo_optimize.host.cpu import has_vnni
@@ -47,27 +46,8 @@ from yolo_optimize.runtime.dataset import (
     load_dataset,
     prepare_images,
 )
-from yolo_optimize.runtime.runners.base import AUTO
 
 END_TO_END_IMAGES = 16  # image files the end-to-end path reads in turn (from the evaluation data)
-
-
-@dataclass(frozen=True)
-class EvalSettings:
-    data: Path | None
-    batch_sizes: tuple[int, ...]
-    threads: int
-    device: str
-    min_time_s: float
-    repeats: int
-    max_images: int | None
-    accuracy: bool
-    imgsz: int | None
-    # the defaults below are what a results.json written before the field existed meant (report.load_report)
-    profile_dir: Path | None = None  # eval --profile: every artifact's profile goes to <profile_dir>/<model>/<artifact>
-    mode: str = AUTO  # runners.base.wanted_mode's policy: latency at batch 1 and throughput above, or one of them
-    end_to_end: bool = True  # also time the pipelined deployed path (end_to_end.py) at every batch size
-    row_timeout_s: float = ROW_TIMEOUT_S  # a row's process silent this long is stopped (interleave.LiveRow)
 
 
 @dataclass

@@ -111,7 +111,7 @@ def ship_where(runs: list[HostRun]) -> list[dict[str, Any]]:
     accuracy, ranked on inference) with its figures, or why there is none."""
     table = []
     for run in runs:
-        for batch in run.report.settings["batch_sizes"]:
+        for batch in run.report.settings.batch_sizes:
             for pick in recommend(run.report, Budget(batch)):
                 table.append(_ship_row(run, pick))
     return table
@@ -133,7 +133,7 @@ def host_rows(runs: list[HostRun]) -> list[dict[str, Any]]:
     cells: dict[tuple[str, str, int], dict[str, Any]] = {}
     for run in runs:
         for line in run.report.matrix:
-            for batch in run.report.settings["batch_sizes"]:
+            for batch in run.report.settings.batch_sizes:
                 row = cells.setdefault((line.model, line.artifact, batch),
                                        {"model": line.model, "artifact": line.artifact, "batch": batch})
                 row[f"{run.selector} img/s"] = line.at(batch).throughput_ips

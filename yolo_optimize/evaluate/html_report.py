@@ -207,7 +207,7 @@ def write_page(report: Report, out: Path, columns: list[Column], legend: str,
     for name, figure in report_figures(report).items():
         saved = save_figure(figure, out, name)
         figures[name], files = saved[0], files + saved
-    recommendations = [r for batch in report.settings["batch_sizes"] for r in recommend(report, Budget(batch))]
+    recommendations = [r for batch in report.settings.batch_sizes for r in recommend(report, Budget(batch))]
     page = out / "report.html"
     page.write_text(html_page(report, columns, figures, recommendations, comparison, legend))
     return [*files, page]

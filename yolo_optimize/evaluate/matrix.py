@@ -9,14 +9,14 @@ report.html's ``data-key``, which users' scripts read; they are made here and no
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from operator import attrgetter
 from typing import Any
 
 from yolo_optimize.evaluate.discover import is_baseline
-from yolo_optimize.evaluate.results import END_TO_END, BatchCells, MatrixRow, Report, Row
+from yolo_optimize.evaluate.results import END_TO_END, BatchCells, EvalSettings, MatrixRow, Report, Row
 from yolo_optimize.evaluate.roofline import roofline_cells
 from yolo_optimize.formats import formats
 from yolo_optimize.machine.peaks import MachineLimits
@@ -25,15 +25,15 @@ from yolo_optimize.runtime.runners.cuda_phases import PHASES
 UNSTABLE_SPREAD = 0.15  # repeats of one row disagreeing by more than this are flagged
 
 
-def matrix_of(rows: list[Row], settings: dict[str, Any], limits: MachineLimits | None) -> list[MatrixRow]:
+def matrix_of(rows: list[Row], settings: EvalSettings, limits: MachineLimits | None) -> list[MatrixRow]:
     """A line per row; with this machine's measured ``limits`` on a CPU evaluation, each row's roofline too."""
     baselines = {r.model: r for r in rows if is_baseline(r.target, r.precision)}
-    cpu_limits = limits if settings["device"] == "cpu" else None  # CPU peaks say nothing of a GPU row
-    lines = [matrix_row(r, baselines.get(r.model), settings["batch_sizes"]) for r in rows]
+    cpu_limits = limits if settings.device == "cpu" else None  # CPU peaks say nothing of a GPU row
+    lines = [matrix_row(r, baselines.get(r.model), settings.batch_sizes) for r in rows]
     return [roofline_cells(row, line, cpu_limits) if line.status == "ok" else line for row, line in zip(rows, lines)]
 
 
-def matrix_row(row: Row, baseline: Row | None, batch_sizes: list[int]) -> MatrixRow:
+def matrix_row(row: Row, baseline: Row | None, batch_sizes: Sequence[int]) -> MatrixRow:
     """One line of the matrix: per-batch speedups in the host's fast state and the row's other figures.
 
     Speedup = the row's throughput over the baseline's, each from the median of its runs in the
@@ -103,7 +103,7 @@ def _batch_error(row: Row, batch: int) -> str:
     return errors[0] if errors else "n/a"
 
 
-def _unstable(row: Row, batch_sizes: list[int]) -> bool:
+def _unstable(row: Row, batch_sizes: Sequence[int]) -> bool:
     """The row's processes disagree by more than UNSTABLE_SPREAD at some batch size (a slow-mode process)."""
     return any(len(values) > 1 and max(values) / min(values) - 1 > UNSTABLE_SPREAD
                for values in (list(row.round_throughputs(batch).values()) for batch in batch_sizes))
@@ -228,7 +228,7 @@ def matrix_columns(report: Report) -> list[Column]:
     """The columns of matrix.csv, matrix.md and report.html, in display order; the rates of the batch sizes some row
     was measured at, utilization when the machine's limits were measured, GPU phases where split, accuracy
     columns for the tasks of the rows present."""
-    sizes = report.settings["batch_sizes"]
+    sizes = report.settings.batch_sizes
     rates = [column for b in sizes for column in (
         *([_at(b, "mode"), _at(b, "throughput_ips")] if _any(report, b, "throughput_ips") else []),
         *([_at(b, "end_to_end_ips", partial(_end_to_end, b))] if _any(report, b, "end_to_end_ips") else []))]
@@ -259,7 +259,7 @@ def _one_decimal(line: MatrixRow, value: Any) -> str:
 def console_columns(report: Report) -> list[Column]:
     """The console's summary: the columns that decide (speedup, latency, accuracy, status), short enough for a
     120-column terminal."""
-    sizes = report.settings["batch_sizes"]
+    sizes = report.settings.batch_sizes
     return [_field("model", "model"), _field("artifact", "artifact"),
             _field("executed_precision", "runs in", _short_precision),
             *[replace(_at(b, "speedup", _short_speedup), header=f"b{b}") for b in sizes],

@@ -59,7 +59,7 @@ def speedup_heatmap(report: Report) -> Any:
     from matplotlib import pyplot
     from matplotlib.colors import TwoSlopeNorm
 
-    lines, sizes = _ok(report), report.settings["batch_sizes"]
+    lines, sizes = _ok(report), report.settings.batch_sizes
     if not lines:
         return None
     values = np.array([[line.at(b).speedup or np.nan for b in sizes] for line in lines], dtype=float)
@@ -85,7 +85,7 @@ def latency_bands(report: Report) -> Any:
     from matplotlib.ticker import LogFormatter, NullLocator
 
     rows = [row for row in report.rows if row.measurements and not row.error]
-    sizes = report.settings["batch_sizes"]
+    sizes = report.settings.batch_sizes
     if not rows:
         return None
     figure, axes = pyplot.subplots(figsize=(8, 4.5))
@@ -115,10 +115,10 @@ def accuracy_throughput(report: Report) -> Any:
     from matplotlib import pyplot
 
     panels = [(model, key, name, b) for model, (key, name) in _accuracy_models(report)
-              for b in report.settings["batch_sizes"]]
+              for b in report.settings.batch_sizes]
     if not panels:
         return None
-    columns = len(report.settings["batch_sizes"])
+    columns = len(report.settings.batch_sizes)
     rows = len(panels) // columns
     figure, grid = pyplot.subplots(rows, columns, figsize=(4.2 * columns, 3.6 * rows), squeeze=False)
     labels = []
@@ -244,7 +244,7 @@ def _roofline(report: Report) -> Any:
     if not report.machine_limits:
         return None
     return roofline_figure(report.matrix, MachineLimits.from_json(report.machine_limits),
-                           report.settings["batch_sizes"])
+                           report.settings.batch_sizes)
 
 
 def _accuracy_models(report: Report) -> list[tuple[str, tuple[str, str]]]:

@@ -4,7 +4,6 @@ and columns: matrix.py)."""
 from __future__ import annotations
 
 import csv
-import json
 import os
 import platform
 from dataclasses import asdict
@@ -32,6 +31,7 @@ from yolo_optimize.evaluate.results import (
     FAST_STATE_SPAN,
     REFERENCE_QUANTILE,
     SCHEMA_VERSION,
+    EvalSettings,
     Report,
     Row,
     from_json,
@@ -50,11 +50,11 @@ PACKAGES = ("yolo-optimize", "torch", "onnxruntime", "openvino", "onnx", "yolov5
             "torchvision", "numpy", "faster-coco-eval")
 
 
-def build_report(rows: list[Row], settings: dict[str, Any], limits: MachineLimits | None = None,
+def build_report(rows: list[Row], settings: EvalSettings, limits: MachineLimits | None = None,
                  host_before: HostBefore | None = None) -> Report:
     """The matrix of every row; with this machine's measured ``limits``, each CPU row's utilization too; with
     ``host_before``, what else ran on the CPUs before measuring, in the environment."""
-    env = environment(settings["threads"])
+    env = environment(settings.threads)
     if host_before:
         env["host_before"] = host_before.record()
     return Report(SCHEMA_VERSION, env, settings, rows, matrix_of(rows, settings, limits),
@@ -66,14 +66,12 @@ def load_report(folder: Path) -> Report:
     checked (``results.from_json``: one line naming a missing or mistyped field), the matrix computed again from its
     rows so that every line shown is one this version wrote. That is also why a version-7 file loads: its rows and
     settings are this version's, only its matrix was untyped; the report read is of this version's schema."""
-    from yolo_optimize.evaluate.evaluator import EvalSettings
-
     data = read_results(folder)
     try:
         report = from_json(Report, {**data, "schema_version": SCHEMA_VERSION, "matrix": []}, "results")
-        settings = from_json(EvalSettings, report.settings, "results.settings")
-        if any(size < 1 for size in settings.batch_sizes) or not settings.batch_sizes:
-            raise UserError(f"results.settings.batch_sizes: expected positive batch sizes, got {settings.batch_sizes}")
+        sizes = report.settings.batch_sizes
+        if any(size < 1 for size in sizes) or not sizes:
+            raise UserError(f"results.settings.batch_sizes: expected positive batch sizes, got {list(sizes)}")
         limits = from_json(MachineLimits | None, report.machine_limits, "results.machine_limits")
     except UserError as err:
         raise UserError(f"{folder / 'results.json' if folder.is_dir() else folder}: {err}") from None
@@ -104,7 +102,7 @@ def write_report(report: Report, out: Path, comparison: Comparison | None = None
     out.mkdir(parents=True, exist_ok=True)
     columns = matrix_columns(report)
     files = [out / "results.json", out / "matrix.csv", out / "matrix.md"]
-    files[0].write_text(json.dumps(asdict(report), indent=2) + "\n")
+    files[0].write_text(report.to_json())
     with open(files[1], "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(column.key for column in columns)
@@ -123,7 +121,7 @@ def markdown(report: Report, columns: list[Column]) -> str:
 def _legend(report: Report) -> str:
     env = report.environment
     return (f"Speedup = throughput over PyTorch FP32 eager at the same batch size, both in the host's fast "
-            f"state: each row's runs from its {report.settings['repeats']} processes (interleaved rounds, the "
+            f"state: each row's runs from its {report.settings.repeats} processes (interleaved rounds, the "
             f"baseline first in each) are judged in blocks of {BLOCK_S:g} s, and the blocks within "
             f"{FAST_STATE_SPAN - 1:.0%} of the row's {REFERENCE_QUANTILE:.0%}-quantile block are kept (fast runs: "
             f"kept/all; every run is in results.json): some hosts slow every multi-threaded runtime for seconds "
@@ -162,7 +160,7 @@ def _utilization_legend(report: Report) -> str:
 
 
 def _gpu_legend(report: Report) -> str:
-    if report.settings["device"] != "cuda":
+    if report.settings.device != "cuda":
         return ""
     return (" On CUDA, latency is the host's clock around each call, copies to and from the GPU included; PyTorch "
             "rows are called as a GPU deployment runs them (the prepared uint8 batch in pinned memory, preprocessing "

@@ -16,8 +16,10 @@ import numpy as np
 
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.facts import ModelFacts
+from yolo_optimize.evaluate.options import ROW_TIMEOUT_S
 from yolo_optimize.machine.host_load import HostUse
 from yolo_optimize.runtime.accuracy import RANGE, SHARE, Accuracy
+from yolo_optimize.runtime.runners.base import AUTO
 
 SCHEMA_VERSION = 9  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
 #                    4: weight bytes per artifact, per-convolution utilization in profiles; 5: GPU rows' copy/compute;
@@ -308,14 +310,38 @@ class MatrixRow:
         return self.batches.get(batch, NO_CELLS)
 
 
+@dataclass(frozen=True)
+class EvalSettings:
+    """What an evaluation measured with, as results.json records it and every report reads it back."""
+
+    data: Path | None
+    batch_sizes: tuple[int, ...]
+    threads: int
+    device: str
+    min_time_s: float
+    repeats: int
+    max_images: int | None
+    accuracy: bool
+    imgsz: int | None
+    # the defaults below are what a results.json written before the field existed meant (report.load_report)
+    profile_dir: Path | None = None  # eval --profile: every artifact's profile goes to <profile_dir>/<model>/<artifact>
+    mode: str = AUTO  # runners.base.wanted_mode's policy: latency at batch 1 and throughput above, or one of them
+    end_to_end: bool = True  # also time the pipelined deployed path (end_to_end.py) at every batch size
+    row_timeout_s: float = ROW_TIMEOUT_S  # a row's process silent this long is stopped (interleave.LiveRow)
+
+
 @dataclass
 class Report:
     schema_version: int
     environment: dict[str, Any]
-    settings: dict[str, Any]
+    settings: EvalSettings
     rows: list[Row]
     matrix: list[MatrixRow]
     machine_limits: dict[str, Any] | None = None  # machine/peaks.py's MachineLimits (eval --profile)
+
+    def to_json(self) -> str:
+        """results.json's text: every field as ``dataclasses.asdict`` gives it, the settings' paths as strings."""
+        return json.dumps(dataclasses.asdict(self), indent=2, default=str) + "\n"
 
 
 def read_results(folder: Path) -> dict[str, Any]:

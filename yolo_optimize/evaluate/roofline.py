@@ -8,6 +8,7 @@ bandwidth), drawn for the runtimes the rows ran on.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -68,7 +69,7 @@ class _Point(NamedTuple):
     peak_of: str | None
 
 
-def _points(matrix: list[MatrixRow], batch_sizes: list[int]) -> list[_Point]:
+def _points(matrix: list[MatrixRow], batch_sizes: Sequence[int]) -> list[_Point]:
     """Each row at each batch size that has an intensity, an achieved rate and a peak to set them against."""
     points = []
     for line in matrix:
@@ -80,7 +81,7 @@ def _points(matrix: list[MatrixRow], batch_sizes: list[int]) -> list[_Point]:
     return points
 
 
-def roofline_figure(matrix: list[MatrixRow], limits: MachineLimits, batch_sizes: list[int]) -> Any:
+def roofline_figure(matrix: list[MatrixRow], limits: MachineLimits, batch_sizes: Sequence[int]) -> Any:
     """Every row at every batch size under the roofs of its runtime's measured peaks (None: no row has a point)."""
     points = _points(matrix, batch_sizes)
     if not points:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from yolo_optimize.artifact import MANIFEST, check_writable, scratch_folder, written_whole
@@ -17,7 +17,7 @@ from yolo_optimize.evaluate.discover import (
     with_half_baselines,
     with_runtime_configurations,
 )
-from yolo_optimize.evaluate.evaluator import EvalSettings, Progress, evaluate
+from yolo_optimize.evaluate.evaluator import Progress, evaluate
 from yolo_optimize.evaluate.external import (
     checkpoint_baseline,
     external_candidates,
@@ -26,7 +26,7 @@ from yolo_optimize.evaluate.external import (
 )
 from yolo_optimize.evaluate.options import EvalOptions
 from yolo_optimize.evaluate.report import build_report, write_report
-from yolo_optimize.evaluate.results import Report
+from yolo_optimize.evaluate.results import EvalSettings, Report
 from yolo_optimize.formats import foreign_suffixes
 from yolo_optimize.host.cpu import usable_cpus
 from yolo_optimize.host.devices import resolve_device
@@ -110,11 +110,7 @@ def _measured(request: EvalRequest, settings: EvalSettings, progress: Callable[[
     progress("watching the host before measuring (other processes on its CPUs?)", 0, 0)
     before = host_before(settings.threads)
     rows = evaluate(found, settings, limits=limits, progress=Progress(progress))
-    recorded = request.settings
-    return build_report(rows, {**asdict(recorded), "data": str(recorded.data) if recorded.data else None,
-                               "batch_sizes": list(recorded.batch_sizes),
-                               "profile_dir": str(recorded.profile_dir) if recorded.profile_dir else None}, limits,
-                        before)
+    return build_report(rows, request.settings, limits, before)
 
 
 def candidates(request: EvalRequest) -> list[Candidate]:

@@ -25,7 +25,7 @@ def test_ncnn_rows_are_measured_image_by_image_and_score_what_pytorch_scores(edg
         assert not row.error and row.accuracy and baseline, name
         assert abs(row.accuracy.map50_95 - baseline.map50_95) < (0.001 if name == "ncnn-fp32" else 0.01), name
         executions = {batch.batch: batch.execution for batch in row.measurements[0].batches}
-        threads = edge_evaluated.settings["threads"]
+        threads = edge_evaluated.settings.threads
         half = dict.fromkeys(("use_fp16_storage", "use_fp16_packed", "use_fp16_arithmetic"), name == "ncnn-fp16")
         assert executions[1]["mode"] == "latency" and executions[1]["settings"] == {"num_threads": threads, **half}
         assert executions[2]["mode"] == "throughput" and executions[2]["streams"] == threads, "one image per thread"
