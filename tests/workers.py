@@ -1,4 +1,4 @@
-"""What the pytest-xdist workers of one test run share, so that two of them halve the suite's time without changing
+"""What the pytest-xdist workers of one test run share, so that two of them split the suite's work without changing
 what it checks:
 
 - **turns**: every test runs in a shared turn; a test marked ``alone`` (its assertions read this machine's speed: a
@@ -6,8 +6,7 @@ what it checks:
 - **builds made once**: a session fixture's build or evaluation is made by the first worker that needs it, into a
   folder every worker then reads; the others wait for it (out of their turn, so that nobody waits on a waiter).
 
-Without xdist (``pytest -p no:xdist``, or one test) there is one process: turns are free and everything is made
-where it is asked for, as before.
+Without workers (``pytest -n 0``) there is one process: turns are free and everything is made where it is asked for.
 """
 
 from __future__ import annotations
