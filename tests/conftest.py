@@ -170,14 +170,14 @@ EVALUATED = ("onnx-fp32", "onnx-fp16", "openvino-fp32")  # each runtime, and sto
 
 @pytest.fixture(scope="session")
 def evaluated(built: Path, request: pytest.FixtureRequest) -> Path:
-    """EVALUATED and the baseline evaluated on a subset (24 images) at batch 1 and 2, twice per artifact; the report
-    folder."""
+    """EVALUATED and the baseline evaluated on a subset (24 images) at batch 1 and 2, twice per artifact, while no
+    other test runs (tests read ratios of its timings, such as each row's end-to-end share); the report folder."""
     def make(folder: Path) -> None:
         result = optimize(*eval_args(_copied(built, EVALUATED, folder), folder / "report", "--max-images", "24",
                                      "--min-time", "0.2", "--repeats", "2", "--batch-sizes", "1,2"))
         assert result.returncode == 0, brief(result)
 
-    return made_once(request, "evaluated", make) / "report"
+    return made_once(request, "evaluated", make, alone=True) / "report"
 
 
 def _copied(built: Path, artifacts: tuple[str, ...], folder: Path) -> Path:

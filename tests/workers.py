@@ -92,6 +92,11 @@ def turns(config: pytest.Config) -> Turns:
     return _turns
 
 
+def alone(request: pytest.FixtureRequest) -> contextlib.AbstractContextManager[None]:
+    """Within: no other test runs, for the part of a test whose assertions read this machine's speed."""
+    return turns(request.config).taking(ALONE)
+
+
 def shared_folder(config: pytest.Config) -> Path:
     """The folder every worker of this run sees: the parent of the workers' own base folders (xdist starts each
     worker with ``--basetemp <run's base>/popen-gwN``)."""
