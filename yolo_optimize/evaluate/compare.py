@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.results import Report, Row
+from yolo_optimize.evaluate.results import EvalSettings, Report, Row
 
 DRAWS = 2000
 ACCURACY_TOLERANCE = 0.001  # mAP50-95 or top-1 agreement: a drop beyond 0.1 point is a regression (evaluation is
@@ -70,7 +71,7 @@ def compare(new: Report, old: Report, *, names: tuple[str, str], force: bool = F
     if differences and not force:
         raise UserError(f"the runs were measured differently ({'; '.join(differences)}): their timings are not "
                         "comparable; pass --force to compare anyway")
-    same_data = all(getattr(new.settings, key) == getattr(old.settings, key) for key in ("data", "max_images", "imgsz"))
+    same_data = _data_of(new.settings) == _data_of(old.settings)
     rng = np.random.default_rng(0)
     old_rows = {(r.model, r.name): r for r in old.rows if r.measurements}
     new_rows = {(r.model, r.name): r for r in new.rows if r.measurements}
@@ -163,3 +164,8 @@ def describe(comparison: Comparison) -> str:
     if comparison.unmatched:
         lines += ["", f"In one run only: {', '.join(comparison.unmatched)}."]
     return "\n".join(lines) + "\n"
+
+
+def _data_of(settings: EvalSettings) -> tuple[Path | None, int | None, int | None]:
+    """What two runs must share for their accuracy to compare: the images, how many, at what size."""
+    return settings.data, settings.max_images, settings.imgsz
