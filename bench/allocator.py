@@ -25,7 +25,7 @@ from common import save, timing_parser
 
 from yolo_optimize.evaluate.discover import BASELINE_TARGET, discover
 from yolo_optimize.evaluate.measure import MeasureJob, measure
-from yolo_optimize.evaluate.results import Measurement
+from yolo_optimize.evaluate.results import Measurement, Timing
 from yolo_optimize.host.processes import ALLOCATOR_ENV
 from yolo_optimize.metadata import ArtifactMetadata
 
@@ -53,7 +53,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         pixels = Path(work) / "images.npy"
         np.save(pixels, np.random.default_rng(0).integers(0, 256, (max(batch_sizes), imgsz, imgsz, 3), np.uint8))
-        job = MeasureJob(baseline.folder, baseline.manifest, pixels, batch_sizes, args.seconds, args.threads, "cpu",
+        job = MeasureJob(baseline.folder, baseline.manifest, pixels, Timing(batch_sizes, args.seconds, args.threads),
                          predict=False)
         for round_ in range(args.repeats):
             for name, env in SETTINGS.items():

@@ -20,13 +20,14 @@ from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.measure import MeasureJob, measure
+from yolo_optimize.evaluate.results import Timing
 from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.metadata import ArtifactMetadata
 
 
 def ours(folder: Path, threads: int, seconds: float, pixels: Path) -> float:
     """p50 latency (ms) of batch 1 as ``optimize eval`` measures it."""
-    job = MeasureJob(folder, Manifest.read(folder), pixels, (1,), seconds, threads, "cpu", predict=False)
+    job = MeasureJob(folder, Manifest.read(folder), pixels, Timing((1,), seconds, threads), predict=False)
     measurement, _ = in_own_process(measure, job)
     latency = measurement.batches[0].latency
     assert latency is not None, measurement.batches[0].error

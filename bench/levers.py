@@ -40,7 +40,7 @@ from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.measure import MeasureJob, measure
-from yolo_optimize.evaluate.results import BLOCK_S, fast_state
+from yolo_optimize.evaluate.results import BLOCK_S, Timing, fast_state
 from yolo_optimize.families import family_named
 from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.images import list_images
@@ -182,8 +182,8 @@ def strided_weights(moved: np.ndarray, block: int) -> np.ndarray:
 def timed(variant: Variant, pixels: Path, files: tuple[Path, ...], seconds: float, threads: int) -> list[float]:
     """One fresh process's runs (ms) of ``variant``: inference, or the end-to-end path's intervals."""
     if not variant.end_to_end:
-        job = MeasureJob(variant.folder, variant.manifest, pixels, (variant.batch,), seconds, threads, "cpu", False,
-                         variant.mode)
+        timing = Timing((variant.batch,), seconds, threads, mode=variant.mode)
+        job = MeasureJob(variant.folder, variant.manifest, pixels, timing, predict=False)
         return in_own_process(_measure_worker, job, variant.request_batch)
     return in_own_process(_path_worker, variant, files, seconds, threads)
 

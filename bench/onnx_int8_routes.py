@@ -44,6 +44,7 @@ from yolo_optimize.build.gate import Gate
 from yolo_optimize.build.held_out import ImageSet
 from yolo_optimize.build.request import GateConfig
 from yolo_optimize.evaluate.measure import MeasureJob, measure
+from yolo_optimize.evaluate.results import Timing
 from yolo_optimize.families import family_named
 from yolo_optimize.host.cpu import has_vnni
 from yolo_optimize.host.processes import in_own_process
@@ -161,7 +162,7 @@ def speed(folders: dict[str, Path], parent: Manifest, pixels: Path, args: Any) -
             precision = "fp32" if name == "fp32" else "int8"
             manifest = candidate_manifest(parent, node=f"onnx-{name}",
                                           metadata=replace(ArtifactMetadata.of(parent), precision=precision))
-            job = MeasureJob(folder, manifest, pixels, (1, 8), args.seconds, args.threads, "cpu", predict=False)
+            job = MeasureJob(folder, manifest, pixels, Timing((1, 8), args.seconds, args.threads), predict=False)
             measurement, _ = in_own_process(measure, job)
             for batch in measurement.batches:
                 found[name][f"b{batch.batch}"].append(batch.throughput_ips or 0.0)

@@ -21,6 +21,7 @@ from harness_overhead import benchmark_app
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.measure import MeasureJob, measure
+from yolo_optimize.evaluate.results import Timing
 from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.metadata import ArtifactMetadata
 
@@ -29,7 +30,7 @@ BATCH = 8
 
 def ours(folder: Path, threads: int, seconds: float, pixels: Path) -> float:
     """Images/s at batch 8 as ``optimize eval`` measures it."""
-    job = MeasureJob(folder, Manifest.read(folder), pixels, (BATCH,), seconds, threads, "cpu", predict=False)
+    job = MeasureJob(folder, Manifest.read(folder), pixels, Timing((BATCH,), seconds, threads), predict=False)
     measurement, _ = in_own_process(measure, job)
     result = measurement.batches[0]
     assert result.latency is not None, result.error

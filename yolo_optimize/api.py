@@ -28,7 +28,7 @@ from yolo_optimize.errors import BuildFailed, UserError
 from yolo_optimize.evaluate.recommend import RANKINGS, Budget, Candidate, Recommendation
 from yolo_optimize.evaluate.results import Report
 from yolo_optimize.host import environment
-from yolo_optimize.options import LOCAL, checked_values, choice, integer, number, optional, text
+from yolo_optimize.options import LOCAL, OneOf, Real, Text, Whole, checked_values, option
 
 Progress = Callable[[str, int, int], None]  # (what is happening, steps done, steps in all)
 
@@ -139,13 +139,13 @@ def recommend(report: Report | str | Path, *, batch_size: int = 1, max_map_drop:
 
     given = dict(batch_size=batch_size, max_map_drop=max_map_drop, max_latency_ms=max_latency_ms,
                  max_memory_mb=max_memory_mb, by=by, model=model)
-    budget = checked_values(given, RECOMMEND_ARGUMENTS, "recommend()")
+    budget = RecommendArguments(**checked_values(given, RecommendArguments, "recommend()"))
     if not isinstance(report, (Report, str, Path)):
         raise UserError(f"recommend(): report: must be a Report or an eval folder, got {type(report).__name__}")
     found = report if isinstance(report, Report) else load_report(Path(report))
     if batch_size not in found.settings.batch_sizes:
         raise UserError(f"the report measured batch sizes {list(found.settings.batch_sizes)}, not {batch_size}")
-    limits = Budget(batch_size, budget["max_map_drop"], budget["max_latency_ms"], budget["max_memory_mb"], RANKINGS[by])
+    limits = Budget(batch_size, budget.max_map_drop, budget.max_latency_ms, budget.max_memory_mb, RANKINGS[by])
     picks = {r.model: r for r in recommend_artifacts(found, limits)}
     if model is None and len(picks) != 1:
         raise UserError(f"the report has models {', '.join(picks)}: name one with model=")
@@ -155,7 +155,13 @@ def recommend(report: Report | str | Path, *, batch_size: int = 1, max_map_drop:
     return Pick(chosen)
 
 
-RECOMMEND_ARGUMENTS: dict[str, Callable[[Any], Any]] = {
-    "batch_size": integer(1), "max_map_drop": number(), "max_latency_ms": optional(number(0, above=True)),
-    "max_memory_mb": optional(number(0, above=True)), "by": choice(tuple(RANKINGS)), "model": optional(text),
-}
+@dataclass(frozen=True)
+class RecommendArguments:
+    """``recommend``'s keywords, declared as options so that they are checked as the commands' are."""
+
+    batch_size: int = option(1, Whole(1))
+    max_map_drop: float = option(1.0, Real())
+    max_latency_ms: float | None = option(None, Real(0, above=True))
+    max_memory_mb: float | None = option(None, Real(0, above=True))
+    by: str = option("inference", OneOf(tuple(RANKINGS)))
+    model: str | None = option(None, Text())

@@ -253,7 +253,7 @@ def targets_help() -> str:
     ready = [named(f) for f in formats().values() if f.buildable and not f.experimental]
     experimental = [named(f) for f in formats().values() if f.buildable and f.experimental]
     return (f"Comma list: {', '.join(ready)}, and EXPERIMENTAL (never run on a GPU with TensorRT): "
-            f"{', '.join(experimental)} [default: {','.join(DEFAULT_TARGETS)}].")
+            f"{', '.join(experimental)}.")
 
 
 def foreign_files_help() -> str:

@@ -1,6 +1,8 @@
-"""Options as the command line, the Python API and TOML config files give them, checked in one place: the parsers
-every option record uses (``config.BuildOptions``, ``evaluate.options.EvalOptions``) and the precedence between
-their sources.
+"""Options as the command line, the Python API and TOML config files give them, declared once: a command's options
+are the fields of one frozen record (``build.config.BuildOptions``, ``evaluate.options.EvalOptions``), each
+declared with ``option(default, kind, help)``. From that one declaration come the API's keywords and TOML keys and
+their checks (``checked_values``), the record itself, and the command line's click options with the help's
+``[default: ...]`` (``cli/options.py``): adding an option is one field and the code that uses it.
 
 A config file holds a command's options as keys, spelled as on the command line without the dashes
 (``batch-sizes = [1, 8]``; ``batch_sizes`` works too), lists as TOML arrays or comma strings. Precedence:
@@ -10,8 +12,10 @@ value is a ``UserError`` naming the key and where it came from.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -42,25 +46,6 @@ def layered(defaults: Options, config: Path | Mapping[str, Any] | None, given: M
     return options.updated(given, given_from)
 
 
-def checked_values(values: Mapping[str, Any], parsers: Mapping[str, Callable[[Any], Any]], origin: str,
-                   descriptions: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Each of ``values`` through its parser, keys as in Python or on the command line: an unknown key or a bad value
-    is a UserError naming the key and where it came from (the build options, the API's arguments)."""
-    checked = {}
-    for key, value in values.items():
-        name = key.replace("-", "_")
-        if name not in parsers:
-            known = ", ".join(option.replace("_", "-") for option in parsers)
-            raise UserError(f"{origin}: unknown key {key!r} (keys: {known})")
-        try:
-            checked[name] = parsers[name](value)
-        except UserError as err:
-            raise UserError(f"{origin}: {key}: {err}") from None
-        except (TypeError, ValueError):
-            raise UserError(f"{origin}: {key}: {value!r} is not {(descriptions or {}).get(name, 'valid')}") from None
-    return checked
-
-
 def read_config(path: Path) -> dict[str, Any]:
     """A TOML config file's keys and values (checked by ``BuildOptions.updated``); a UserError when unreadable."""
     if sys.version_info >= (3, 11):
@@ -84,46 +69,161 @@ def comma(value: Any) -> str:
     return str(value)
 
 
-def integer(low: int) -> Callable[[Any], int]:
-    def parse(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise UserError(f"must be an integer >= {low}, got {value!r}")
+class Kind:
+    """The values an option takes, said once for every way in: called on a value from a config file or the API it
+    returns the value checked (a UserError, or TypeError/ValueError read as "is not ``described``", when bad);
+    the command line reads it with the click type ``cli/options.py`` makes of the same kind."""
+
+    described = "valid"
+
+    def __call__(self, value: Any) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Whole(Kind):
+    """An integer ``>= low``."""
+
+    low: int
+
+    def __call__(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < self.low:
+            raise UserError(f"must be an integer >= {self.low}, got {value!r}")
         return value
-    return parse
 
 
-def number(low: float = 0, *, above: bool = False) -> Callable[[Any], float]:
-    """A parser of numbers ``>= low`` (``> low`` with ``above``)."""
-    def parse(value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low or above and value == low:
-            raise UserError(f"must be a number {'>' if above else '>='} {low:g}, got {value!r}")
+@dataclass(frozen=True)
+class Real(Kind):
+    """A number ``>= low`` (``> low`` with ``above``), at most ``high`` when given."""
+
+    low: float = 0
+    high: float | None = None
+    above: bool = False
+
+    def __call__(self, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < self.low \
+                or self.above and value == self.low:
+            raise UserError(f"must be a number {'>' if self.above else '>='} {self.low:g}, got {value!r}")
+        if self.high is not None and value > self.high:
+            raise UserError(f"must be at most {self.high:g}, got {value!r}")
         return float(value)
-    return parse
 
 
-def flag(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise UserError(f"must be true or false, got {value!r}")
-    return value
+@dataclass(frozen=True)
+class OneOf(Kind):
+    choices: tuple[str, ...]
 
-
-def choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
-    def parse(value: Any) -> str:
-        if value not in choices:
-            raise UserError(f"must be one of {', '.join(choices)}, got {value!r}")
+    def __call__(self, value: Any) -> str:
+        if value not in self.choices:
+            raise UserError(f"must be one of {', '.join(self.choices)}, got {value!r}")
         return str(value)
-    return parse
 
 
-def text(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise UserError(f"must be a non-empty string, got {value!r}")
-    return value
+@dataclass(frozen=True)
+class Flag(Kind):
+    """True or false; on the command line ``--name`` when off by default, ``--no-name`` when on."""
+
+    def __call__(self, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise UserError(f"must be true or false, got {value!r}")
+        return value
 
 
-def path(value: Any) -> Path | None:
-    return None if value is None else Path(text(str(value) if isinstance(value, Path) else value))
+@dataclass(frozen=True)
+class Text(Kind):
+    """A non-empty string (a path given for one is taken as its string)."""
+
+    def __call__(self, value: Any) -> str:
+        if isinstance(value, Path):
+            value = str(value)
+        if not isinstance(value, str) or not value:
+            raise UserError(f"must be a non-empty string, got {value!r}")
+        return value
 
 
-def optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    return lambda value: None if value is None else parse(value)
+@dataclass(frozen=True)
+class FilePath(Kind):
+    """A file or folder, as a string or a Path."""
+
+    def __call__(self, value: Any) -> Path:
+        return Path(Text()(value))
+
+
+@dataclass(frozen=True)
+class Listed(Kind):
+    """A list: a comma string on the command line, a TOML array or a comma string elsewhere, checked by ``parse``."""
+
+    parse: Callable[[str], Any]
+    described: str = "a list"
+
+    def __call__(self, value: Any) -> Any:
+        return self.parse(comma(value))
+
+
+@dataclass(frozen=True)
+class Repeated(Kind):
+    """Paths given one at a time: the option repeated on the command line, a list (or one path) elsewhere."""
+
+    metavar: str
+    described: str = "a list of paths"
+
+    def __call__(self, value: Any) -> tuple[str, ...]:
+        return tuple(str(FilePath()(item)) for item in ([value] if isinstance(value, (str, Path)) else value))
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option's declaration beside its record field: what it takes, what the help says, how the help states the
+    default where the value alone does not (``shown_default``: None shows the value), and whether the command
+    line takes it as an option (a command's argument, such as eval's DIRECTORY, is declared by the command)."""
+
+    kind: Kind
+    help: str | Callable[[], str] = ""  # a function where the text comes from a table read when asked (the formats)
+    shown_default: str | None = None
+    on_command_line: bool = True
+
+    def check(self, value: Any, default: Any) -> Any:
+        """``value`` checked; None only where the option's default is None (unset)."""
+        return None if value is None and default is None else self.kind(value)
+
+
+OPTION = "option"  # the key of a field's metadata that holds its Option
+
+
+def option(default: Any, kind: Kind, help: str | Callable[[], str] = "", *, shown_default: str | None = None,
+           on_command_line: bool = True) -> Any:
+    """A record field declared as an option (see the module's docstring)."""
+    declared = Option(kind, help, shown_default, on_command_line)
+    return dataclasses.field(default=default, metadata={OPTION: declared})
+
+
+@dataclass(frozen=True)
+class Declared:
+    name: str
+    default: Any
+    option: Option
+
+
+def declared(record: type) -> list[Declared]:
+    """The options ``record`` declares, in declaration order."""
+    return [Declared(field.name, field.default, field.metadata[OPTION]) for field in dataclasses.fields(record)
+            if OPTION in field.metadata]
+
+
+def checked_values(values: Mapping[str, Any], record: type, origin: str) -> dict[str, Any]:
+    """Each of ``values`` checked by the option ``record`` declares for it, keys as in Python or on the command line:
+    an unknown key or a bad value is a UserError naming the key and where it came from."""
+    options = {item.name: item for item in declared(record)}
+    checked = {}
+    for key, value in values.items():
+        name = key.replace("-", "_")
+        if name not in options:
+            known = ", ".join(option.replace("_", "-") for option in options)
+            raise UserError(f"{origin}: unknown key {key!r} (keys: {known})")
+        try:
+            checked[name] = options[name].option.check(value, options[name].default)
+        except UserError as err:
+            raise UserError(f"{origin}: {key}: {err}") from None
+        except (TypeError, ValueError):
+            raise UserError(f"{origin}: {key}: {value!r} is not {options[name].option.kind.described}") from None
+    return checked

@@ -13,8 +13,11 @@ import pytest
 
 from tests.conftest import VAL_DATA, WEIGHTS
 from tests.host.test_processes import WORKER_MARK
+from yolo_optimize.build.builder import executor_for
+from yolo_optimize.build.config import build_options
 from yolo_optimize.build.executor import LocalExecutor
 from yolo_optimize.errors import UserError
+from yolo_optimize.host.cpu import usable_cpus
 
 
 def pid_of_worker(_: object = None) -> int:
@@ -38,6 +41,16 @@ def workers_alive() -> set[int]:
             if int(fields[1]) == os.getpid() and fields[0] not in ("Z", "X") and WORKER_MARK.encode() in command:
                 found.add(int(entry.name))
     return found
+
+
+def test_threads_share_the_cpus_a_build_may_use_between_its_jobs() -> None:
+    """``--threads``, the option added to show that an option is one declaration and the code that uses it."""
+    options = build_options(None, {"model": str(WEIGHTS), "threads": 3, "jobs": 2}, "test")
+    assert executor_for(options).threads == 1, "3 CPUs for 2 nodes: one thread each"
+    assert executor_for(build_options(None, {"threads": 3, "jobs": 1}, "test")).threads == 3
+    assert executor_for(build_options(None, {"jobs": 1}, "test")).threads == usable_cpus()
+    with pytest.raises(UserError, match="--threads shares this machine's CPUs"):
+        executor_for(build_options(None, {"threads": 3, "executor": "ray"}, "test"))
 
 
 def test_the_check_before_the_nodes_runs_in_the_worker_that_then_builds_them() -> None:

@@ -10,11 +10,11 @@ import pytest
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.interleave import LiveRow, take_turns
 from yolo_optimize.evaluate.measure import MIN_RUNS, MeasureJob
-from yolo_optimize.evaluate.results import BLOCK_S, blocks
+from yolo_optimize.evaluate.results import BLOCK_S, Timing, blocks
 
 
 def job(folder: Path, pixels: Path, batch_sizes: tuple[int, ...] = (1, 2)) -> MeasureJob:
-    return MeasureJob(folder, Manifest.read(folder), pixels, batch_sizes, 0.0, 1, "cpu", False)
+    return MeasureJob(folder, Manifest.read(folder), pixels, Timing(batch_sizes, 0.0, 1), predict=False)
 
 
 def test_two_live_rows_take_turns_and_each_block_is_one_block_of_the_reports_cut(small_artifacts: Path,

@@ -10,7 +10,7 @@ import pytest
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluate.measure import MeasureJob, measure, peak_rss, time_batch
-from yolo_optimize.evaluate.results import LatencyStats
+from yolo_optimize.evaluate.results import LatencyStats, Timing
 from yolo_optimize.host.processes import in_own_process
 
 
@@ -81,7 +81,7 @@ def test_a_measurement_reports_its_own_process_peak_not_its_parents(small_artifa
     with tempfile.TemporaryDirectory() as work:
         pixels = Path(work) / "images.npy"
         np.save(pixels, np.zeros((1, 640, 640, 3), np.uint8))
-        job = MeasureJob(folder, Manifest.read(folder), pixels, (1,), 0.0, 1, "cpu", False)
+        job = MeasureJob(folder, Manifest.read(folder), pixels, Timing((1,), 0.0, 1), predict=False)
         measurement, _ = in_own_process(measure, job)
     assert 100 < measurement.peak_rss_mb < 1500, measurement.peak_rss_mb  # ONNX Runtime with yolov5n: ~0.5 GB
     assert int(ballast[-1]) == 1

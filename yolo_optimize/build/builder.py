@@ -96,7 +96,7 @@ def requests_for(options: BuildOptions, executor: Executor) -> tuple[list[BuildR
     from yolo_optimize.images import check_input_fits, checked_images, list_images
 
     source = resolve_source(options.model, random_weights=options.random_weights, weights_dir=options.weights_dir,
-                            verdicts=options.out / VERDICTS, head=options.head, nms=options.nms_settings())
+                            verdicts=options.out / VERDICTS, head=options.head or "", nms=options.nms_settings())
     family = family_named(source.family)
     sizes = options.imgsz or (family.default_imgsz,)
     for size in sizes:
@@ -190,7 +190,9 @@ def executor_for(options: BuildOptions) -> Executor:
     if options.executor == LOCAL:
         if options.on or options.ray_address:
             raise UserError("--on and --ray-address go with --executor ray")
-        return LocalExecutor(options.jobs)
+        return LocalExecutor(options.jobs, options.threads)
+    if options.threads:
+        raise UserError("--threads shares this machine's CPUs: with --executor ray each node builds on its own")
     from yolo_optimize.build.ray_executor import RayExecutor
 
     executor = RayExecutor(options.ray_address or "auto", options.on)

@@ -65,15 +65,16 @@ class Executor(ABC):
 
 
 class LocalExecutor(Executor):
-    """This machine: ``jobs`` spawned processes, the cores shared between them."""
+    """This machine: ``jobs`` spawned processes, ``cpus`` shared between them (None: the CPUs this process may
+    use)."""
 
-    def __init__(self, jobs: int) -> None:
-        self.jobs = max(1, jobs)
+    def __init__(self, jobs: int, cpus: int | None = None) -> None:
+        self.jobs, self.cpus = max(1, jobs), cpus
         self._opened: ProcessPoolExecutor | None = None  # by before_nodes, for the next workers()
 
     @property
     def threads(self) -> int:
-        return max(1, usable_cpus() // self.jobs)
+        return max(1, (self.cpus or usable_cpus()) // self.jobs)
 
     def probe(self, function: Callable[..., T], *args: Any) -> T:
         return function(*args)

@@ -19,20 +19,19 @@ import click
 from rich.console import Console
 
 from yolo_optimize.artifact import check_writable, written_whole
+from yolo_optimize.build.config import BuildOptions, build_options
+from yolo_optimize.cli.options import options_of
 from yolo_optimize.errors import UserError
-from yolo_optimize.formats import foreign_files_help, targets_help
+from yolo_optimize.evaluate.options import COMMAND_OUT, EvalOptions, eval_options
 from yolo_optimize.host.cpu import usable_cpus
-from yolo_optimize.host.devices import DEVICES as DEVICE_CHOICES
 from yolo_optimize.machine.peaks import ROUNDS
-from yolo_optimize.options import EXECUTORS, RAY
+from yolo_optimize.options import RAY
 from yolo_optimize.versions import __version__
 
 if TYPE_CHECKING:
-    from yolo_optimize.evaluate.options import EvalOptions
     from yolo_optimize.machine.peaks import MachineLimits
 
 console = Console(width=None if sys.stdout.isatty() else 160)
-DEFAULT_REPORTS = "reports"  # where optimize eval writes (yo.evaluate writes only where asked)
 
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -110,74 +109,16 @@ def main() -> None:
 @click.option("--config", "config_file", type=click.Path(path_type=Path),
               help="A TOML file of these options (keys as named here: batch-sizes = [1, 8]); options given on the "
                    "command line override it.")
-@click.option("--targets", help=targets_help())
-@click.option("--precisions", help="Comma list: fp32, fp16, bf16, int8 [default: fp32,fp16].")
-@click.option("--imgsz", help="Square input size(s), multiples of 32, comma-separated [default: the family's: 640 "
-                               "for detectors, 224 for classifiers]; with several, each goes to <out>/<model>-<size>.")
-@click.option("--batch-sizes", help="Batch sizes every artifact must accept [default: 1,8].")
-@click.option("--out", type=click.Path(path_type=Path), help="[default: artifacts]")
-@click.option("--jobs", type=click.IntRange(1), help="Nodes built in parallel [default: 2].")
-@click.option("--force", is_flag=True, default=None, help="Rebuild every node, cached or not.")
-@click.option("--verify", is_flag=True, default=None,
-              help="Hash every file of every cached node again (by default a file whose size, inode and modification "
-                   "time are the ones recorded when it was built is trusted).")
-@click.option("--random-weights", is_flag=True, default=None,
-              help="Architecture from the family's config, seeded random weights.")
-@click.option("--weights-dir", type=click.Path(path_type=Path), help="First place to look for <model>.pt.")
-@click.option("--device", type=click.Choice(DEVICE_CHOICES), help="[default: auto: cuda where a GPU is visible]")
-@click.option("--opset", type=click.IntRange(18), help="ONNX opset [default: 18].")
-@click.option("--parity-data", type=click.Path(path_type=Path),
-              help="Images for the parity check [default: the images bundled with the model's package].")
-@click.option("--parity-images", type=click.IntRange(1), help="[default: 4]")
-@click.option("--calib-data", type=click.Path(path_type=Path), help="Real images for INT8 calibration (e.g. coco128).")
-@click.option("--calib-images", type=click.IntRange(1),
-              help="Calibration images used, at most (all of the calibration part, if it has fewer) [default: 128].")
-@click.option("--gate-data", type=click.Path(path_type=Path),
-              help="Images for the INT8 accuracy gate (labelled for detectors), sharing none with the calibration "
-                   "images; never the evaluation set [default: half of --calib-data, held out of calibration].")
-@click.option("--gate-images", type=click.IntRange(1), help="Gate on N of the gate's images [default: all].")
-@click.option("--max-map-drop", type=click.FloatRange(0),
-              help="Largest drop (points) of the gate metric an INT8 artifact may show: mAP50-95 for detectors, "
-                   "top-1 agreement with FP32 for classifiers [default: 1.0].")
-@click.option("--input", "input_form", type=click.Choice(["float", "uint8"]),
-              help="What every exported artifact takes: float32 NCHW in [0, 1], or the prepared uint8 NHWC image with "
-                   "the layout change and scaling inside the graph (INT8 ONNX then reads it on its first grid); "
-                   "uint8 builds go to <out>/<model>-uint8 [default: float].")
-@click.option("--head", type=click.Choice(["one-to-one", "one-to-many"]),
-              help="YOLO26 and YOLOv10: the NMS-free one-to-one head (top-k in the graph, [B, 300, 6]) or the "
-                   "one-to-many head that needs NMS (into <out>/<model>-one-to-many) [default: one-to-one].")
-@click.option("--nms", is_flag=True, default=None,
-              help="NMS inside every artifact (detectors whose head needs it): images in, [B, max-det, 6] final "
-                   "detections out, for every image of a batch; into <out>/<model>-nms.")
-@click.option("--nms-conf", type=click.FloatRange(0, 1, min_open=True),
-              help="With --nms: the score a detection needs to be kept [default: 0.25, what the host-side decode "
-                   "keeps at deployment; 0.001 scores mAP as validation does].")
-@click.option("--nms-iou", type=click.FloatRange(0, 1, min_open=True),
-              help="With --nms: the overlap above which the weaker box is suppressed [default: the family's].")
-@click.option("--max-det", type=click.IntRange(1), help="With --nms: detections kept per image [default: 300].")
-@click.option("--nms-multi-label", is_flag=True, default=None,
-              help="With --nms: keep a box once for every class scored above --nms-conf, as mAP validation does "
-                   "[default: its best class only].")
-@click.option("--executor", type=click.Choice(EXECUTORS),
-              help="Where nodes build: this machine's processes, or a Ray cluster's nodes (pip install -e \".[ray]\"; "
-                   "--out and the inputs at the same path on every node) [default: local].")
-@click.option("--ray-address", help="The Ray cluster to connect to [default: auto, the one this machine is part of].")
-@click.option("--on", help="With --executor ray: build only on nodes with these labels (label=value, comma list).")
-@click.option("--result", type=click.Path(path_type=Path),
-              help="Also write every node's result to this JSON file (what the API's build returns), whole, once the "
-                   "build ends; not when it is refused or interrupted.")
+@options_of(BuildOptions)
 @user_errors
-def build(model: str | None, config_file: Path | None, input_form: str | None, **given: Any) -> None:
+def build(model: str | None, config_file: Path | None, **given: Any) -> None:
     """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, yolo12n-x, yolo26n-x, yolov10n-x, rtdetr-l, yolov9t, a
     torchvision classifier such as resnet18, a YOLOv7 model YAML, or a .pt path) to every target x precision,
     cached, in parallel."""
     from yolo_optimize.build.builder import run_build
-    from yolo_optimize.build.config import build_options
     from yolo_optimize.machine.choices import needs_measuring
 
-    given = {**given, "model": model, "input": input_form}
-    options = build_options(config_file, {key: value for key, value in given.items() if value is not None},
-                            "command line")
+    options = build_options(config_file, _given({**given, "model": model}), "command line")
     hosts = options.executor == RAY
     if not hosts and needs_measuring(options.precisions):
         console.print("measuring this machine's bf16 and fp32 rates first: whether bf16 pays here (optimize info, "
@@ -200,6 +141,12 @@ def build(model: str | None, config_file: Path | None, input_form: str | None, *
         failed = result.failed if len(result.models) > 1 else [name.split("/", 1)[1] for name in result.failed]
         click.echo(f"error: {len(failed)} node(s) failed: {', '.join(failed)}", err=True)
         sys.exit(1)
+
+
+def _given(values: dict[str, Any]) -> dict[str, Any]:
+    """What the command line said: the options it was given (click passes None, or () for a repeatable option, for
+    the others), which override the config file's."""
+    return {key: value for key, value in values.items() if value is not None and value != ()}
 
 
 def _node_line(node: str, result: Any) -> None:
@@ -251,64 +198,18 @@ def _say(text: str) -> None:
 @click.option("--config", "config_file", type=click.Path(path_type=Path),
               help="A TOML file of these options (keys as named here: batch-sizes = [1, 8], directory = \"...\"); "
                    "options given on the command line override it.")
-@click.option("--data", type=click.Path(path_type=Path),
-              help="YOLO dataset folder or COCO instances_*.json [default: the model package's sample images, "
-                   "no accuracy].")
-@click.option("--batch-sizes", help="[default: 1,8]")
-@click.option("--out", type=click.Path(path_type=Path), help=f"[default: {DEFAULT_REPORTS}]")
-@click.option("--device", type=click.Choice(DEVICE_CHOICES),
-              help="[default: auto: cuda where a GPU is visible, as for build]")
-@click.option("--threads", type=click.IntRange(1),
-              help="Threads every runtime gets [default: the CPUs this process may use: its affinity and cgroup "
-                   "quota].")
-@click.option("--min-time", type=click.FloatRange(0), help="Seconds per batch size [default: 1.0].")
-@click.option("--repeats", type=click.IntRange(1),
-              help="Interleaved rounds: processes per artifact and per baseline [default: 3].")
-@click.option("--max-images", type=click.IntRange(1), help="Evaluate accuracy on the first N images only.")
-@click.option("--no-accuracy", "accuracy", flag_value=False, default=None, help="Measure speed and memory only.")
-@click.option("--imgsz", type=int, help="Refuse artifacts built for another input size; the input size of --add files "
-                                        "whose input shape is not fixed.")
-@click.option("--mode", type=click.Choice(["auto", "latency", "throughput"]),
-              help="How each batch size runs: auto = latency at batch 1 (one request on every thread), throughput "
-                   "above (the runtime's own: OpenVINO's THROUGHPUT hint, concurrent ONNX Runtime requests on "
-                   "one-thread sessions; PyTorch as it is, on a GPU one CUDA stream, two with throughput); or one "
-                   "of them for every batch size [default: auto].")
-@click.option("--no-end-to-end", "end_to_end", flag_value=False, default=None,
-              help="Time inference only, not also the pipelined path from image files to kept predictions.")
-@click.option("--add", multiple=True, metavar="[FAMILY=]PATH",
-              help=f"A model file this tool did not build ({foreign_files_help()}), measured beside the artifacts "
-                   "of its model under DIRECTORY; repeatable. DIRECTORY may itself be such a file.")
-@click.option("--family", help="The model family of --add files that name none (yolov5, yolov7, ultralytics, "
-                               "torchvision).")
-@click.option("--checkpoint", type=click.Path(path_type=Path),
-              help="The PyTorch checkpoint of --add files that join no model under DIRECTORY: their baseline.")
-@click.option("--row-timeout", type=click.FloatRange(1),
-              help="Seconds a row's measuring process may stay silent (a hung runtime) before it is stopped and the "
-                   "row marked 'timed out'; the other rows go on [default: 600].")
-@click.option("--profile", is_flag=True, default=None,
-              help="Explain the numbers: model facts against this machine's measured peaks (optimize info), the "
-                   "roofline, and per artifact per-layer time, a trace, the end-to-end breakdown, threads, energy.")
-@click.option("--executor", type=click.Choice(EXECUTORS),
-              help="ray: the whole evaluation once per --on selector, each on a Ray node with that label, alone there "
-                   "(pip install -e \".[ray]\"; DIRECTORY, --data and --out at the same path on every node) "
-                   "[default: local].")
-@click.option("--ray-address", help="The Ray cluster to connect to [default: auto].")
-@click.option("--on", help="With --executor ray: one measuring node per label=value selector, comma list "
-                           "(kind=avx2,kind=avx512); reports go to OUT/kind-avx2/...")
+@options_of(EvalOptions)
 @user_errors
-def evaluate_command(directory: Path | None, config_file: Path | None, add: tuple[str, ...], **given: Any) -> None:
+def evaluate_command(directory: Path | None, config_file: Path | None, **given: Any) -> None:
     """Measure every artifact under DIRECTORY (and any --add model file) and write the speedup matrix."""
     from yolo_optimize.cli.console import progress_bar
     from yolo_optimize.evaluate.matrix import busy_warning
-    from yolo_optimize.evaluate.options import eval_options
     from yolo_optimize.evaluate.recommend import Budget, brief, recommend
     from yolo_optimize.evaluate.report import rich_table
     from yolo_optimize.evaluate.session import EvalRequest, measured_anything, report_folder, run_evaluation
 
-    given = {**given, "root": directory, "add": add or None}
-    options = eval_options(config_file, {key: value for key, value in given.items() if value is not None},
-                           "command line")
-    options = replace(options, out=options.out or Path(DEFAULT_REPORTS))
+    options = eval_options(config_file, _given({**given, "root": directory}), "command line")
+    options = replace(options, out=options.out or COMMAND_OUT)
     out = options.out_folder
     if options.executor == RAY:
         _evaluate_on_hosts(options)
@@ -400,8 +301,9 @@ def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | No
     threads = threads or usable_cpus()
     limits = _measured_limits(threads)
     with console.status(f"profiling {artifact}"), written_whole(out, last="profile.json") as staging:
-        result = profile_artifact(ProfileRequest(artifact, manifest, files, batch_size, largest_batch, threads,
-                                                 staging, min_time, limits))
+        result = profile_artifact(ProfileRequest(artifact, manifest, files, batch_size=batch_size,
+                                                 largest_batch=largest_batch, threads=threads, out=staging,
+                                                 min_time_s=min_time, limits=limits))
         written = write_profile(result, staging)
     console.print(profile_markdown(result))
     for path in written:

@@ -130,8 +130,9 @@ def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, 
             continue
         progress.step(f"profiling {row.model} {row.name}")
         out = settings.profile_dir / row.model / row.name
-        request = ProfileRequest(candidate.folder, candidate.measurable, tuple(dataset.images[:PROFILE_IMAGES]), 1,
-                                 max(settings.batch_sizes), settings.threads, out, settings.min_time_s, limits)
+        request = ProfileRequest(candidate.folder, candidate.measurable, tuple(dataset.images[:PROFILE_IMAGES]),
+                                 batch_size=1, largest_batch=max(settings.batch_sizes), threads=settings.threads,
+                                 out=out, min_time_s=settings.min_time_s, limits=limits)
         try:
             profile = profile_artifact(request)
         except Exception as err:  # noqa: BLE001 - the row keeps its measurements
@@ -291,8 +292,7 @@ def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], setting
         wants_accuracy = settings.accuracy and row.accuracy is None and wants_predictions(family, row.pretrained)
         threads = row.threads_choice.chosen if row.threads_choice else settings.threads
         job = MeasureJob(candidate.folder, candidate.measurable, prepared[_imgsz(candidate)].pixels,
-                         settings.batch_sizes, settings.min_time_s, threads, settings.device, wants_accuracy,
-                         settings.mode, files)
+                         settings.timing(threads), wants_accuracy, files)
         worker = LiveRow(job, settings.row_timeout_s)
         if worker.error:
             row.error = worker.error

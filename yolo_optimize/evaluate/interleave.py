@@ -84,7 +84,7 @@ class LiveRow:
 
     def __init__(self, job: MeasureJob, timeout_s: float = ROW_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
-        self.host = HostMeter().use(job.threads)  # what else ran on the CPUs during its blocks (take_turns)
+        self.host = HostMeter().use(job.timing.threads)  # what else ran on the CPUs during its blocks (take_turns)
         self._oom_kills = oom_kills()
         self._conn, child = SPAWN.Pipe()
         self._process = SPAWN.Process(target=serve, args=(job, child), daemon=True)
@@ -202,12 +202,12 @@ class _Timed:
 
     def __init__(self, runner: Runner, images: np.ndarray, job: MeasureJob) -> None:
         self.runner = runner
-        self.inputs = {size: batch_input(runner, images, size) for size in job.batch_sizes}
-        self.samples: dict[str, dict[int, list[float]]] = {part: {size: [] for size in job.batch_sizes}
+        self.inputs = {size: batch_input(runner, images, size) for size in job.timing.batch_sizes}
+        self.samples: dict[str, dict[int, list[float]]] = {part: {size: [] for size in job.timing.batch_sizes}
                                                            for part in (INFERENCE, END_TO_END)}
-        self.phases: dict[int, dict[str, list[float]]] = {size: {} for size in job.batch_sizes}
+        self.phases: dict[int, dict[str, list[float]]] = {size: {} for size in job.timing.batch_sizes}
         self.errors: dict[int, str] = {}
-        for size in job.batch_sizes:
+        for size in job.timing.batch_sizes:
             try:
                 for _ in range(WARMUP_RUNS):
                     runner.timed(self.inputs[size])
@@ -219,7 +219,7 @@ class _Timed:
             single_threaded_helpers(runner)
             family, imgsz = runner.metadata.model_family(), runner.metadata.side
             self.paths = {size: EndToEnd(family, runner, job.files, imgsz, size, decoders_for(runner))
-                          for size in job.batch_sizes}
+                          for size in job.timing.batch_sizes}
 
     def block(self, size: int, part: str) -> int:
         """One block of ``part`` at ``size``: how many runs it timed; 0 for a batch size the runtime refused or a

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.results import BatchResult, LatencyStats, Measurement
+from yolo_optimize.evaluate.results import BatchResult, LatencyStats, Measurement, Timing
 from yolo_optimize.host.processes import one_line, resource_shortage
 from yolo_optimize.runtime.accuracy import predict_all
-from yolo_optimize.runtime.runners.base import LATENCY, Runner
+from yolo_optimize.runtime.runners.base import Runner
 from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
 
 MIN_RUNS, WARMUP_RUNS = 5, 2
@@ -29,12 +29,8 @@ class MeasureJob:
     folder: Path
     manifest: Manifest
     pixels: Path  # preprocessed uint8 images (.npy)
-    batch_sizes: tuple[int, ...]
-    min_time_s: float
-    threads: int
-    device: str
+    timing: Timing
     predict: bool  # also run every image for the task metric (after the timed part)
-    mode: str = LATENCY  # the runners' mode policy (runners.base.wanted_mode)
     files: tuple[Path, ...] = ()  # image files for the end-to-end path (none: inference only)
 
 
@@ -42,8 +38,9 @@ def measure(job: MeasureJob) -> tuple[Measurement, list[np.ndarray] | None]:
     """Worker entry: everything about one artifact that one process can tell, its batch sizes one after the other
     (the evaluator's rounds interleave rows instead: ``interleave.py``)."""
     with activated(job) as (runner, images, started):
-        batches = [replace(time_batch(runner.timed, batch_input(runner, images, b), job.min_time_s, runner.phases),
-                           execution=execution_of(runner, b)) for b in job.batch_sizes]
+        run = job.timing
+        batches = [replace(time_batch(runner.timed, batch_input(runner, images, b), run.min_time_s, runner.phases),
+                           execution=execution_of(runner, b)) for b in run.batch_sizes]
         return finished(job, runner, images, started, batches)
 
 
@@ -60,7 +57,8 @@ def activated(job: MeasureJob) -> Iterator[tuple[Any, np.ndarray, Started]]:
 
     images = np.load(job.pixels, mmap_mode="r")
     started = time.perf_counter()
-    with open_runner(job.folder, job.manifest, device=job.device, threads=job.threads, mode=job.mode) as runner:
+    run = job.timing
+    with open_runner(job.folder, job.manifest, device=run.device, threads=run.threads, mode=run.mode) as runner:
         load_s = time.perf_counter() - started
         started = time.perf_counter()
         runner.infer(runner.input_of(images[:1]))
@@ -73,7 +71,7 @@ def finished(job: MeasureJob, runner: Any, images: np.ndarray, started: Started,
     read before the end-to-end path brought its decoder and post-processing in), before the predictions for the task
     metric, when the job wants them."""
     measurement = Measurement(started.load_s, started.first_inference_s, batches,
-                              round((peak_bytes or peak_rss()) / 2**20, 1), _cuda_peak_mb(job.device),
+                              round((peak_bytes or peak_rss()) / 2**20, 1), _cuda_peak_mb(job.timing.device),
                               runner.executed_precision, runner.threads, runner.weight_bytes)
     found = predict_all(runner.metadata.model_family(), runner, images,
                         accuracy_batch(batches)) if job.predict else None

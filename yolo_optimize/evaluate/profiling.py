@@ -24,7 +24,7 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest, scratch_folder
 from yolo_optimize.evaluate.measure import MeasureJob, batch_input, measure, time_batch
-from yolo_optimize.evaluate.results import BLOCK_S, FAST_STATE_SPAN
+from yolo_optimize.evaluate.results import BLOCK_S, FAST_STATE_SPAN, Timing
 from yolo_optimize.evaluate.roofline import peak_precision
 from yolo_optimize.formats import format_named
 from yolo_optimize.host.cpu import usable_cpus
@@ -363,8 +363,8 @@ def _forward_point(request: ProfileRequest, timing: LayerTiming) -> ThreadPoint:
 
 
 def _thread_point(request: ProfileRequest, pixels: Path, threads: int) -> ThreadPoint:
-    job = MeasureJob(request.folder, request.manifest, pixels, (request.batch_size,), request.min_time_s, threads,
-                     "cpu", False)
+    timing = Timing((request.batch_size,), request.min_time_s, threads)
+    job = MeasureJob(request.folder, request.manifest, pixels, timing, predict=False)
     try:
         measurement, _ = in_own_process(measure, job)
     except Exception as err:  # noqa: BLE001 - one thread count failing leaves the others

@@ -19,7 +19,7 @@ from yolo_optimize.evaluate.facts import ModelFacts
 from yolo_optimize.evaluate.options import ROW_TIMEOUT_S
 from yolo_optimize.machine.host_load import HostUse
 from yolo_optimize.runtime.accuracy import RANGE, SHARE, Accuracy
-from yolo_optimize.runtime.runners.base import AUTO
+from yolo_optimize.runtime.runners.base import AUTO, LATENCY
 
 SCHEMA_VERSION = 9  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
 #                    4: weight bytes per artifact, per-convolution utilization in profiles; 5: GPU rows' copy/compute;
@@ -328,6 +328,22 @@ class EvalSettings:
     mode: str = AUTO  # runners.base.wanted_mode's policy: latency at batch 1 and throughput above, or one of them
     end_to_end: bool = True  # also time the pipelined deployed path (end_to_end.py) at every batch size
     row_timeout_s: float = ROW_TIMEOUT_S  # a row's process silent this long is stopped (interleave.LiveRow)
+
+    def timing(self, threads: int | None = None) -> Timing:
+        """The part of these settings a measuring process runs with, on ``threads`` where the row chose its own."""
+        return Timing(self.batch_sizes, self.min_time_s, threads or self.threads, self.device, self.mode)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How one measuring process times its artifact (``measure.MeasureJob``): an evaluation's from its settings
+    (``EvalSettings.timing``), a profile's or a study's as it needs."""
+
+    batch_sizes: tuple[int, ...]
+    min_time_s: float  # timed seconds per batch size
+    threads: int
+    device: str = "cpu"
+    mode: str = LATENCY  # runners.base.wanted_mode's policy (an evaluation's: its --mode)
 
 
 @dataclass
