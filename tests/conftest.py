@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.durations import longest_first
 from tests.workers import ALONE, SHARED, made_once, turns, worker_name
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    longest_first(items)  # with --no-loadscope-reorder, the order the workers take the modules in
 
 
 @pytest.hookimpl(wrapper=True)
