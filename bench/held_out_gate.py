@@ -5,7 +5,7 @@
 Issue 43. Two builds of the real yolov5n, every INT8 route in each, `--max-map-drop 100` so that every route's
 first recipe is kept whatever it loses (what is compared is the measurement, not the verdict):
 - **held out** (today's default): `--calib-data coco128` alone, so the build calibrates on one half of coco128
-  and gates on the other (build/held_out.py);
+  and gates on the other (building/held_out.py);
 - **old**: calibrated on all 128 coco128 images, as the build did before; the old gate scored the same 128
   images, so its drop is recomputed here on them. (That build's own gate is on coco_val128; it is not read.)
 
@@ -27,9 +27,9 @@ from typing import Any
 from common import save
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.gate import Gate, GateRecord
-from yolo_optimize.build.held_out import ImageSet
-from yolo_optimize.build.request import GateConfig
+from yolo_optimize.building.gate import Gate, GateRecord
+from yolo_optimize.building.held_out import ImageSet
+from yolo_optimize.building.request import GateConfig
 from yolo_optimize.families import family_named
 
 IMGSZ = 640

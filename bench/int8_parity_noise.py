@@ -24,7 +24,7 @@ import numpy as np
 from common import save
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.parity import reference_outputs
+from yolo_optimize.building.parity import reference_outputs
 from yolo_optimize.checkpoint import load_model, recorded_source
 from yolo_optimize.families.base import ParityStats
 from yolo_optimize.images import list_images

@@ -30,7 +30,7 @@ from held_out_gate import build
 from held_out_gate import drops as held_out_drops
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.held_out import ImageSet
+from yolo_optimize.building.held_out import ImageSet
 from yolo_optimize.families import family_named
 from yolo_optimize.optimize.calibration import calibration_inputs, candidate_manifest, int8_metadata
 from yolo_optimize.optimize.int8_ncnn import HISTOGRAM_BINS, ROUTE, activation_histograms, quantize

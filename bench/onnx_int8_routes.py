@@ -40,9 +40,9 @@ import numpy as np
 from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.gate import Gate
-from yolo_optimize.build.held_out import ImageSet
-from yolo_optimize.build.request import GateConfig
+from yolo_optimize.building.gate import Gate
+from yolo_optimize.building.held_out import ImageSet
+from yolo_optimize.building.request import GateConfig
 from yolo_optimize.evaluate.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import Timing
 from yolo_optimize.families import family_named
@@ -139,7 +139,7 @@ def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarra
 
 
 def accuracy(folders: dict[str, Path], parent: Manifest, data: Path, threads: int) -> dict[str, dict[str, Any]]:
-    from yolo_optimize.build.gate import GateRecord
+    from yolo_optimize.building.gate import GateRecord
 
     metadata = ArtifactMetadata.of(parent)
     config = GateConfig(ImageSet.of(data), None, "every image of the folder", 1.0)

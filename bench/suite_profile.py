@@ -26,7 +26,7 @@ CATEGORIES = {
     "import torch": r"^<module> \((.*/)?torch/__init__\.py",
     "import torchvision": r"^<module> \((.*/)?torchvision/__init__\.py",
     "import executorch.exir": r"^<module> \((.*/)?exir/__init__\.py",
-    "build nodes (every stage of every build)": r"^build_node \(.*yolo_optimize/build/dag\.py",
+    "build nodes (every stage of every build)": r"^build_node \(.*yolo_optimize/building/dag\.py",
     "ONNX export (torch.onnx.export, dynamo)": r"^OnnxExport\.run \(",
     "NNCF INT8 (ONNX and OpenVINO)": r"^NncfInt8\.run \(",
     "ExecuTorch lowering (to_edge_transform_and_lower)": r"^to_edge_transform_and_lower \(",

@@ -20,7 +20,7 @@ from tests.workers import ALONE, SHARED, made_once, turns, worker_name
 
 if TYPE_CHECKING:
     from yolo_optimize.artifact import Manifest
-    from yolo_optimize.build.builder import BuildResult
+    from yolo_optimize.building.builder import BuildResult
     from yolo_optimize.evaluate.results import MatrixRow, Report
 
 ASSETS = Path(os.environ.get("YOLO_OPTIMIZE_ASSETS", Path(__file__).resolve().parents[2] / "shared" / "assets"))
@@ -61,9 +61,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
-    """Each test in its turn (tests/workers.py): alone where it is marked so, beside the other worker's otherwise."""
-    with turns(item.config).taking(ALONE if item.get_closest_marker("alone") else SHARED):
+    """Each test in its turn (tests/workers.py): alone where it is marked so, beside the other worker's otherwise. A
+    run of tests marked alone keeps its turn from the first to the last, so that the other worker does not start a
+    long test between two of them (each would wait for it to end)."""
+    mine = turns(item.config)
+    mine.keep(_turn_of(item))
+    try:
         return (yield)
+    finally:
+        if not (nextitem is not None and _turn_of(item) == _turn_of(nextitem) == ALONE):
+            mine.drop()
+
+
+def _turn_of(item: pytest.Item) -> int:
+    return ALONE if item.get_closest_marker("alone") else SHARED
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -85,7 +96,7 @@ class Run:
 def optimize(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 900) -> Run:
     """Run the CLI exactly as a user would, in its own process; a build also writes its typed result (``--result``),
     which the tests read instead of the console's table."""
-    from yolo_optimize.build.builder import BuildResult
+    from yolo_optimize.building.builder import BuildResult
 
     command = [sys.executable, "-m", "yolo_optimize", *map(str, args)]
     with tempfile.TemporaryDirectory(prefix="yolo-optimize-result-") as folder:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import VAL_DATA, WEIGHTS
-from yolo_optimize.build.request import BuildRequest
-from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.request import BuildRequest
+from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.errors import UserError
 from yolo_optimize.formats import Format, Step, format_named, formats, targets_help
 from yolo_optimize.metadata import ArtifactMetadata, artifact_metadata
@@ -124,7 +124,7 @@ def test_a_registered_step_made_from_a_node_no_row_makes_is_refused_in_one_line(
 
 
 def test_registered_rows_join_the_table_and_the_help_and_the_plan(registered: None) -> None:
-    from yolo_optimize.build.pipeline import plan
+    from yolo_optimize.building.pipeline import plan
     from yolo_optimize.checkpoint import resolve_source
 
     assert {"onnx-ort", "onnx-cpu", "onnx-openvino"} <= formats().keys() and "onnx-ort" in targets_help()

@@ -19,7 +19,7 @@ LAYER_OF = {
     **dict.fromkeys(("errors", "files", "host", "versions", "images", "formats", "artifact", "options"), "base"),
     **dict.fromkeys(("families", "checkpoint", "metadata"), "families"),
     "runtime": "runtime", "machine": "machine", "cluster": "cluster",
-    **dict.fromkeys(("build", "export", "optimize"), "build"),
+    **dict.fromkeys(("building", "export", "optimize"), "build"),
     "evaluate": "evaluate",
     **dict.fromkeys(("__init__", "__main__", "api", "cli"), "entry"),
 }

@@ -50,6 +50,18 @@ class Turns:
         fcntl.flock(self._room, fcntl.LOCK_UN)
         self.held = None
 
+    def keep(self, mode: int) -> None:
+        """From now on, a turn of ``mode``: the one held already, when it is that."""
+        if self.held != mode:
+            if self.held is not None:
+                self._leave()
+            self._take(mode)
+
+    def drop(self) -> None:
+        """No turn from now on."""
+        if self.held is not None:
+            self._leave()
+
     @contextlib.contextmanager
     def taking(self, mode: int | None) -> Iterator[None]:
         """Within: a turn of ``mode`` (None: no turn at all, to wait for another worker); after: the turn before."""
@@ -75,6 +87,12 @@ class _NoTurns(Turns):
 
     def __init__(self) -> None:
         self.held = None
+
+    def keep(self, mode: int) -> None:
+        return None
+
+    def drop(self) -> None:
+        return None
 
     @contextlib.contextmanager
     def taking(self, mode: int | None) -> Iterator[None]:

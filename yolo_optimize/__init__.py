@@ -11,16 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# The subpackages named like the API's functions, imported first (their __init__ holds only a docstring): importing a
-# subpackage binds its name on the package, so the functions defined below must come after to keep the names.
-import yolo_optimize.build
+# evaluate/, the subpackage the design names like the API's function, imported first (its __init__ holds only a
+# docstring): importing a subpackage binds its name on the package, so the function defined below must come after
+# to keep the name. The build side is building/, which no function shadows.
 import yolo_optimize.evaluate  # noqa: F401
 from yolo_optimize.errors import BuildFailed, UserError
 from yolo_optimize.versions import __version__
 
 if TYPE_CHECKING:
     from yolo_optimize.api import Pick
-    from yolo_optimize.build.builder import BuildResult
+    from yolo_optimize.building.builder import BuildResult
     from yolo_optimize.evaluate.results import Report
 
 __all__ = ["BuildFailed", "UserError", "__version__", "build", "evaluate", "recommend"]

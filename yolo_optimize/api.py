@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from yolo_optimize.build.builder import BuildResult, run_build
-from yolo_optimize.build.config import build_options
-from yolo_optimize.build.dag import NodeResult
+from yolo_optimize.building.builder import BuildResult, run_build
+from yolo_optimize.building.config import build_options
+from yolo_optimize.building.dag import NodeResult
 from yolo_optimize.errors import BuildFailed, UserError
 from yolo_optimize.evaluate.recommend import RANKINGS, Budget, Candidate, Recommendation
 from yolo_optimize.evaluate.results import Report

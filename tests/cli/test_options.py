@@ -7,7 +7,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from yolo_optimize.build.config import BuildOptions
+from yolo_optimize.building.config import BuildOptions
 from yolo_optimize.cli.main import build, evaluate_command, main
 from yolo_optimize.cli.options import help_text, shown_value
 from yolo_optimize.evaluate.options import EvalOptions

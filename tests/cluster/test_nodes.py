@@ -74,10 +74,10 @@ def test_a_node_that_does_not_share_the_drivers_folders_is_told_which(tmp_path: 
 
 NO_RAY = """
 import sys
-import yolo_optimize.api, yolo_optimize.build.builder, yolo_optimize.build.dag, yolo_optimize.cli.main
+import yolo_optimize.api, yolo_optimize.building.builder, yolo_optimize.building.dag, yolo_optimize.cli.main
 import yolo_optimize.evaluate.session
-from yolo_optimize.build.builder import executor_for
-from yolo_optimize.build.config import BuildOptions
+from yolo_optimize.building.builder import executor_for
+from yolo_optimize.building.config import BuildOptions
 executor_for(BuildOptions(model="yolov5n"))
 print("ray" in sys.modules)
 """

@@ -9,21 +9,23 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import VAL_DATA, brief, eval_args, optimize, written_matrix
+from tests.workers import alone
 from yolo_optimize.evaluate.profiling import thread_counts
-
-pytestmark = pytest.mark.alone  # utilization of the measured peaks, per-layer times against their pass
 
 RUNTIMES = {"pytorch": "torch", "torchscript": "torch", "onnx": "onnxruntime", "openvino": "openvino"}
 
 
 @pytest.fixture(scope="module")
-def profiled(small_artifacts: Path, tmp_path_factory: pytest.TempPathFactory, machine_cache: dict[str, str]) -> Path:
-    """onnx-fp32, openvino-fp32 and the baseline evaluated with --profile at batch 1 and 2 (speed only); the report
-    folder."""
+def profiled(small_artifacts: Path, tmp_path_factory: pytest.TempPathFactory, machine_cache: dict[str, str],
+             request: pytest.FixtureRequest) -> Path:
+    """onnx-fp32, openvino-fp32 and the baseline evaluated with --profile at batch 1 and 2 (speed only), while no
+    other test runs (the tests read utilization of the measured peaks and per-layer times against their pass); the
+    report folder."""
     out = tmp_path_factory.mktemp("profiled")
-    result = optimize(*eval_args(small_artifacts, out, "--max-images", "8", "--min-time", "0.2", "--repeats", "1",
-                                 "--batch-sizes", "1,2", "--no-end-to-end", "--no-accuracy", "--profile"),
-                      env=machine_cache)
+    with alone(request):
+        result = optimize(*eval_args(small_artifacts, out, "--max-images", "8", "--min-time", "0.2", "--repeats",
+                                     "1", "--batch-sizes", "1,2", "--no-end-to-end", "--no-accuracy", "--profile"),
+                          env=machine_cache)
     assert result.returncode == 0, brief(result)
     return out
 

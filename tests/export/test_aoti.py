@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.parity import REFERENCE_FILE, TOLERANCES
+from yolo_optimize.building.parity import REFERENCE_FILE, TOLERANCES
 from yolo_optimize.export.aoti import AotiCompile, AotiConfig
 from yolo_optimize.host.cpu import has_native_bf16
 from yolo_optimize.runtime.runners import open_runner

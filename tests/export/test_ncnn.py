@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.parity import REFERENCE_FILE, TOLERANCES
+from yolo_optimize.building.parity import REFERENCE_FILE, TOLERANCES
 
 # A fresh interpreter where torch, the model code and this package cannot be imported: ncnn and numpy only.
 LOAD_WITH_NCNN_ALONE = """

@@ -109,8 +109,8 @@ def test_the_evaluator_scores_an_nms_inside_artifact_as_host_nms_scores_the_plai
     it is what the plain model with host NMS scores on the same 64 images, within 0.005; the evaluator's scoring
     of it (``predict_all`` and the COCO metric, here in this process) calls no host NMS: the families' is made to raise.
     Evaluated beside the model without NMS inside, the recommendation compares the two paths end to end."""
-    from yolo_optimize.build.gate import Gate
-    from yolo_optimize.build.held_out import ImageSet
+    from yolo_optimize.building.gate import Gate
+    from yolo_optimize.building.held_out import ImageSet
 
     out = tmp_path / "artifacts"
     common = {"imgsz": [SIZE], "targets": ["onnx"], "precisions": ["fp32"], "batch_sizes": [1, 8],

@@ -142,7 +142,7 @@ def test_yolo11n_builds_to_every_cpu_target_with_parity_and_evaluates(tmp_path: 
 def test_the_aoti_export_of_an_ultralytics_head_keeps_the_batch_dynamic() -> None:
     """Its Detect head compares the whole input shape with its anchors' on every call: a warm-up pass before
     torch.export would pin the program's batch to the example's (Family.export_warm_up: no warm-up here)."""
-    from yolo_optimize.build.loading import example_input, export_module
+    from yolo_optimize.building.loading import example_input, export_module
     from yolo_optimize.export.aoti import exported
 
     model = export_module(resolve_source("yolo12n", random_weights=True), "float")

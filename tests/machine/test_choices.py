@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.build.test_dag import GATE, REQUEST, keys
-from yolo_optimize.build.pipeline import plan
+from tests.building.test_dag import GATE, REQUEST, keys
+from yolo_optimize.building.pipeline import plan
 from yolo_optimize.machine.choices import BF16_MARGIN, bf16_evidence, float_parts_precision, slower_than_fp32_note
 from yolo_optimize.machine.peaks import SCHEMA, MachineLimits, Peak
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from yolo_optimize.build.held_out import ImageSet
-from yolo_optimize.build.request import GateConfig
+from yolo_optimize.building.held_out import ImageSet
+from yolo_optimize.building.request import GateConfig
 from yolo_optimize.optimize.int8_aoti import AotiInt8, AotiInt8Config
 
 IMGSZ = 32

@@ -11,7 +11,7 @@ import torch
 
 from tests.conftest import CALIB_DATA, EDGE_SIZE, VAL_DATA, WEIGHTS, assert_gated_yolov5n_int8
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.loading import warmed_up
+from yolo_optimize.building.loading import warmed_up
 from yolo_optimize.checkpoint import resolve_source
 from yolo_optimize.evaluate.results import Report
 from yolo_optimize.families import family_named

@@ -12,9 +12,9 @@ from onnx import numpy_helper
 
 from tests.conftest import CALIB_DATA
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.gate import Gate, GateRecord
-from yolo_optimize.build.held_out import ImageSet
-from yolo_optimize.build.request import GateConfig
+from yolo_optimize.building.gate import Gate, GateRecord
+from yolo_optimize.building.held_out import ImageSet
+from yolo_optimize.building.request import GateConfig
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 from yolo_optimize.metadata import ArtifactMetadata

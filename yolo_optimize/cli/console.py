@@ -19,7 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from yolo_optimize.build.dag import BUILT, CACHED, FAILED, NOT_NEEDED, REPAIRED, SKIPPED, NodeResult
+from yolo_optimize.building.dag import BUILT, CACHED, FAILED, NOT_NEEDED, REPAIRED, SKIPPED, NodeResult
 
 STYLES = {BUILT: "green", CACHED: "cyan", REPAIRED: "bold yellow", FAILED: "bold red", SKIPPED: "yellow",
           NOT_NEEDED: "dim", "running": "magenta"}

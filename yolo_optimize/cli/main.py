@@ -19,7 +19,7 @@ import click
 from rich.console import Console
 
 from yolo_optimize.artifact import check_writable, written_whole
-from yolo_optimize.build.config import BuildOptions, build_options
+from yolo_optimize.building.config import BuildOptions, build_options
 from yolo_optimize.cli.options import options_of
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluate.options import COMMAND_OUT, EvalOptions, eval_options
@@ -115,7 +115,7 @@ def build(model: str | None, config_file: Path | None, **given: Any) -> None:
     """Export MODEL (yolov5n-x, yolov8n-x, yolo11n-x, yolo12n-x, yolo26n-x, yolov10n-x, rtdetr-l, yolov9t, a
     torchvision classifier such as resnet18, a YOLOv7 model YAML, or a .pt path) to every target x precision,
     cached, in parallel."""
-    from yolo_optimize.build.builder import run_build
+    from yolo_optimize.building.builder import run_build
     from yolo_optimize.machine.choices import needs_measuring
 
     options = build_options(config_file, _given({**given, "model": model}), "command line")

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from yolo_optimize.build.loading import example_input, export_module
-from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.loading import example_input, export_module
+from yolo_optimize.building.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.formats import format_named
 from yolo_optimize.host.cpu import cpu_facts, has_native_bf16, reported_isa
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
 
 if TYPE_CHECKING:
-    from yolo_optimize.build.request import BuildRequest
+    from yolo_optimize.building.request import BuildRequest
 
 MAX_BATCH = 1024  # the exporter needs a bound; the compiled code takes any batch up to it
 # freezing: constant folding and oneDNN weight prepacking (PyTorch's advice for CPU inference); dynamic threads: the

@@ -15,14 +15,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from yolo_optimize.build.loading import warmed_up
-from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.loading import warmed_up
+from yolo_optimize.building.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
 from yolo_optimize.runtime.runners.ncnn import CONVOLUTIONS, UINT8_PREPROCESS, read_layers
 
 if TYPE_CHECKING:
-    from yolo_optimize.build.request import BuildRequest
+    from yolo_optimize.building.request import BuildRequest
 
 METADATA_FILE = "metadata.json"  # beside the .param and .bin, as Ultralytics' NCNN folders keep metadata.yaml
 

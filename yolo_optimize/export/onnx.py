@@ -6,12 +6,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from yolo_optimize.build.loading import example_input, export_module
-from yolo_optimize.build.stage import MODEL, Stage, StageContext, StageOutput
+from yolo_optimize.building.loading import example_input, export_module
+from yolo_optimize.building.stage import MODEL, Stage, StageContext, StageOutput
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, input_spec
 
 if TYPE_CHECKING:
-    from yolo_optimize.build.request import BuildRequest
+    from yolo_optimize.building.request import BuildRequest
 
 MAX_BATCH = 1024  # the exporter needs a bound; the graph itself has none
 

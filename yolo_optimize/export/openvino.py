@@ -6,13 +6,13 @@ import importlib.util
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.runners.openvino import EXECUTION_HINTS
 
 if TYPE_CHECKING:
-    from yolo_optimize.build.request import BuildRequest
+    from yolo_optimize.building.request import BuildRequest
 
 RT_INFO_SECTION = "model_info"
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock
 
 from yolo_optimize.artifact import machine_id
-from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import ArtifactMetadata, BatchRange
@@ -38,7 +38,7 @@ from yolo_optimize.runtime.tensorrt_api import (
 )
 
 if TYPE_CHECKING:
-    from yolo_optimize.build.request import BuildRequest
+    from yolo_optimize.building.request import BuildRequest
 
 PRECISIONS = ("fp32", "fp16", "int8")
 METADATA_FILE = "metadata.json"  # engines cannot carry metadata; it sits beside the plain engine

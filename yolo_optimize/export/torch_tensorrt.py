@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import ArtifactMetadata, artifact_metadata
@@ -27,7 +27,7 @@ from yolo_optimize.runtime.tensorrt_api import (
 )
 
 if TYPE_CHECKING:
-    from yolo_optimize.build.request import BuildRequest
+    from yolo_optimize.building.request import BuildRequest
 
 METADATA_FILE = "config.txt"  # an extra file inside the saved ExportedProgram, as TorchScript's
 

@@ -6,13 +6,13 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from yolo_optimize.build.loading import example_input, export_module
-from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.loading import example_input, export_module
+from yolo_optimize.building.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
 
 if TYPE_CHECKING:
-    from yolo_optimize.build.request import BuildRequest
+    from yolo_optimize.building.request import BuildRequest
 
 METADATA_FILE = "config.txt"
 

@@ -95,7 +95,7 @@ class Preprocessed:
     pad: tuple[float, float]  # (x, y)
 
 
-SCORE_QUANTILE = 0.999  # of the absolute score differences: what a sound INT8 file keeps small (build/parity.py)
+SCORE_QUANTILE = 0.999  # of the absolute score differences: what a sound INT8 file keeps small (building/parity.py)
 
 
 @dataclass

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.gate import Gate, GateRecord
-from yolo_optimize.build.request import GateConfig
-from yolo_optimize.build.stage import SOURCE, StageContext
+from yolo_optimize.building.gate import Gate, GateRecord
+from yolo_optimize.building.request import GateConfig
+from yolo_optimize.building.stage import SOURCE, StageContext
 from yolo_optimize.families.base import Family
 from yolo_optimize.metadata import FLOAT32_NCHW, ArtifactMetadata, InputSpec
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from yolo_optimize.build.loading import example_input, export_module
-from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.loading import example_input, export_module
+from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.export.aoti import cannot_compile, compile_package, exported, machine_environment
 from yolo_optimize.families import family_named
 from yolo_optimize.host.cpu import cpu_facts
@@ -32,7 +32,7 @@ from yolo_optimize.metadata import FLOAT_INPUT
 from yolo_optimize.optimize.calibration import Int8Config, gated_int8, int8_metadata
 
 if TYPE_CHECKING:
-    from yolo_optimize.build.request import BuildRequest
+    from yolo_optimize.building.request import BuildRequest
 
 ROUTE = "PT2E, X86InductorQuantizer defaults (torchao)"
 REDUCED_RANGE_ROUTE = "PT2E, X86InductorQuantizer with 7-bit activations (torchao's reduce_range: no VNNI)"

@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from yolo_optimize.build.loading import warmed_up
-from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.loading import warmed_up
+from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.export.executorch import write_program
 from yolo_optimize.families import family_named
 from yolo_optimize.metadata import FLOAT_INPUT
 from yolo_optimize.optimize.calibration import Int8Config, gated_int8, int8_metadata
 
 if TYPE_CHECKING:
-    from yolo_optimize.build.request import BuildRequest
+    from yolo_optimize.building.request import BuildRequest
 
 ROUTE = "PT2E, XNNPACKQuantizer symmetric per-channel (executorch)"
 ANNOTATION = "quantization_annotation"  # where PT2E's quantizers write a node's annotation (node.meta)

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from yolo_optimize.build.loading import export_module
-from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.loading import export_module
+from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.export.ncnn import METADATA_FILE
 from yolo_optimize.families import family_named
 from yolo_optimize.metadata import FLOAT_INPUT
@@ -37,7 +37,7 @@ from yolo_optimize.optimize.calibration import Int8Config, gated_int8, int8_meta
 from yolo_optimize.runtime.runners.ncnn import CONVOLUTIONS, NcnnLayer, ncnn_input, read_layers, write_layers
 
 if TYPE_CHECKING:
-    from yolo_optimize.build.request import BuildRequest
+    from yolo_optimize.building.request import BuildRequest
 
 ROUTE = "NCNN's own INT8 (ncnn2table histograms, 99.999% activation range; ncnn2int8 per-channel weights)"
 HISTOGRAM_BINS = 2048  # ncnn2table's

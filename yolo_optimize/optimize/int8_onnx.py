@@ -33,7 +33,7 @@ from yolo_optimize.optimize.onnx_io import save_onnx
 from yolo_optimize.optimize.onnxruntime_fusion import fuse_for_onnxruntime
 
 if TYPE_CHECKING:
-    from yolo_optimize.build.request import BuildRequest
+    from yolo_optimize.building.request import BuildRequest
 
 VNNI_NOTE = "8-bit weights: exact on CPUs with VNNI (AVX512-VNNI, AVX-VNNI, AMX); may saturate on AVX2-only CPUs"
 NO_VNNI_NOTE = "7-bit weights (NNCF overflow fix): exact on every x86 CPU"

@@ -35,7 +35,7 @@ from yolo_optimize.optimize.calibration import Int8Config
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
 
 if TYPE_CHECKING:
-    from yolo_optimize.build.request import BuildRequest
+    from yolo_optimize.building.request import BuildRequest
 
 FLOAT_HINTS = {"bf16": "bf16", "fp32": "f32"}  # the float parts' precision -> OpenVINO's hint
 DEFAULT_RANGES_ROUTE = "NNCF MIXED, default activation ranges, bias correction"

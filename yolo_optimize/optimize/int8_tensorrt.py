@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from yolo_optimize.build.gate import Gate, GateRecord
-from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.gate import Gate, GateRecord
+from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import (
     Int8Config,
@@ -35,7 +35,7 @@ from yolo_optimize.optimize.calibration import (
 from yolo_optimize.optimize.onnx_io import save_onnx
 
 if TYPE_CHECKING:
-    from yolo_optimize.build.request import BuildRequest
+    from yolo_optimize.building.request import BuildRequest
 
 ROUTE = ("ONNX Runtime quantize_static: symmetric signed int8 on the convolutions' inputs, per-channel weights, "
          "99.999th-percentile ranges, float bias")

@@ -5,7 +5,7 @@ ranges from every calibration image, NNCF's fast bias correction, and what the f
 in float (for ONNX a detector's whole Detect head: its output convolutions and the decode after
 them); a backend may change the ranges, the bias correction and what stays in float
 (OpenVINO's, optimize/int8_openvino.py). The candidate is scored on the gate set with the family's
-metric (build/gate.py) through the same runner as its FP32 parent; when the drop is over the limit, NNCF's
+metric (building/gate.py) through the same runner as its FP32 parent; when the drop is over the limit, NNCF's
 accuracy-aware route (``quantize_with_accuracy_control``) reverts the most harmful quantizers until the drop on the
 labelled calibration images fits or its iterations run out, and the gate judges the result on its own images.
 """
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.build.gate import Gate, GateRecord
-from yolo_optimize.build.held_out import ImageSet
-from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.gate import Gate, GateRecord
+from yolo_optimize.building.held_out import ImageSet
+from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.families.base import Family
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import (

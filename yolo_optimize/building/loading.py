@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from yolo_optimize.build.stage import Stage, StageContext, StageOutput
+from yolo_optimize.building.stage import Stage, StageContext, StageOutput
 from yolo_optimize.families import family_named
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata
 from yolo_optimize.versions import __version__

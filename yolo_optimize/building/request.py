@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from yolo_optimize.build.held_out import ImageSet
+from yolo_optimize.building.held_out import ImageSet
 from yolo_optimize.checkpoint import ModelSource
 from yolo_optimize.metadata import FLOAT_INPUT
 

@@ -14,10 +14,10 @@ import pytest
 from tests.conftest import BUILD_TARGETS, VAL_DATA, WEIGHTS, brief, build_args, optimize, statuses
 from tests.test_artifact import edited_in_place
 from yolo_optimize.artifact import MANIFEST, Manifest, read_valid, store_folder
-from yolo_optimize.build.dag import cache_keys, node_facts
-from yolo_optimize.build.held_out import ImageSet
-from yolo_optimize.build.pipeline import plan
-from yolo_optimize.build.request import BuildRequest, GateConfig
+from yolo_optimize.building.dag import cache_keys, node_facts
+from yolo_optimize.building.held_out import ImageSet
+from yolo_optimize.building.pipeline import plan
+from yolo_optimize.building.request import BuildRequest, GateConfig
 from yolo_optimize.checkpoint import resolve_source
 from yolo_optimize.export.tensorrt import TensorRTBuild
 from yolo_optimize.images import list_images
@@ -71,7 +71,7 @@ def test_a_cpu_without_vnni_changes_the_int8_arithmetic_of_onnx_and_aoti_and_onl
     assert {name for name in before if before[name] != after[name]} == {"onnx-int8", "aoti-int8"}
 
 
-KEYS_OF_A_FRESH_INTERPRETER = ("import json; from tests.build.test_dag import REQUEST, keys; "
+KEYS_OF_A_FRESH_INTERPRETER = ("import json; from tests.building.test_dag import REQUEST, keys; "
                                "print(json.dumps(keys(REQUEST)))")
 
 
@@ -158,8 +158,8 @@ def test_concurrent_builds_with_other_parameters_keep_every_manifest_consistent(
 def test_the_graph_refuses_unwired_roles_parents_declared_late_and_artifacts_without_a_reference() -> None:
     import pytest
 
-    from yolo_optimize.build.dag import Node, validate
-    from yolo_optimize.build.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+    from yolo_optimize.building.dag import Node, validate
+    from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 
     nodes = plan(REQUEST)
     validate(nodes)
@@ -187,7 +187,7 @@ def test_the_graph_refuses_unwired_roles_parents_declared_late_and_artifacts_wit
 
 def test_a_worker_whose_tools_differ_from_the_planned_ones_refuses_to_build(tmp_path: Path) -> None:
     """A key planned with one onnx version must not label a file another version built (another cluster node)."""
-    from yolo_optimize.build.dag import NodeJob, check_facts
+    from yolo_optimize.building.dag import NodeJob, check_facts
 
     nodes = plan(REQUEST)
     facts = node_facts(nodes, REQUEST.source.family)

@@ -19,7 +19,7 @@ from concurrent.futures import Future, wait
 from pathlib import Path
 from typing import Any, TypeVar
 
-from yolo_optimize.build.executor import INTERRUPT_WAIT_S, Executor, Workers
+from yolo_optimize.building.executor import INTERRUPT_WAIT_S, Executor, Workers
 from yolo_optimize.cluster.nodes import ClusterNode, builders, parse_selectors
 from yolo_optimize.cluster.ray_cluster import check_shared, connect, gathered, live_nodes, on_node, shared_paths
 from yolo_optimize.errors import UserError

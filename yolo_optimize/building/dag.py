@@ -40,8 +40,8 @@ from yolo_optimize.artifact import (
     store_folder,
     sweep_leftovers,
 )
-from yolo_optimize.build.executor import Executor, LocalExecutor
-from yolo_optimize.build.stage import REFERENCE, Stage, StageContext
+from yolo_optimize.building.executor import Executor, LocalExecutor
+from yolo_optimize.building.stage import REFERENCE, Stage, StageContext
 from yolo_optimize.checkpoint import ModelSource
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.host.processes import classified, ended, oom_kills
@@ -382,7 +382,7 @@ def check_facts(job: NodeJob) -> None:
 
 
 def _run_stage(job: NodeJob, staging: Path) -> Manifest:
-    from yolo_optimize.build.parity import check_parity
+    from yolo_optimize.building.parity import check_parity
 
     stage = job.node.stage
     check_facts(job)

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from yolo_optimize.artifact import check_writable
-from yolo_optimize.build.config import BuildOptions
-from yolo_optimize.build.dag import FAILED, Build, NodeResult
-from yolo_optimize.build.executor import Executor, LocalExecutor
-from yolo_optimize.build.request import BuildRequest
+from yolo_optimize.building.config import BuildOptions
+from yolo_optimize.building.dag import FAILED, Build, NodeResult
+from yolo_optimize.building.executor import Executor, LocalExecutor
+from yolo_optimize.building.request import BuildRequest
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import Family
 from yolo_optimize.families.nms import NmsSettings
@@ -132,7 +132,7 @@ def run_build(options: BuildOptions, on_event: OnEvent | None = None,
 
 def _run_build(options: BuildOptions, executor: Executor, on_event: OnEvent | None,
                on_model: Callable[[BuildRequest, list[str]], Any] | None) -> BuildResult:
-    from yolo_optimize.build.pipeline import plan
+    from yolo_optimize.building.pipeline import plan
     from yolo_optimize.checkpoint import check_loads
 
     requests, host = requests_for(options, executor)
@@ -193,7 +193,7 @@ def executor_for(options: BuildOptions) -> Executor:
         return LocalExecutor(options.jobs, options.threads)
     if options.threads:
         raise UserError("--threads shares this machine's CPUs: with --executor ray each node builds on its own")
-    from yolo_optimize.build.ray_executor import RayExecutor
+    from yolo_optimize.building.ray_executor import RayExecutor
 
     executor = RayExecutor(options.ray_address or "auto", options.on)
     weights = Path(options.model) if Path(options.model).suffix == ".pt" else None
@@ -277,9 +277,9 @@ def check_nms_targets(nms: NmsSettings | None, targets: tuple[str, ...]) -> None
 def int8_inputs(family: Family, options: BuildOptions) -> dict[str, Any]:
     """Calibration images and a gate set that shares none of them (labelled, where the family's gate metric needs
     labels), checked: half of --calib-data held out (``held_out.py``) unless --gate-data names another set."""
-    from yolo_optimize.build.gate import gate_metric_class
-    from yolo_optimize.build.held_out import HeldOutSplit, ImageSet, check_disjoint, split_held_out
-    from yolo_optimize.build.request import GateConfig
+    from yolo_optimize.building.gate import gate_metric_class
+    from yolo_optimize.building.held_out import HeldOutSplit, ImageSet, check_disjoint, split_held_out
+    from yolo_optimize.building.request import GateConfig
     from yolo_optimize.runtime.dataset import load_dataset
 
     calib_root = options.calibration_folder().resolve()

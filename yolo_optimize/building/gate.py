@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.held_out import ImageSet, relative_names
-from yolo_optimize.build.request import GateConfig
+from yolo_optimize.building.held_out import ImageSet, relative_names
+from yolo_optimize.building.request import GateConfig
 from yolo_optimize.families.base import Family
 from yolo_optimize.metadata import FLOAT32_NCHW, InputSpec
 from yolo_optimize.runtime.dataset import Dataset, PreparedImages

@@ -13,8 +13,8 @@ from onnx import numpy_helper
 
 from tests.conftest import WEIGHTS
 from yolo_optimize.artifact import Manifest, store_folder
-from yolo_optimize.build.parity import TOLERANCES, check_parity, tolerance_for
-from yolo_optimize.build.stage import StageContext
+from yolo_optimize.building.parity import TOLERANCES, check_parity, tolerance_for
+from yolo_optimize.building.stage import StageContext
 from yolo_optimize.checkpoint import resolve_source
 
 

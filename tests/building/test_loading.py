@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import brief, build_args, optimize
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.parity import REFERENCE_FILE
+from yolo_optimize.building.parity import REFERENCE_FILE
 from yolo_optimize.families import family_named
 from yolo_optimize.formats import format_named, uint8_targets
 from yolo_optimize.runtime.runners import open_runner

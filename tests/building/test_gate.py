@@ -9,9 +9,9 @@ import pytest
 
 from tests.conftest import CALIB_DATA
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.gate import Gate, GateRecord
-from yolo_optimize.build.held_out import ImageSet
-from yolo_optimize.build.request import GateConfig
+from yolo_optimize.building.gate import Gate, GateRecord
+from yolo_optimize.building.held_out import ImageSet
+from yolo_optimize.building.request import GateConfig
 from yolo_optimize.families import family_named
 
 

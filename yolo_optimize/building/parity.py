@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.build.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput, without_cpu_device
+from yolo_optimize.building.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput, without_cpu_device
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import SCORE_QUANTILE, ParityStats
 from yolo_optimize.host.cpu import cpu_facts

@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from yolo_optimize.build.dag import Node
-from yolo_optimize.build.loading import LoadConfig, LoadStage
-from yolo_optimize.build.parity import ReferenceConfig, ReferenceStage
-from yolo_optimize.build.request import BuildRequest
-from yolo_optimize.build.stage import (
+from yolo_optimize.building.dag import Node
+from yolo_optimize.building.loading import LoadConfig, LoadStage
+from yolo_optimize.building.parity import ReferenceConfig, ReferenceStage
+from yolo_optimize.building.request import BuildRequest
+from yolo_optimize.building.stage import (
     MODEL,
     REFERENCE,
     SOURCE,
