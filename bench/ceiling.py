@@ -27,7 +27,7 @@ from typing import Any
 
 from common import save
 
-from yolo_optimize.evaluate.report import load_report
+from yolo_optimize.evaluate.reporting.report import load_report
 from yolo_optimize.evaluate.results import MatrixRow
 from yolo_optimize.runtime.layers import WEIGHT_INPUT
 

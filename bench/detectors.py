@@ -22,7 +22,7 @@ from typing import Any
 
 from common import study_parser
 
-from yolo_optimize.evaluate.report import load_report
+from yolo_optimize.evaluate.reporting.report import load_report
 from yolo_optimize.evaluate.results import MatrixRow
 
 HEADS = ("yolo26n", "yolo11n", "yolov8n")

@@ -18,7 +18,7 @@ import sys
 
 from common import study_parser
 
-from yolo_optimize.evaluate.report import load_report
+from yolo_optimize.evaluate.reporting.report import load_report
 
 BUILDS = (("onnx,openvino,ncnn,executorch", "fp32"), ("ncnn", "fp16"),  # FP16 where it computes
           ("executorch,ncnn", "int8"))

@@ -20,7 +20,7 @@ from typing import Any
 
 from common import study_parser
 
-from yolo_optimize.evaluate.report import load_report
+from yolo_optimize.evaluate.reporting.report import load_report
 from yolo_optimize.evaluate.results import MatrixRow
 
 FLOAT_TARGETS, UINT8_TARGETS = "torchscript,aoti,onnx,openvino", "aoti,onnx,openvino"

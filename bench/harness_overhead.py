@@ -19,7 +19,7 @@ import numpy as np
 from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.measure import MeasureJob, measure
+from yolo_optimize.evaluate.measuring.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import Timing
 from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.metadata import ArtifactMetadata

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from common import study_parser
 
-from yolo_optimize.evaluate.report import load_report
+from yolo_optimize.evaluate.reporting.report import load_report
 from yolo_optimize.evaluate.results import BatchCells, MatrixRow
 
 

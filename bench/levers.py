@@ -39,7 +39,7 @@ import numpy as np
 from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.measure import MeasureJob, measure
+from yolo_optimize.evaluate.measuring.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import BLOCK_S, Timing, fast_state
 from yolo_optimize.families import family_named
 from yolo_optimize.host.processes import in_own_process
@@ -199,7 +199,7 @@ def _measure_worker(job: MeasureJob, request_batch: int) -> list[float]:
 
 
 def _path_worker(variant: Variant, files: tuple[Path, ...], seconds: float, threads: int) -> list[float]:
-    from yolo_optimize.evaluate.end_to_end import EndToEnd, single_threaded_helpers
+    from yolo_optimize.evaluate.measuring.end_to_end import EndToEnd, single_threaded_helpers
     from yolo_optimize.runtime.runners import open_runner
 
     with open_runner(variant.folder, variant.manifest, threads=threads, mode=variant.mode) as runner:

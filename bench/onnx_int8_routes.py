@@ -43,7 +43,7 @@ from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.gate import Gate
 from yolo_optimize.building.held_out import ImageSet
 from yolo_optimize.building.request import GateConfig
-from yolo_optimize.evaluate.measure import MeasureJob, measure
+from yolo_optimize.evaluate.measuring.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import Timing
 from yolo_optimize.families import family_named
 from yolo_optimize.host.cpu import has_vnni

@@ -20,7 +20,7 @@ from typing import Any
 
 from common import save
 
-from yolo_optimize.evaluate.report import load_report
+from yolo_optimize.evaluate.reporting.report import load_report
 from yolo_optimize.evaluate.results import MatrixRow
 
 TIE, GOAL = 0.05, 0.10

@@ -274,7 +274,7 @@ def edge_int8_evaluated(built_edge_int8: Path, request: pytest.FixtureRequest) -
     """The two INT8 files of ``built_edge_int8`` evaluated beside the baseline on 32 coco_val128 images at batch 1:
     the report, as every worker reads it back."""
     import yolo_optimize as yo
-    from yolo_optimize.evaluate.report import load_report
+    from yolo_optimize.evaluate.reporting.report import load_report
 
     def make(folder: Path) -> None:
         root = _copied(built_edge_int8, ("executorch-int8", "ncnn-int8"), folder)
@@ -289,7 +289,7 @@ def edge_evaluated(built_edge: Path, request: pytest.FixtureRequest) -> Report:
     """``built_edge`` evaluated beside the baseline on 32 images at batch 1 and 2: the report, as every worker reads
     it back."""
     import yolo_optimize as yo
-    from yolo_optimize.evaluate.report import load_report
+    from yolo_optimize.evaluate.reporting.report import load_report
 
     def make(folder: Path) -> None:
         yo.evaluate(built_edge.parent, data=VAL_DATA, batch_sizes=[1, 2], max_images=32, min_time=0, repeats=1,

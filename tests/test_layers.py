@@ -2,9 +2,9 @@
 
     base < families < runtime < machine, cluster < build side | evaluate < entry points (api, cli)
 
-The build side and evaluation never import each other. Read from the source (every ``import`` of every module, lazy
-ones inside functions and those under ``TYPE_CHECKING`` too), so a new import across a boundary fails here, not in a
-review."""
+The build side and evaluation never import each other, nor the evaluation's measuring and reporting. Read from the
+source (every ``import`` of every module, lazy ones inside functions and those under ``TYPE_CHECKING`` too), so a new
+import across a boundary fails here, not in a review."""
 
 from __future__ import annotations
 
@@ -74,6 +74,27 @@ def test_a_layer_imports_only_the_layers_below_it(layer: str) -> None:
     assert not crossing
 
 
+@pytest.mark.parametrize(("side", "other"), [("measuring", "reporting"), ("reporting", "measuring")])
+def test_the_evaluations_measuring_and_reporting_never_import_each_other(side: str, other: str) -> None:
+    """What both need (the typed results, model facts, options) sits beside them in ``evaluate/``."""
+    modules = sorted((PACKAGE / "evaluate" / side).glob("*.py"))
+    assert len(modules) > 5
+    crossing = {path.name: sorted(name for name in dotted_imports(path)
+                                  if name.startswith(f"yolo_optimize.evaluate.{other}")) for path in modules}
+    assert not {name: found for name, found in crossing.items() if found}
+
+
+def dotted_imports(path: Path) -> set[str]:
+    """Every module a file imports, as its dotted name (``from a import b`` as ``a.b``), anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return found
+
+
 def test_no_two_modules_of_the_package_import_each_other() -> None:
     """Import cycles between the package's top-level modules (artifact <-> checkpoint was one)."""
     graph = {part_of(p): set() for p in MODULES}
@@ -86,7 +107,7 @@ def test_no_two_modules_of_the_package_import_each_other() -> None:
 def test_the_check_sees_lazy_imports(tmp_path: Path) -> None:
     """A function-level import counts as much as a module-level one."""
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from yolo_optimize.evaluate.measure import x\n"
+    module.write_text("def f():\n    from yolo_optimize.evaluate.measuring.measure import x\n"
                       "    import yolo_optimize.runtime.runners\n    from yolo_optimize import api\n")
     assert imports_of(module) == {"evaluate", "runtime", "api"}
 

@@ -9,8 +9,19 @@ from pathlib import Path
 import pytest
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.formats import parse_batch_sizes
-from yolo_optimize.options import FilePath, Flag, Listed, OneOf, Real, Repeated, Text, Whole, checked_values, option
+from yolo_optimize.options import (
+    FilePath,
+    Flag,
+    Listed,
+    OneOf,
+    Real,
+    Repeated,
+    Text,
+    Whole,
+    checked_values,
+    option,
+    parse_batch_sizes,
+)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from yolo_optimize.building.builder import BuildResult, run_build
 from yolo_optimize.building.config import build_options
 from yolo_optimize.building.dag import NodeResult
 from yolo_optimize.errors import BuildFailed, UserError
-from yolo_optimize.evaluate.recommend import RANKINGS, Budget, Candidate, Recommendation
+from yolo_optimize.evaluate.reporting.recommend import RANKINGS, Budget, Candidate, Recommendation
 from yolo_optimize.evaluate.results import Report
 from yolo_optimize.host import environment
 from yolo_optimize.options import LOCAL, OneOf, Real, Text, Whole, checked_values, option
@@ -134,8 +134,8 @@ def recommend(report: Report | str | Path, *, batch_size: int = 1, max_map_drop:
               max_latency_ms: float | None = None, max_memory_mb: float | None = None, by: str = "inference",
               model: str | None = None) -> Pick:
     """The artifact to ship for ``model`` (the report's only one when not named) at ``batch_size``."""
-    from yolo_optimize.evaluate.recommend import recommend as recommend_artifacts
-    from yolo_optimize.evaluate.report import load_report
+    from yolo_optimize.evaluate.reporting.recommend import recommend as recommend_artifacts
+    from yolo_optimize.evaluate.reporting.report import load_report
 
     given = dict(batch_size=batch_size, max_map_drop=max_map_drop, max_latency_ms=max_latency_ms,
                  max_memory_mb=max_memory_mb, by=by, model=model)

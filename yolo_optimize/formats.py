@@ -14,6 +14,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from yolo_optimize.errors import UserError
+from yolo_optimize.options import listed_names
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 LOAD = "load"  # the node every plan starts from: the model itself
@@ -264,7 +265,7 @@ def foreign_files_help() -> str:
 def parse_targets(text: str) -> list[str]:
     """Comma list of targets (aliases allowed) in table order; unknown names are a UserError."""
     aliases = {alias: f.target for f in formats().values() if f.buildable for alias in (f.target, *f.aliases)}
-    names = _split(text)
+    names = listed_names(text)
     unknown = [n for n in names if n not in aliases]
     if unknown:
         raise UserError(f"unknown target {', '.join(unknown)!s}; choose from {', '.join(aliases)}")
@@ -274,37 +275,8 @@ def parse_targets(text: str) -> list[str]:
 
 def parse_precisions(text: str) -> list[str]:
     """Comma list of precisions in canonical order; unknown names are a UserError."""
-    names = _split(text)
+    names = listed_names(text)
     unknown = [n for n in names if n not in PRECISIONS]
     if unknown:
         raise UserError(f"unknown precision {', '.join(unknown)}; choose from {', '.join(PRECISIONS)}")
     return [p for p in PRECISIONS if p in names]
-
-
-def parse_batch_sizes(text: str) -> tuple[int, ...]:
-    """Comma list of positive batch sizes, sorted and de-duplicated."""
-    try:
-        sizes = sorted({int(n) for n in _split(text)})
-    except ValueError:
-        raise UserError(f"--batch-sizes must be positive integers, got {text!r}") from None
-    if not sizes or sizes[0] < 1:
-        raise UserError(f"--batch-sizes must be positive integers, got {text!r}")
-    return tuple(sizes)
-
-
-def parse_image_sizes(text: str) -> tuple[int, ...]:
-    """Comma list of square input sizes, each a positive multiple of 32, sorted and de-duplicated."""
-    try:
-        sizes = sorted({int(n) for n in _split(text)})
-    except ValueError:
-        raise UserError(f"--imgsz must be a positive multiple of 32 (or a comma list of them), got {text!r}") from None
-    if any(size < 32 or size % 32 for size in sizes):
-        raise UserError(f"--imgsz must be a positive multiple of 32 (or a comma list of them), got {text!r}")
-    return tuple(sizes)
-
-
-def _split(text: str) -> list[str]:
-    names = [n.strip().lower() for n in text.split(",") if n.strip()]
-    if not names:
-        raise UserError("empty list")
-    return names

@@ -69,6 +69,36 @@ def comma(value: Any) -> str:
     return str(value)
 
 
+def listed_names(text: str) -> list[str]:
+    """A comma list's items, stripped and lower-cased; an empty list is a UserError."""
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UserError("empty list")
+    return names
+
+
+def parse_batch_sizes(text: str) -> tuple[int, ...]:
+    """Comma list of positive batch sizes, sorted and de-duplicated."""
+    try:
+        sizes = sorted({int(n) for n in listed_names(text)})
+    except ValueError:
+        raise UserError(f"--batch-sizes must be positive integers, got {text!r}") from None
+    if not sizes or sizes[0] < 1:
+        raise UserError(f"--batch-sizes must be positive integers, got {text!r}")
+    return tuple(sizes)
+
+
+def parse_image_sizes(text: str) -> tuple[int, ...]:
+    """Comma list of square input sizes, each a positive multiple of 32, sorted and de-duplicated."""
+    try:
+        sizes = sorted({int(n) for n in listed_names(text)})
+    except ValueError:
+        raise UserError(f"--imgsz must be a positive multiple of 32 (or a comma list of them), got {text!r}") from None
+    if any(size < 32 or size % 32 for size in sizes):
+        raise UserError(f"--imgsz must be a positive multiple of 32 (or a comma list of them), got {text!r}")
+    return tuple(sizes)
+
+
 class Kind:
     """The values an option takes, said once for every way in: called on a value from a config file or the API it
     returns the value checked (a UserError, or TypeError/ValueError read as "is not ``described``", when bad);

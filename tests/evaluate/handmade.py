@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from yolo_optimize.evaluate.report import build_report
+from yolo_optimize.evaluate.reporting.report import build_report
 from yolo_optimize.evaluate.results import (
     BatchResult,
     EvalSettings,

@@ -15,8 +15,6 @@ from yolo_optimize.families.nms import NmsSettings
 from yolo_optimize.families.ultralytics import ONE_TO_MANY, ONE_TO_ONE
 from yolo_optimize.formats import (
     DEFAULT_TARGETS,
-    parse_batch_sizes,
-    parse_image_sizes,
     parse_precisions,
     parse_targets,
     targets_help,
@@ -36,6 +34,8 @@ from yolo_optimize.options import (
     checked_values,
     layered,
     option,
+    parse_batch_sizes,
+    parse_image_sizes,
 )
 
 

@@ -123,3 +123,8 @@ def _leaves(layers: dict[str, Any], prefix: str = "") -> list[tuple[str, float]]
         qualified = f"{prefix}{name}"
         found += _leaves(children, f"{qualified}.") if children else [(qualified, macs)]
     return found
+
+
+def peak_precision(executed: str) -> str:
+    """The precision whose peak bounds a row: ``int8`` for INT8 files, else the float precision it computes in."""
+    return "int8" if executed.startswith("int8") else executed.split()[0]

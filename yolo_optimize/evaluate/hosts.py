@@ -35,7 +35,7 @@ from yolo_optimize.cluster.ray_cluster import (
     shared_paths,
 )
 from yolo_optimize.evaluate.options import EvalOptions
-from yolo_optimize.evaluate.recommend import Budget, Recommendation, recommend
+from yolo_optimize.evaluate.reporting.recommend import Budget, Recommendation, recommend
 from yolo_optimize.evaluate.results import Report
 
 HostProgress = Callable[[str, str, int, int], None]  # (selector, text, done, total)
@@ -85,7 +85,7 @@ def evaluate_on_hosts(options: EvalOptions, progress: HostProgress) -> list[Host
 
 def evaluate_here(options: EvalOptions, selector: str, node: ClusterNode, queue: Any) -> HostRun:
     """The measuring node's side: the request checked here (device and threads are this node's), measured, written."""
-    from yolo_optimize.evaluate.report import write_report
+    from yolo_optimize.evaluate.reporting.report import write_report
     from yolo_optimize.evaluate.session import EvalRequest, run_evaluation
 
     request, out = EvalRequest.of(options), options.out_folder

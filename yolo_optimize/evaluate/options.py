@@ -12,7 +12,7 @@ from typing import Any
 
 from yolo_optimize.cluster.nodes import parse_selectors
 from yolo_optimize.errors import UserError
-from yolo_optimize.formats import foreign_files_help, parse_batch_sizes
+from yolo_optimize.formats import foreign_files_help
 from yolo_optimize.host.devices import DEVICES
 from yolo_optimize.options import (
     EXECUTORS,
@@ -28,6 +28,7 @@ from yolo_optimize.options import (
     checked_values,
     layered,
     option,
+    parse_batch_sizes,
 )
 from yolo_optimize.runtime.runners.base import AUTO, MODES
 

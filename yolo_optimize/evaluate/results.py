@@ -37,6 +37,13 @@ NOT_NEGATIVE = (0.0, math.inf)  # every figure read back (times, rates, sizes) u
 BLOCK_S = 0.2  # a process's consecutive runs are judged in blocks of at least this many seconds
 FAST_STATE_SPAN = 1.1  # blocks slower than this times the row's reference block ran in the host's slow state
 REFERENCE_QUANTILE = 0.1  # the reference block: this quantile of the row's block medians (not its single fastest)
+TIE_MARGIN = 0.03  # a median gap below 3% is never called a win (a recommendation's, the baseline's thread choice)
+BASELINE_TARGET = "pytorch"
+
+
+def is_baseline(target: str, precision: str) -> bool:
+    """The row every speedup is over: PyTorch FP32 eager (a GPU evaluation adds PyTorch FP16 eager beside it)."""
+    return target == BASELINE_TARGET and precision == "fp32"
 
 
 @dataclass

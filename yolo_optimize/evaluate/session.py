@@ -10,22 +10,22 @@ from pathlib import Path
 
 from yolo_optimize.artifact import MANIFEST, check_writable, scratch_folder, written_whole
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.discover import (
+from yolo_optimize.evaluate.measuring.discover import (
     BASELINE_TARGET,
     Candidate,
     discover,
     with_half_baselines,
     with_runtime_configurations,
 )
-from yolo_optimize.evaluate.evaluator import Progress, evaluate
-from yolo_optimize.evaluate.external import (
+from yolo_optimize.evaluate.measuring.evaluator import Progress, evaluate
+from yolo_optimize.evaluate.measuring.external import (
     checkpoint_baseline,
     external_candidates,
     inspect_entries,
     model_files,
 )
 from yolo_optimize.evaluate.options import EvalOptions
-from yolo_optimize.evaluate.report import build_report, write_report
+from yolo_optimize.evaluate.reporting.report import build_report, write_report
 from yolo_optimize.evaluate.results import EvalSettings, Report
 from yolo_optimize.formats import foreign_suffixes
 from yolo_optimize.host.cpu import usable_cpus
@@ -38,7 +38,7 @@ class EvalRequest:
     root: Path | None  # a folder of built artifacts; None when only --add files are measured
     settings: EvalSettings
     out: Path | None  # where the report's files go (None: not written)
-    add: tuple[str, ...] = ()  # model files this tool did not build, [FAMILY=]PATH (evaluate/external.py)
+    add: tuple[str, ...] = ()  # model files this tool did not build, [FAMILY=]PATH (evaluate/measuring/external.py)
     family: str | None = None
     checkpoint: Path | None = None  # the PyTorch baseline of --add files that join no model under root
 

@@ -19,7 +19,8 @@ import pytest
 from tests.conftest import brief, optimize
 from yolo_optimize.evaluate.results import LatencyStats
 
-SLOWDOWN = 2.0  # beyond the spread of one eval's processes, so a correct comparison always flags it
+SLOWDOWN = 4.0  # beyond the spread of one eval's processes, so a correct comparison always flags it: 2.0 was not
+# (one baseline round ran about 2.5x slower than the other in bench/results/avx2/suite-freshvenv-xdist-c066af8.log)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +72,7 @@ def test_a_slowed_run_is_flagged_as_a_significant_regression_and_fails_the_guard
              if line.startswith("| yolov5n")]
     assert sorted((c[2], c[3]) for c in cells) == [(name, batch) for name in ("onnx-fp16", "onnx-fp32", "pytorch-fp32")
                                                    for batch in ("1", "2")], "the artifacts and batches both runs have"
-    assert all(c[5].startswith("+100.0% [") and c[-2] == "slower" for c in cells), cells
+    assert all(c[5].startswith(f"+{SLOWDOWN - 1:.1%} [") and c[-2] == "slower" for c in cells), cells
     assert "Compared across different setups (--force): threads" in (slowed / "comparison.md").read_text()
     assert "regression: 6 change(s) beyond the limit" in result.stderr
     assert "In one run only:" in (slowed / "comparison.md").read_text()

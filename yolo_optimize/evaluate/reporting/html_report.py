@@ -12,14 +12,14 @@ import html
 from pathlib import Path
 from typing import Any
 
-from yolo_optimize.evaluate.compare import Comparison, caveats
-from yolo_optimize.evaluate.matrix import Column, busy_warning
-from yolo_optimize.evaluate.plots import report_figures, save_figure
-from yolo_optimize.evaluate.recommend import Budget, Recommendation, memory_text, recommend
+from yolo_optimize.evaluate.reporting.compare import Comparison, caveats
+from yolo_optimize.evaluate.reporting.matrix import Column, busy_warning
+from yolo_optimize.evaluate.reporting.plots import report_figures, save_figure
+from yolo_optimize.evaluate.reporting.recommend import Budget, Recommendation, memory_text, recommend
 from yolo_optimize.evaluate.results import Report
 
-# The page never scrolls sideways (checked at 1400 px in Chromium, tests/evaluate/test_html_report.py): a table
-# wider than the page scrolls in its own box, the matrix's figures stay on one line and its text columns wrap,
+# The page never scrolls sideways (checked at 1400 px in Chromium, tests/evaluate/reporting/test_html_report.py): a
+# table wider than the page scrolls in its own box, the matrix's figures stay on one line and its text columns wrap,
 # long paths and snippets break where they must.
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;max-width:1400px;color:#222}

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.evaluate.end_to_end import EndToEnd, decoders_for, single_threaded_helpers
-from yolo_optimize.evaluate.measure import (
+from yolo_optimize.evaluate.measuring.end_to_end import EndToEnd, decoders_for, single_threaded_helpers
+from yolo_optimize.evaluate.measuring.measure import (
     MIN_RUNS,
     WARMUP_RUNS,
     MeasureJob,
@@ -40,8 +40,15 @@ from yolo_optimize.evaluate.measure import (
     peak_rss,
 )
 from yolo_optimize.evaluate.options import ROW_TIMEOUT_S
-from yolo_optimize.evaluate.recommend import TIE_MARGIN
-from yolo_optimize.evaluate.results import BLOCK_S, END_TO_END, INFERENCE, BatchResult, Measurement, ThreadChoice
+from yolo_optimize.evaluate.results import (
+    BLOCK_S,
+    END_TO_END,
+    INFERENCE,
+    TIE_MARGIN,
+    BatchResult,
+    Measurement,
+    ThreadChoice,
+)
 from yolo_optimize.host.processes import SPAWN, child_environment, configured_child, ended, oom_kills
 from yolo_optimize.machine.host_load import HostMeter
 from yolo_optimize.runtime.runners.base import Runner

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tests.conftest import optimize
 from tests.evaluate.handmade import report, row
-from yolo_optimize.evaluate.matrix import busy_warning, matrix_columns
-from yolo_optimize.evaluate.recommend import Budget, brief, describe, recommend
+from yolo_optimize.evaluate.reporting.matrix import busy_warning, matrix_columns
+from yolo_optimize.evaluate.reporting.recommend import Budget, brief, describe, recommend
 from yolo_optimize.evaluate.results import Report
 from yolo_optimize.machine.host_load import HostUse
 
@@ -106,8 +106,8 @@ def test_a_gpu_row_s_snippet_captures_the_forward_in_a_cuda_graph_as_it_was_meas
 def test_a_gpu_row_is_held_to_its_gpu_memory_and_the_matrix_shows_it_beside_host_memory() -> None:
     from dataclasses import replace
 
-    from yolo_optimize.evaluate.matrix import matrix_columns
-    from yolo_optimize.evaluate.recommend import describe
+    from yolo_optimize.evaluate.reporting.matrix import matrix_columns
+    from yolo_optimize.evaluate.reporting.recommend import describe
 
     gpu_row = row("torchscript-fp16", [10, 11, 9], 0.340, memory_mb=1800.0)
     gpu_row.measurements = [replace(m, cuda_peak_mb=3400.0) for m in gpu_row.measurements]

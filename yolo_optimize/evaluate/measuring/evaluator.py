@@ -21,12 +21,12 @@ import numpy as np
 
 from yolo_optimize.artifact import scratch_folder
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate, is_baseline
-from yolo_optimize.evaluate.external import external_record
 from yolo_optimize.evaluate.facts import ModelFacts, recorded_model_facts
-from yolo_optimize.evaluate.interleave import LiveRow, take_turns, turns_for
-from yolo_optimize.evaluate.measure import MeasureJob
-from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, EvalSettings, Row
+from yolo_optimize.evaluate.measuring.discover import Candidate
+from yolo_optimize.evaluate.measuring.external import external_record
+from yolo_optimize.evaluate.measuring.interleave import LiveRow, take_turns, turns_for
+from yolo_optimize.evaluate.measuring.measure import MeasureJob
+from yolo_optimize.evaluate.results import BASELINE_TARGET, END_TO_END, INFERENCE, EvalSettings, Row, is_baseline
 from yolo_optimize.families.base import Family
 from yolo_optimize.formats import formats
 from yolo_optimize.host.cpu import has_vnni
@@ -116,7 +116,7 @@ def _group(rows: list[Row], candidates: list[Candidate], model: str) -> list[Pai
 def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, progress: Progress,
                    limits: MachineLimits | None) -> None:
     """Each measured row profiled at batch 1 (breakdown also at the largest batch size); a failure is the row's note."""
-    from yolo_optimize.evaluate.profiling import (
+    from yolo_optimize.evaluate.measuring.profiling import (
         PROFILE_IMAGES,
         ProfileRequest,
         profile_artifact,

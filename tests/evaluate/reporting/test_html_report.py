@@ -70,7 +70,7 @@ def test_the_matrix_sorts_by_a_clicked_column(browser, evaluated: Path) -> None:
     context.close()
 
 
-WIDE_REPORT = Path(__file__).resolve().parents[2] / "bench" / "results" / "zen4" / "fastest_artifact"  # 22 rows, b1+b8
+WIDE_REPORT = Path(__file__).resolve().parents[3] / "bench" / "results" / "zen4" / "fastest_artifact"  # 22 rows, b1+b8
 
 
 def test_at_1400_px_the_page_never_scrolls_sideways_and_the_matrix_scrolls_in_its_own_box(browser,
@@ -78,7 +78,7 @@ def test_at_1400_px_the_page_never_scrolls_sideways_and_the_matrix_scrolls_in_it
     """The widest saved report (22 rows, two batch sizes, utilization: its matrix is far wider than the page)
     written again and opened at 1400 px: the page itself is no wider than the window; the matrix scrolls inside
     its box to its last column with the artifact column kept in view; snippets wrap rather than scroll."""
-    from yolo_optimize.evaluate.report import load_report, write_report
+    from yolo_optimize.evaluate.reporting.report import load_report, write_report
 
     write_report(load_report(WIDE_REPORT), tmp_path)
     context = browser.new_context(offline=True, viewport={"width": 1400, "height": 900})

@@ -12,9 +12,9 @@ import pytest
 from tests.conftest import QUICK_EVAL, VAL_DATA, brief, eval_args, on_a_small_disk, optimize, written_matrix
 from tests.machine.test_host_load import spinning
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.recommend import TIE_MARGIN, Budget, recommend
-from yolo_optimize.evaluate.report import load_report
-from yolo_optimize.evaluate.results import MatrixRow
+from yolo_optimize.evaluate.reporting.recommend import Budget, recommend
+from yolo_optimize.evaluate.reporting.report import load_report
+from yolo_optimize.evaluate.results import TIE_MARGIN, MatrixRow
 from yolo_optimize.machine.host_load import HostMeter
 
 FP32_EXPORTS = ("onnx-fp32", "openvino-fp32")
@@ -178,7 +178,7 @@ def test_a_busy_host_marks_every_row_and_no_ranking_is_confident_even_with_one_r
 
 
 def test_the_schedule_rotates_the_artifacts_behind_the_baseline() -> None:
-    from yolo_optimize.evaluate.evaluator import measurement_schedule
+    from yolo_optimize.evaluate.measuring.evaluator import measurement_schedule
     from yolo_optimize.evaluate.results import Row
 
     group = [(Row(name, "m", name.split("-")[0], "fp32", "", None, True), None)

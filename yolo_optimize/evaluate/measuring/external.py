@@ -22,7 +22,8 @@ from typing import Any
 
 from yolo_optimize.artifact import Manifest, hash_files
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.discover import BASELINE_TARGET, Candidate
+from yolo_optimize.evaluate.measuring.discover import Candidate
+from yolo_optimize.evaluate.results import BASELINE_TARGET
 from yolo_optimize.families import family_named
 from yolo_optimize.formats import foreign_files_help, foreign_suffixes, format_named
 from yolo_optimize.metadata import FLOAT_INPUT, UINT8_INPUT, ArtifactMetadata, input_spec

@@ -7,10 +7,9 @@ from pathlib import Path
 
 from yolo_optimize.artifact import MANIFEST, Manifest, verify_files
 from yolo_optimize.errors import UserError
+from yolo_optimize.evaluate.results import BASELINE_TARGET, is_baseline
 from yolo_optimize.formats import PRECISIONS, formats, runtime_configurations
 from yolo_optimize.metadata import ArtifactMetadata
-
-BASELINE_TARGET = "pytorch"
 
 
 @dataclass(frozen=True)
@@ -53,11 +52,6 @@ def discover(root: Path) -> list[Candidate]:
                 for model, model_dir in models.items() for folder in sorted(model_dir.iterdir())
                 if folder.name in _node_names() and folder.is_dir() and not (folder / MANIFEST).exists()]
     return sorted([*baselines, *found, *unlisted], key=_order)
-
-
-def is_baseline(target: str, precision: str) -> bool:
-    """The row every speedup is over: PyTorch FP32 eager (a GPU evaluation adds PyTorch FP16 eager beside it)."""
-    return target == BASELINE_TARGET and precision == "fp32"
 
 
 def with_half_baselines(candidates: list[Candidate]) -> list[Candidate]:

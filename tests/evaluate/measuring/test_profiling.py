@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import VAL_DATA, brief, eval_args, optimize, written_matrix
 from tests.workers import alone
-from yolo_optimize.evaluate.profiling import thread_counts
+from yolo_optimize.evaluate.measuring.profiling import thread_counts
 
 RUNTIMES = {"pytorch": "torch", "torchscript": "torch", "onnx": "onnxruntime", "openvino": "openvino"}
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.interleave import LiveRow, take_turns
-from yolo_optimize.evaluate.measure import MIN_RUNS, MeasureJob
+from yolo_optimize.evaluate.measuring.interleave import LiveRow, take_turns
+from yolo_optimize.evaluate.measuring.measure import MIN_RUNS, MeasureJob
 from yolo_optimize.evaluate.results import BLOCK_S, Timing, blocks
 
 

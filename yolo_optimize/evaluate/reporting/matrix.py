@@ -15,9 +15,8 @@ from functools import partial
 from operator import attrgetter
 from typing import Any
 
-from yolo_optimize.evaluate.discover import is_baseline
-from yolo_optimize.evaluate.results import END_TO_END, BatchCells, EvalSettings, MatrixRow, Report, Row
-from yolo_optimize.evaluate.roofline import roofline_cells
+from yolo_optimize.evaluate.reporting.roofline import roofline_cells
+from yolo_optimize.evaluate.results import END_TO_END, BatchCells, EvalSettings, MatrixRow, Report, Row, is_baseline
 from yolo_optimize.formats import formats
 from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.runtime.runners.cuda_phases import PHASES

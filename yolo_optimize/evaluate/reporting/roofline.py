@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from yolo_optimize.evaluate.facts import ModelFacts
+from yolo_optimize.evaluate.facts import ModelFacts, peak_precision
 from yolo_optimize.evaluate.results import BatchCells, MatrixRow, Row
 from yolo_optimize.formats import format_named
 from yolo_optimize.machine.peaks import MachineLimits
@@ -54,11 +54,6 @@ def _batch_roofline(facts: ModelFacts, cells: BatchCells, batch: int, precision:
     bound = ("memory" if intensity * limits.bandwidth_gb_s < peak else "compute") if peak else None
     utilization = round(achieved / peak, 4) if achieved and peak else None
     return replace(cells, achieved_gops=achieved, utilization=utilization, intensity=round(intensity, 2), bound=bound)
-
-
-def peak_precision(executed: str) -> str:
-    """The precision whose peak bounds a row: ``int8`` for INT8 files, else the float precision it computes in."""
-    return "int8" if executed.startswith("int8") else executed.split()[0]
 
 
 class _Point(NamedTuple):

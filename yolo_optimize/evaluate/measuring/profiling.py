@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from yolo_optimize.artifact import Manifest, scratch_folder
-from yolo_optimize.evaluate.measure import MeasureJob, batch_input, measure, time_batch
+from yolo_optimize.evaluate.facts import peak_precision
+from yolo_optimize.evaluate.measuring.measure import MeasureJob, batch_input, measure, time_batch
 from yolo_optimize.evaluate.results import BLOCK_S, FAST_STATE_SPAN, Timing
-from yolo_optimize.evaluate.roofline import peak_precision
 from yolo_optimize.formats import format_named
 from yolo_optimize.host.cpu import usable_cpus
 from yolo_optimize.host.processes import in_own_process, one_line

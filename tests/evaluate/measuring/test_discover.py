@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.test_metadata import OLDER
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.discover import discover
+from yolo_optimize.evaluate.measuring.discover import discover
 
 
 def test_an_artifact_whose_metadata_names_no_family_is_reported_as_built_by_an_older_version(tmp_path: Path) -> None:

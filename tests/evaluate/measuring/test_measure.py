@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.measure import MeasureJob, measure, peak_rss, time_batch
+from yolo_optimize.evaluate.measuring.measure import MeasureJob, measure, peak_rss, time_batch
 from yolo_optimize.evaluate.results import LatencyStats, Timing
 from yolo_optimize.host.processes import in_own_process
 
@@ -33,7 +33,7 @@ def test_a_batch_size_the_runtime_refuses_is_reported_not_dropped() -> None:
 
 PEAK_OF_AN_ALLOCATION = """
 import numpy as np
-from yolo_optimize.evaluate.measure import peak_rss
+from yolo_optimize.evaluate.measuring.measure import peak_rss
 before = peak_rss()
 ballast = np.ones(256 * 2**20, dtype=np.uint8)  # touched: resident
 print(before, peak_rss(), int(ballast[-1]))
@@ -55,7 +55,7 @@ def test_peak_rss_rises_by_what_the_process_allocates() -> None:
     (RuntimeError("the engine's kernel is broken"), "crashed: RuntimeError: the engine's kernel is broken"),
 ])
 def test_failures_are_classified_by_what_went_wrong(error: Exception, said: str) -> None:
-    from yolo_optimize.evaluate.measure import failure
+    from yolo_optimize.evaluate.measuring.measure import failure
 
     assert failure(error) == said
 
@@ -64,7 +64,7 @@ def test_a_shape_onnx_runtime_refuses_is_unsupported_and_nothing_else_is(small_a
     """The real refusal of a fixed-size graph fed another size, as ONNX Runtime words it."""
     import onnxruntime as ort
 
-    from yolo_optimize.evaluate.measure import failure
+    from yolo_optimize.evaluate.measuring.measure import failure
 
     session = ort.InferenceSession(str(small_artifacts / "yolov5n" / "onnx-fp32" / "yolov5n.onnx"),
                                    providers=["CPUExecutionProvider"])

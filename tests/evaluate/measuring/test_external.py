@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import VAL_DATA, WEIGHTS, brief, optimize, written_matrix
-from yolo_optimize.evaluate.external import file_labels
+from yolo_optimize.evaluate.measuring.external import file_labels
 
 EXPORTS = """
 import os, sys

@@ -9,8 +9,8 @@ import pytest
 from matplotlib.text import Text
 
 from tests.evaluate.handmade import SETTINGS, at_batch, report, row
-from yolo_optimize.evaluate.plots import accuracy_throughput, latency_bands, speedup_heatmap
-from yolo_optimize.evaluate.report import build_report
+from yolo_optimize.evaluate.reporting.plots import accuracy_throughput, latency_bands, speedup_heatmap
+from yolo_optimize.evaluate.reporting.report import build_report
 
 
 def test_a_matrix_without_a_baseline_draws_its_heatmap_as_not_available_without_warnings() -> None:

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from yolo_optimize.evaluate.reporting.roofline import roofline_figure
 from yolo_optimize.evaluate.results import MatrixRow, Report
-from yolo_optimize.evaluate.roofline import roofline_figure
 from yolo_optimize.machine.peaks import MachineLimits
 
 ACCURACY_KEYS = {"detect": ("map50_95", "mAP50-95"), "classify": ("top1_agreement", "top-1 agreement with FP32")}

@@ -16,16 +16,12 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from yolo_optimize.evaluate.discover import BASELINE_TARGET, is_baseline
-from yolo_optimize.evaluate.results import END_TO_END, INFERENCE, Report, Row
+from yolo_optimize.evaluate.results import BASELINE_TARGET, END_TO_END, INFERENCE, TIE_MARGIN, Report, Row, is_baseline
 from yolo_optimize.families.nms import FOLDER as NMS_FOLDER
 from yolo_optimize.formats import format_named
 from yolo_optimize.runtime.runners.base import THROUGHPUT
 
 RANKINGS = {"inference": INFERENCE, "e2e": END_TO_END}  # --by: what a row's speed is
-
-TIE_MARGIN = 0.03  # a median gap below 3% is never called a win
-
 
 @dataclass(frozen=True)
 class Budget:

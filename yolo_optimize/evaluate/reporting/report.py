@@ -15,9 +15,9 @@ from typing import Any
 from rich.table import Table
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.compare import Comparison
-from yolo_optimize.evaluate.html_report import write_page
-from yolo_optimize.evaluate.matrix import (
+from yolo_optimize.evaluate.reporting.compare import Comparison
+from yolo_optimize.evaluate.reporting.html_report import write_page
+from yolo_optimize.evaluate.reporting.matrix import (
     BUSY_MARK,
     UNSTABLE_MARK,
     UNSTABLE_SPREAD,

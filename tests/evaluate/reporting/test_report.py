@@ -12,11 +12,11 @@ import pytest
 from rich.console import Console
 
 from tests.evaluate.handmade import SETTINGS, at_batch, report, row
-from yolo_optimize.evaluate.matrix import UNSTABLE_SPREAD
-from yolo_optimize.evaluate.report import build_report, load_report, rich_table, write_report
+from yolo_optimize.evaluate.reporting.matrix import UNSTABLE_SPREAD
+from yolo_optimize.evaluate.reporting.report import build_report, load_report, rich_table, write_report
 from yolo_optimize.evaluate.results import SCHEMA_VERSION, LatencyStats, MatrixRow, Report, from_json
 
-VERSION_7 = Path(__file__).parent / "data" / "results-v7"  # results.json, matrix.csv and matrix.md as version 7 wrote
+VERSION_7 = Path(__file__).parents[1] / "data" / "results-v7"  # results.json, matrix.csv and matrix.md of version 7
 ARTIFACTS = ("torchscript-fp32", "onnx-fp32", "onnx-fp16", "onnx-int8", "openvino-fp32", "openvino-fp16",
              "openvino-bf16", "openvino-int8")
 

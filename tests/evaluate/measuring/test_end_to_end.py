@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import VAL_DATA
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.end_to_end import EndToEnd, sequential
+from yolo_optimize.evaluate.measuring.end_to_end import EndToEnd, sequential
 from yolo_optimize.evaluate.results import BLOCK_S
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
