@@ -139,19 +139,20 @@ def recommend(report: Report | str | Path, *, batch_size: int = 1, max_map_drop:
 
     given = dict(batch_size=batch_size, max_map_drop=max_map_drop, max_latency_ms=max_latency_ms,
                  max_memory_mb=max_memory_mb, by=by, model=model)
-    budget = RecommendArguments(**checked_values(given, RecommendArguments, "recommend()"))
+    wanted = RecommendArguments(**checked_values(given, RecommendArguments, "recommend()"))
     if not isinstance(report, (Report, str, Path)):
         raise UserError(f"recommend(): report: must be a Report or an eval folder, got {type(report).__name__}")
     found = report if isinstance(report, Report) else load_report(Path(report))
-    if batch_size not in found.settings.batch_sizes:
-        raise UserError(f"the report measured batch sizes {list(found.settings.batch_sizes)}, not {batch_size}")
-    limits = Budget(batch_size, budget.max_map_drop, budget.max_latency_ms, budget.max_memory_mb, RANKINGS[by])
+    if wanted.batch_size not in found.settings.batch_sizes:
+        raise UserError(f"the report measured batch sizes {list(found.settings.batch_sizes)}, not {wanted.batch_size}")
+    limits = Budget(wanted.batch_size, wanted.max_map_drop, wanted.max_latency_ms, wanted.max_memory_mb,
+                    RANKINGS[wanted.by])
     picks = {r.model: r for r in recommend_artifacts(found, limits)}
-    if model is None and len(picks) != 1:
+    if wanted.model is None and len(picks) != 1:
         raise UserError(f"the report has models {', '.join(picks)}: name one with model=")
-    chosen = picks.get(model or next(iter(picks)))
+    chosen = picks.get(wanted.model or next(iter(picks)))
     if chosen is None:
-        raise UserError(f"the report has no model {model!r} (it has {', '.join(picks)})")
+        raise UserError(f"the report has no model {wanted.model!r} (it has {', '.join(picks)})")
     return Pick(chosen)
 
 
