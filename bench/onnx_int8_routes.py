@@ -43,14 +43,15 @@ from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.gate import Gate
 from yolo_optimize.building.held_out import ImageSet
 from yolo_optimize.building.request import GateConfig
+from yolo_optimize.building.stage import recorded_float_part
 from yolo_optimize.evaluate.measuring.measure import MeasureJob, measure
 from yolo_optimize.evaluate.results import Timing
-from yolo_optimize.families import family_named
 from yolo_optimize.host.cpu import has_vnni
 from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.images import list_images
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import calibration_inputs, candidate_manifest
+from yolo_optimize.optimize.int8_onnx import float_nodes
 from yolo_optimize.optimize.int8_tensorrt import quantize_symmetric
 from yolo_optimize.optimize.onnxruntime_fusion import (
     FusionOptions,
@@ -81,7 +82,7 @@ def image_convolutions(model: Any) -> list[str]:
 def quantize(route: str, source: Path, target: Path, calibration: list[np.ndarray], threads: int) -> None:
     import onnx
 
-    head = family_named("yolov5").onnx_float_nodes(onnx.load(str(source)))
+    head = float_nodes(onnx.load(str(source)), recorded_float_part(Manifest.read(source.parent)))
     if route in TENSORRT_RANGES:
         kept = head + (image_convolutions(onnx.load(str(source))) if route.endswith("image-float") else [])
         quantize_symmetric(source, target, calibration, kept, ArtifactMetadata(), TENSORRT_RANGES[route],

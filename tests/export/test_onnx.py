@@ -11,8 +11,14 @@ import onnxruntime as ort
 import pytest
 
 from tests.conftest import VAL_DATA
+from yolo_optimize.artifact import Manifest
+from yolo_optimize.building.stage import recorded_float_part
+from yolo_optimize.export.onnx import module_nodes
 from yolo_optimize.families import family_named
 from yolo_optimize.images import to_input
+from yolo_optimize.optimize.int8_onnx import float_nodes
+
+HEAD_CONVOLUTIONS = ["node_conv2d_57", "node_conv2d_58", "node_conv2d_59"]  # yolov5n's Detect outputs
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
@@ -42,3 +48,39 @@ def test_plain_onnxruntime_detects_on_a_real_image(built: Path, batch: int) -> N
     (output,) = session.run(None, {"images": to_input(np.repeat(image[None], batch, 0))})
     assert output.shape == (batch, 25200, 85)
     assert (output[..., 4] * output[..., 5:].max(-1) > 0.5).any(), "a real image should give confident detections"
+
+
+def reaching_no_convolution(model: onnx.ModelProto) -> list[str]:
+    """The nodes from which no convolution can be reached: what the INT8 passes kept in float for a detector before
+    the family's float module was translated into each format's terms (and still must, for these heads)."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    reaches: dict[str, bool] = {}
+    for node in reversed(model.graph.node):
+        below = [reader for out in node.output for reader in readers.get(out, [])]
+        reaches[node.name] = any(reader.op_type == "Conv" or reaches[reader.name] for reader in below)
+    return [node.name for node in model.graph.node if not reaches[node.name]]
+
+
+def test_the_export_records_the_detect_head_as_its_float_part_and_int8_keeps_its_tail(built: Path) -> None:
+    """The family names a module (yolov5's Detect); the export records its nodes by the exporter's scopes, and the
+    ONNX INT8 passes keep that part's output convolutions and decode: the nodes from which no convolution can be
+    reached."""
+    model = onnx.load(str(built / "onnx-fp32" / "yolov5n.onnx"))
+    part = recorded_float_part(Manifest.read(built / "onnx-fp32"))
+    types = {node.name: node.op_type for node in model.graph.node}
+    assert sorted(name for name in part if types[name] == "Conv") == HEAD_CONVOLUTIONS
+    assert {"Sigmoid", "Concat", "Reshape"} <= {types[name] for name in part}
+    assert float_nodes(model, part) == reaching_no_convolution(model)
+    assert float_nodes(model, []) == [], "no float module: nothing kept"
+
+
+def test_the_float_part_of_a_module_the_export_does_not_hold_is_refused(built: Path) -> None:
+    raw = built.parent / "yolov5n" / ".cache" / "onnx-export" / "yolov5n.onnx"
+    assert module_nodes(raw, None) == []
+    assert module_nodes(raw, "model.model.24") and set(module_nodes(raw, "model.model.24.m.0")) < set(
+        module_nodes(raw, "model.model.24"))
+    with pytest.raises(RuntimeError, match="placed no node inside 'model.model.99'"):
+        module_nodes(raw, "model.model.99")

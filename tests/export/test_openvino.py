@@ -9,6 +9,10 @@ import numpy as np
 import openvino as ov
 import pytest
 
+from yolo_optimize.artifact import Manifest
+from yolo_optimize.building.stage import recorded_float_part
+from yolo_optimize.optimize.int8_openvino import decode_ops
+
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_plain_openvino_reads_metadata_and_runs_batch_1_and_8(built: Path, precision: str) -> None:
@@ -24,3 +28,21 @@ def test_plain_openvino_reads_metadata_and_runs_batch_1_and_8(built: Path, preci
 def test_fp16_ir_stores_half_the_weights(built: Path) -> None:
     size = lambda p: (built / p / "yolov5n_openvino_model" / "yolov5n.bin").stat().st_size  # noqa: E731
     assert size("openvino-fp16") < 0.6 * size("openvino-fp32")
+
+
+def test_the_ir_records_the_onnx_float_part_in_its_own_names_and_int8_keeps_the_decode(built: Path) -> None:
+    """OpenVINO names its ops after the ONNX nodes they came from: the IR's float part is the ONNX one's ops, and
+    OpenVINO's INT8 recipe keeps the ops from which no convolution can be reached, less the output convolutions."""
+    model = ov.Core().read_model(str(built / "openvino-fp32" / "yolov5n_openvino_model" / "yolov5n.xml"))
+    part = recorded_float_part(Manifest.read(built / "openvino-fp32"))
+    onnx_part = set(recorded_float_part(Manifest.read(built / "onnx-fp32")))
+    ops = [op for op in model.get_ordered_ops() if op.get_type_name() not in ("Constant", "Parameter", "Result")]
+    assert part and all(name.split("/")[0] in onnx_part for name in part)
+    reaches: dict[str, bool] = {}
+    for op in reversed(ops):
+        below = [t.get_node() for out in op.outputs() for t in out.get_target_inputs()]
+        reaches[op.get_friendly_name()] = any(b.get_type_name() == "Convolution"
+                                              or reaches.get(b.get_friendly_name(), False) for b in below)
+    tail = [op.get_friendly_name() for op in ops
+            if not reaches[op.get_friendly_name()] and op.get_type_name() != "Convolution"]
+    assert decode_ops(model, part) == tail and "output0" in tail

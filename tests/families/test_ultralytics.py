@@ -111,6 +111,9 @@ def test_yolo11n_builds_to_every_cpu_target_with_parity_and_evaluates(tmp_path: 
     kept = {node.name: node.op_type for node in graph.node if node.name in int8["info"]["kept_in_float"]}
     assert next(n.name for n in graph.node if "output0" in n.output) in kept, "the decode stays in float"
     assert list(kept.values()).count("Conv") >= 4, "the class convolutions and the DFL convolution stay in float"
+    part = json.loads((out / "yolo11n-random" / "onnx-fp32" / "manifest.json").read_text())["info"]["float_part"]
+    head_convolutions = [node.name for node in graph.node if node.op_type == "Conv" and node.name in part]
+    assert len(head_convolutions) > list(kept.values()).count("Conv"), "Detect's own 3x3 convolutions are int8"
     ov_int8 = json.loads((out / "yolo11n-random" / "openvino-int8" / "manifest.json").read_text())
     fallback = f"{DEFAULT_RANGES_ROUTE} ({OpenVinoInt8.route} could not calibrate: "  # numpy's words follow
     assert ov_int8["info"]["gate"]["route"].startswith(fallback), "random weights' activations have no histogram"

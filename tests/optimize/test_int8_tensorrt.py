@@ -15,10 +15,12 @@ from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.gate import Gate, GateRecord
 from yolo_optimize.building.held_out import ImageSet
 from yolo_optimize.building.request import GateConfig
+from yolo_optimize.building.stage import recorded_float_part
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import calibration_inputs
+from yolo_optimize.optimize.int8_onnx import float_nodes
 from yolo_optimize.optimize.int8_tensorrt import quantize_symmetric
 
 
@@ -26,7 +28,7 @@ def test_the_tensorrt_qdq_graph_is_symmetric_signed_int8_with_the_head_in_float_
         built: Path, tmp_path: Path) -> None:
     family = family_named("yolov5")
     source = built / "onnx-fp32" / "yolov5n.onnx"
-    head = family.onnx_float_nodes(onnx.load(str(source)))
+    head = float_nodes(onnx.load(str(source)), recorded_float_part(Manifest.read(source.parent)))
     images = calibration_inputs(family, tuple(str(p) for p in list_images(CALIB_DATA)[:16]), 640)
     folder = tmp_path / "onnx-int8-tensorrt"
     folder.mkdir()

@@ -16,6 +16,16 @@ from yolo_optimize.checkpoint import ModelSource
 MODEL = "model"  # the load node: the model's facts (a stage that exports from PyTorch loads the model itself)
 SOURCE = "source"  # the artifact this stage transforms (the ONNX file an OpenVINO export converts...)
 REFERENCE = "reference"  # the PyTorch outputs a deployable artifact's parity is checked against
+# A manifest's info key: the ops of its file inside the module the family keeps in float (Family.float_module), in
+# the format's own terms, recorded by the export that can still tell (export/onnx.py, export/openvino.py)
+FLOAT_PART = "float_part"
+
+
+def recorded_float_part(parent: Manifest) -> list[str]:
+    """The float part ``parent``'s export recorded (FLOAT_PART); its absence is a stage's bug, not the user's."""
+    if FLOAT_PART not in parent.info:
+        raise RuntimeError(f"{parent.node} records no {FLOAT_PART}: its stage must pass on its source's")
+    return list(parent.info[FLOAT_PART])
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,26 @@
-"""ONNX export through torch's dynamo exporter: one output, only the batch axis dynamic."""
+"""ONNX export through torch's dynamo exporter: one output, only the batch axis dynamic.
+
+The export also records, in ONNX's terms, the part of the graph the family keeps in float (``Family.float_module``):
+the nodes the exporter placed inside that module. Only the raw export knows this (its name scopes, which onnxsim
+drops), so it goes into the manifest's ``float_part`` for the INT8 passes (optimize/int8_onnx.py)."""
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from yolo_optimize.building.loading import example_input, export_module
-from yolo_optimize.building.stage import MODEL, Stage, StageContext, StageOutput
+from yolo_optimize.building.stage import FLOAT_PART, MODEL, Stage, StageContext, StageOutput
+from yolo_optimize.families import family_named
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, input_spec
 
 if TYPE_CHECKING:
     from yolo_optimize.building.request import BuildRequest
 
 MAX_BATCH = 1024  # the exporter needs a bound; the graph itself has none
+NAME_SCOPES = "pkg.torch.onnx.name_scopes"  # the dynamo exporter's node metadata: the module path, then the node
 
 
 @dataclass(frozen=True)
@@ -27,7 +34,7 @@ class OnnxExport(Stage):
     """Raw export; the deployable ONNX is its simplified child (optimize/simplify.py)."""
 
     name = "onnx-export"
-    revision = 2  # 2: traced at batch 2
+    revision = 3  # 2: traced at batch 2; 3: the float part recorded
     inputs = (MODEL,)
     tools = ("torch", "onnx", "onnxscript")
 
@@ -50,7 +57,26 @@ class OnnxExport(Stage):
         _check_opset(ctx.out_dir / entry, self.config.opset)
         metadata = replace(ArtifactMetadata.of(ctx.manifest(MODEL)),
                            input=input_spec(ctx.source.family, self.config.input_form))
-        return StageOutput(entry=entry, metadata=metadata.to_dict())
+        float_part = module_nodes(ctx.out_dir / entry, family_named(ctx.source.family).float_module(model))
+        return StageOutput(entry=entry, metadata=metadata.to_dict(), info={FLOAT_PART: float_part})
+
+
+def module_nodes(path: Path, module: str | None) -> list[str]:
+    """The nodes of the exported graph at ``path`` that the exporter placed inside ``module`` (a qualified submodule
+    name of the exported module; None: none)."""
+    import onnx
+
+    if module is None:
+        return []
+    inside = []
+    for node in onnx.load(str(path), load_external_data=False).graph.node:
+        scopes: list[str] = next((ast.literal_eval(p.value) for p in node.metadata_props if p.key == NAME_SCOPES), [])
+        if module in scopes[:-1]:  # the last scope is the node itself
+            inside.append(node.name)
+    if not inside:
+        raise RuntimeError(f"the exporter placed no node inside {module!r}, the module the family keeps in float "
+                           f"(its {NAME_SCOPES} metadata is missing or names other modules)")
+    return inside
 
 
 def _check_opset(path: Path, wanted: int) -> None:

@@ -1,4 +1,7 @@
-"""OpenVINO IR converted from the deployable ONNX; metadata in the IR's ``rt_info``."""
+"""OpenVINO IR converted from the deployable ONNX; metadata in the IR's ``rt_info``.
+
+OpenVINO names each op after the ONNX node it came from (``node_conv2d_57``, or ``node_conv2d_57/WithoutBiases`` for
+a part of one), so the ONNX file's float part (export/onnx.py) is recorded here in OpenVINO's names."""
 
 from __future__ import annotations
 
@@ -6,7 +9,15 @@ import importlib.util
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.stage import (
+    FLOAT_PART,
+    REFERENCE,
+    SOURCE,
+    Stage,
+    StageContext,
+    StageOutput,
+    recorded_float_part,
+)
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.runners.openvino import EXECUTION_HINTS
@@ -23,7 +34,7 @@ class OpenVinoConfig:
 class OpenVinoExport(Stage):
     name = "openvino"
     inputs = (SOURCE, REFERENCE)
-    revision = 2  # 2: the execution hint is in the metadata
+    revision = 3  # 2: the execution hint is in the metadata; 3: the float part recorded
     tools = ("openvino",)
     target = "openvino"
 
@@ -45,8 +56,16 @@ class OpenVinoExport(Stage):
         embed_metadata(model, metadata)
         entry = format_named(self.target).entry_for(ctx.source.model_id)
         (ctx.out_dir / entry).parent.mkdir()
+        float_part = ops_of_nodes(model, recorded_float_part(ctx.manifest(SOURCE)))
         ov.save_model(model, str(ctx.out_dir / entry), compress_to_fp16=self.config.precision == "fp16")
-        return StageOutput(entry=entry, metadata=metadata.to_dict())
+        return StageOutput(entry=entry, metadata=metadata.to_dict(), info={FLOAT_PART: float_part})
+
+
+def ops_of_nodes(model: Any, nodes: list[str]) -> list[str]:
+    """The friendly names of the ops OpenVINO made from the ONNX ``nodes``."""
+    wanted = set(nodes)
+    return [op.get_friendly_name() for op in model.get_ordered_ops()
+            if op.get_friendly_name().split("/")[0] in wanted]
 
 
 def embed_metadata(model: Any, metadata: ArtifactMetadata) -> None:

@@ -235,18 +235,12 @@ class Family(ABC):
     def agreement(self, got: list[np.ndarray], want: list[np.ndarray]) -> tuple[int, int]:
         """Of two models' ``predictions`` on the same images, how many agree (``agreement_of``) and out of how many."""
 
-    @abstractmethod
-    def onnx_float_nodes(self, model: Any) -> list[str]:
-        """ONNX node names INT8 passes must keep in float."""
-
     def float_module(self, model: torch.nn.Module) -> str | None:
-        """The qualified name of the submodule of an exported PyTorch model that reduced precisions (INT8, BF16) must
-        keep in float32, like ``onnx_float_nodes``; None: none."""
+        """The qualified name of the submodule of an exported PyTorch model that reduced precisions (INT8, BF16, FP16)
+        keep in float32; None: none. The family's one word on it, in no format's terms: each export records which
+        of its own ops came from that module, and each format's pass decides how much of it its kernels need in
+        float (optimize/int8_onnx.py ``float_nodes``)."""
         return None
-
-    @abstractmethod
-    def openvino_float_ops(self, model: Any) -> list[str]:
-        """OpenVINO op friendly names OpenVINO's INT8 recipe must keep in float."""
 
     def installed_name(self, pickled: str) -> str:
         """A pickled ``module.Class`` under the installed package's module name."""

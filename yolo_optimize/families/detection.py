@@ -126,19 +126,9 @@ class Detector(Family):
                 matched += int((iou.max(dim=1).values >= MATCH_IOU).sum().clamp(max=len(b)))
         return matched, total
 
-    def onnx_float_nodes(self, model: Any) -> list[str]:
-        from yolo_optimize.families.head import onnx_head_nodes
-
-        return onnx_head_nodes(model)
-
-    def openvino_float_ops(self, model: Any) -> list[str]:
-        from yolo_optimize.families.head import openvino_decode_ops
-
-        return openvino_decode_ops(model)
-
     def float_module(self, model: Any) -> str | None:
-        """The Detect head (YOLOv5's and Ultralytics' ``Detect``, YOLOv7's ``IDetect``...): its output convolutions and
-        the decode after them, as in ``onnx_float_nodes``."""
+        """The Detect head (YOLOv5's and Ultralytics' ``Detect``, YOLOv7's ``IDetect``...): its convolutions and the
+        decode after them."""
         heads = [name for name, module in model.named_modules() if type(module).__name__.endswith("Detect")]
         return heads[-1] if heads else None
 

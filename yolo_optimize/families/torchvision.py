@@ -124,12 +124,6 @@ class TorchvisionClassifier(Family):
     def postprocess(self, raw: np.ndarray) -> list[np.ndarray]:
         return self.predictions(raw)
 
-    def onnx_float_nodes(self, model: Any) -> list[str]:
-        return []
-
-    def openvino_float_ops(self, model: Any) -> list[str]:
-        return []
-
 
 @cache
 def _classification_models() -> tuple[str, ...]:

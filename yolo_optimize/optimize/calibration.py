@@ -63,3 +63,18 @@ def gated_int8(ctx: StageContext, node: str, config: Int8Config, family: Family,
         gate.close()
     record.require_pass()
     return record
+
+
+def closed_part(part: list[str], order: list[str], inputs: dict[str, list[str]],
+                readers: dict[str, list[str]]) -> set[str]:
+    """``part`` with every op (named in topological ``order``) computed from it, then every op read only by it: the
+    part of a graph an INT8 pass keeps in float, grown from what an export recorded of the family's float module
+    (optimize/int8_onnx.py ``float_nodes``, optimize/int8_openvino.py ``decode_ops``)."""
+    closed = set(part)
+    for name in order:
+        if any(source in closed for source in inputs[name]):
+            closed.add(name)
+    for name in reversed(order):
+        if readers[name] and all(reader in closed for reader in readers[name]):
+            closed.add(name)
+    return closed

@@ -27,11 +27,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from yolo_optimize.export.openvino import embed_metadata
-from yolo_optimize.families.base import Family
 from yolo_optimize.host.cpu import cpu_facts
 from yolo_optimize.machine.choices import evidence_here
 from yolo_optimize.metadata import ArtifactMetadata
-from yolo_optimize.optimize.calibration import Int8Config
+from yolo_optimize.optimize.calibration import Int8Config, closed_part
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
 
 if TYPE_CHECKING:
@@ -82,8 +81,8 @@ class OpenVinoInt8(NncfInt8):
 
         return ov.Core().read_model(str(path))
 
-    def float_ops(self, family: Family, model: Any) -> list[str]:
-        return family.openvino_float_ops(model)
+    def float_ops(self, model: Any, float_part: list[str]) -> list[str]:
+        return decode_ops(model, float_part)
 
     def save(self, model: Any, path: Path, metadata: ArtifactMetadata) -> None:
         import openvino as ov
@@ -94,3 +93,24 @@ class OpenVinoInt8(NncfInt8):
 
     def outputs(self, model: Any, inputs: list[Any]) -> list[np.ndarray]:
         return [np.asarray(model(x)[0]) for x in inputs]
+
+
+def decode_ops(model: Any, float_part: list[str]) -> list[str]:
+    """The ops of an OpenVINO ``model`` this recipe keeps in float: as ONNX's (optimize/int8_onnx.py ``float_nodes``:
+    the export's ``float_part``, what is computed from it and what only it reads, less what still feeds a convolution)
+    but without the output convolutions, which its ranges and bias correction keep accurate in int8 (the module
+    docstring)."""
+    ops = [op for op in model.get_ordered_ops() if op.get_type_name() not in ("Constant", "Parameter", "Result")]
+    names = [op.get_friendly_name() for op in ops]
+    readers = {op.get_friendly_name(): [t.get_node() for out in op.outputs() for t in out.get_target_inputs()
+                                        if t.get_node().get_type_name() != "Result"] for op in ops}
+    inputs = {op.get_friendly_name(): [value.get_node().get_friendly_name() for value in op.input_values()]
+              for op in ops}
+    in_part = closed_part(float_part, names, inputs, {name: [r.get_friendly_name() for r in below]
+                                                   for name, below in readers.items()})
+    feeds_conv: dict[str, bool] = {}
+    for op in reversed(ops):
+        feeds_conv[op.get_friendly_name()] = any(r.get_type_name() == "Convolution" or feeds_conv[r.get_friendly_name()]
+                                                 for r in readers[op.get_friendly_name()])
+    return [op.get_friendly_name() for op in ops if op.get_friendly_name() in in_part
+            and not feeds_conv[op.get_friendly_name()] and op.get_type_name() != "Convolution"]

@@ -25,13 +25,21 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from yolo_optimize.building.gate import Gate, GateRecord
-from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.stage import (
+    REFERENCE,
+    SOURCE,
+    Stage,
+    StageContext,
+    StageOutput,
+    recorded_float_part,
+)
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import (
     Int8Config,
     calibration_inputs,
     candidate_manifest,
 )
+from yolo_optimize.optimize.int8_onnx import float_nodes
 from yolo_optimize.optimize.onnx_io import save_onnx
 
 if TYPE_CHECKING:
@@ -74,7 +82,7 @@ class TensorRTInt8Qdq(Stage):
         entry = str(parent.entry)
         inherited = ArtifactMetadata.of(parent)
         family = inherited.model_family()
-        head = family.onnx_float_nodes(onnx.load(str(ctx.entry(SOURCE))))
+        head = float_nodes(onnx.load(str(ctx.entry(SOURCE))), recorded_float_part(parent))
         images = calibration_inputs(family, self.config.calib_images, self.config.imgsz, inherited.takes)
         metadata = replace(inherited, precision="int8", kept_in_float=head).with_facts({"quantization": NOTE})
         gate = Gate(self.config.gate.images, family, self.config.imgsz, ctx.threads)

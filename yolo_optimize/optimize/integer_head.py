@@ -1,6 +1,6 @@
 """The anchor head's output convolutions on ONNX Runtime's integer GEMM, their outputs kept in float.
 
-INT8 passes keep the Detect head out of NNCF's quantizers (families/head.py): a QLinearConv would
+INT8 passes keep the Detect head out of NNCF's quantizers (optimize/int8_onnx.py ``float_nodes``): a QLinearConv would
 round its output, the raw box and class logits the decode reads, to 8 bits. In ONNX Runtime's
 graph the head's three 1x1 convolutions then run in float on dequantized activations (10% of
 yolov5n's INT8 forward time here), and the layout change after each (``[B, anchors * outputs, H, W]``

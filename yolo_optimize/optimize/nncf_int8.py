@@ -2,8 +2,8 @@
 
 The recipe: the MIXED preset (symmetric per-channel weights, asymmetric activations),
 ranges from every calibration image, NNCF's fast bias correction, and what the family keeps
-in float (for ONNX a detector's whole Detect head: its output convolutions and the decode after
-them); a backend may change the ranges, the bias correction and what stays in float
+in float (its float module, as the export recorded it in the backend's names; for ONNX a detector's output
+convolutions and the decode after them); a backend may change the ranges, the bias correction and what stays in float
 (OpenVINO's, optimize/int8_openvino.py). The candidate is scored on the gate set with the family's
 metric (building/gate.py) through the same runner as its FP32 parent; when the drop is over the limit, NNCF's
 accuracy-aware route (``quantize_with_accuracy_control``) reverts the most harmful quantizers until the drop on the
@@ -21,7 +21,14 @@ import numpy as np
 
 from yolo_optimize.building.gate import Gate, GateRecord
 from yolo_optimize.building.held_out import ImageSet
-from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.stage import (
+    REFERENCE,
+    SOURCE,
+    Stage,
+    StageContext,
+    StageOutput,
+    recorded_float_part,
+)
 from yolo_optimize.families.base import Family
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import (
@@ -53,7 +60,7 @@ class NncfInt8(Stage):
         inherited = ArtifactMetadata.of(parent)
         family = inherited.model_family()
         model, rewrites = self.rewritten(self.read(ctx.entry(SOURCE)))
-        head = self.float_ops(family, model)
+        head = self.float_ops(model, recorded_float_part(parent))
         facts = {"kept_in_float": head, **rewrites, **self.cpu_metadata()}
         metadata = replace(inherited, precision="int8").with_facts(facts)
         feeds = [self.model_input(x) for x in calibration_inputs(family, self.config.calib_images, self.config.imgsz,
@@ -166,8 +173,9 @@ class NncfInt8(Stage):
     def read(self, path: Path) -> Any: ...
 
     @abstractmethod
-    def float_ops(self, family: Family, model: Any) -> list[str]:
-        """The ops of this backend's model that the family keeps in float."""
+    def float_ops(self, model: Any, float_part: list[str]) -> list[str]:
+        """The ops of this backend's model kept in float, from the ``float_part`` its export recorded (the family's
+        float module in this backend's names)."""
 
     @abstractmethod
     def save(self, model: Any, path: Path, metadata: ArtifactMetadata) -> None: ...

@@ -1,11 +1,20 @@
-"""The deployable FP32 ONNX: onnxsim constant-folds and fuses the raw export."""
+"""The deployable FP32 ONNX: onnxsim constant-folds and fuses the raw export (its nodes keep their names, so the
+export's float part is passed on, less the nodes onnxsim folded away)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
+from yolo_optimize.building.stage import (
+    FLOAT_PART,
+    REFERENCE,
+    SOURCE,
+    Stage,
+    StageContext,
+    StageOutput,
+    recorded_float_part,
+)
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import ArtifactMetadata, artifact_metadata
 from yolo_optimize.optimize.onnx_io import save_onnx
@@ -22,6 +31,7 @@ class SimplifyConfig:
 
 class OnnxSimplify(Stage):
     name = "onnx-simplify"
+    revision = 2  # 2: the export's float part passed on
     inputs = (SOURCE, REFERENCE)
     tools = ("onnx", "onnxsim")
     target = "onnx"
@@ -41,4 +51,6 @@ class OnnxSimplify(Stage):
                                      precision=self.config.precision, imgsz=self.config.imgsz)
         entry = format_named(self.target).entry_for(ctx.source.model_id)
         save_onnx(simplified, ctx.out_dir / entry, metadata)
-        return StageOutput(entry=entry, metadata=metadata.to_dict())
+        kept = {node.name for node in simplified.graph.node}
+        float_part = [name for name in recorded_float_part(ctx.manifest(SOURCE)) if name in kept]
+        return StageOutput(entry=entry, metadata=metadata.to_dict(), info={FLOAT_PART: float_part})
