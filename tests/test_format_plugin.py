@@ -20,7 +20,9 @@ from tests.conftest import VAL_DATA, WEIGHTS
 from yolo_optimize.building.request import BuildRequest
 from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.errors import UserError
-from yolo_optimize.formats import Format, Step, format_named, formats, targets_help
+from yolo_optimize.evaluate.reporting.report import environment
+from yolo_optimize.formats import ONNXRUNTIME, OPENVINO, Format, Runtime, Step, format_named, formats, targets_help
+from yolo_optimize.machine.peaks import measured_runtimes
 from yolo_optimize.metadata import ArtifactMetadata, artifact_metadata
 from yolo_optimize.runtime.runners.onnxruntime import OnnxRuntimeRunner
 
@@ -74,22 +76,27 @@ class PinnedOpenVinoRunner(OnnxRuntimeRunner):
 
 ORT_RUNNER = "yolo_optimize.runtime.runners.onnxruntime:OnnxRuntimeRunner"
 ROWS = (
-    Format("onnx-ort", (), "{model}_ort.onnx", ("fp32",), ORT_RUNNER, "onnxruntime",
+    Format("onnx-ort", (), "{model}_ort.onnx", ("fp32",), ORT_RUNNER, ONNXRUNTIME,
            "import onnxruntime as ort\nsession = ort.InferenceSession(\"{path}\")  # already optimized offline\n"
            "outputs = session.run(None, {{session.get_inputs()[0].name: images}})[0]  # images: {input}",
            steps=(Step("fp32", f"{HERE}:OrtOptimized", "onnx-fp32"),)),
-    Format("onnx-cpu", (), "{model}.onnx", ("fp32", "fp16", "int8"), f"{HERE}:PinnedCpuRunner", "onnxruntime",
+    Format("onnx-cpu", (), "{model}.onnx", ("fp32", "fp16", "int8"), f"{HERE}:PinnedCpuRunner", ONNXRUNTIME,
            "import onnxruntime as ort\n"
            "session = ort.InferenceSession(\"{path}\", providers=[\"CPUExecutionProvider\"])", runs="onnx"),
     Format("onnx-openvino", (), "{model}.onnx", ("fp32", "fp16", "int8"), f"{HERE}:PinnedOpenVinoRunner",
-           "openvino", "import onnxruntime as ort\n"
+           OPENVINO, "import onnxruntime as ort\n"
            "session = ort.InferenceSession(\"{path}\", providers=[\"OpenVINOExecutionProvider\"])", runs="onnx"),
 )
 
 
 # A row whose step names a parent no row makes
-BROKEN = (Format("onnx-broken", (), "{model}.onnx", ("fp32",), ORT_RUNNER, "onnxruntime", "",
+BROKEN = (Format("onnx-broken", (), "{model}.onnx", ("fp32",), ORT_RUNNER, ONNXRUNTIME, "",
                  steps=(Step("fp32", f"{HERE}:OrtOptimized", "onnx-fp64"),)),)
+
+
+# A runtime configuration whose runtime is the plugin's own distribution, with kernels for optimize info
+OWN_RUNTIME = (Format("onnx-own", (), "{model}.onnx", ("fp32",), ORT_RUNNER,
+                      Runtime("yolo-optimize-test-plugin", "yolo_optimize.machine.onnxruntime_kernels"), runs="onnx"),)
 
 
 def install(rows: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,6 +125,24 @@ def test_a_registered_step_made_from_a_node_no_row_makes_is_refused_in_one_line(
         with pytest.raises(UserError, match="format 'onnx-broken': its fp32 step is made from 'onnx-fp64', which no "
                                             "format's step makes"):
             formats()
+    finally:
+        monkeypatch.undo()
+        formats.cache_clear()
+
+
+def test_a_registered_rows_runtime_is_listed_in_every_report_and_its_peaks_are_measured(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's package list and optimize info's runtimes are read from the table, registered rows included."""
+    install("OWN_RUNTIME", tmp_path, monkeypatch)
+    try:
+        packages = environment(1)["packages"]
+        assert packages["yolo-optimize-test-plugin"] == "0" and list(packages)[:4] == [
+            "yolo-optimize", "torch", "onnxruntime", "openvino"]
+        assert {"ncnn", "executorch", "tensorrt", "torch-tensorrt"} <= packages.keys()
+        assert measured_runtimes() == {"torch": "yolo_optimize.machine.torch_kernels",
+                                       "onnxruntime": "yolo_optimize.machine.onnxruntime_kernels",
+                                       "openvino": "yolo_optimize.machine.openvino_kernels",
+                                       "yolo-optimize-test-plugin": "yolo_optimize.machine.onnxruntime_kernels"}
     finally:
         monkeypatch.undo()
         formats.cache_clear()

@@ -39,6 +39,21 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Runtime:
+    """What runs a format's files: the distribution whose version every report lists, and, for a CPU runtime whose
+    measured peaks bound its rows (the matrix's utilization), the module of kernels ``optimize info`` times in it
+    (machine/peaks.py; the package names the peaks)."""
+
+    package: str
+    kernels: str = ""  # module with ``unavailable_reason(precision)`` and ``kernel(shape, precision, threads)``
+
+
+TORCH = Runtime("torch", "yolo_optimize.machine.torch_kernels")
+ONNXRUNTIME = Runtime("onnxruntime", "yolo_optimize.machine.onnxruntime_kernels")
+OPENVINO = Runtime("openvino", "yolo_optimize.machine.openvino_kernels")
+
+
+@dataclass(frozen=True)
 class Format:
     """One deployment format: how its artifact is named, which runner executes it, and how a deployment loads it."""
 
@@ -47,7 +62,7 @@ class Format:
     entry: str  # artifact entry point, relative to the artifact dir; {model} is the model id
     precisions: tuple[str, ...]
     runner: str  # "module:Class" implementing runtime.runners.base.Runner
-    kernels: str | None  # whose measured CPU peaks bound it (machine/peaks.py RUNTIMES); None: not a CPU runtime
+    runtime: Runtime
     # Lines that load {path} with the plain runtime as measured in the latency configuration, and (runtimes with one)
     # in the throughput configuration. {config}: the runtime's settings as measured; {threads}, {requests}: threads
     # of the latency request, requests at once; {input}: what the images are; {dtype}: a PyTorch file's input type.
@@ -65,6 +80,11 @@ class Format:
 
     def entry_for(self, model_id: str) -> str:
         return self.entry.format(model=model_id)
+
+    @property
+    def kernels(self) -> str | None:
+        """The runtime whose measured peaks bound its rows (machine/peaks.py); None: no peaks measured for it."""
+        return self.runtime.package if self.runtime.kernels else None
 
     @property
     def buildable(self) -> bool:
@@ -88,18 +108,18 @@ NCNN_LOAD = (
     "        return np.array(extractor.extract(\"out0\")[1])\n")
 _BUILT_IN: tuple[Format, ...] = (
     Format("pytorch", (), "", ("fp32",), "yolo_optimize.runtime.runners.torch_eager:TorchEagerRunner",
-           "torch", "# the PyTorch checkpoint itself ({path}): nothing exported to load;\n"
+           TORCH, "# the PyTorch checkpoint itself ({path}): nothing exported to load;\n"
            "# ship the checkpoint with its family's own code (yolov5, ultralytics, torchvision)\n"
            "# and run model(torch.from_numpy(images)) under torch.inference_mode() ({threads} threads)"),
     Format("torchscript", ("ts",), "{model}.torchscript", ("fp32", "fp16"),
-           "yolo_optimize.runtime.runners.torchscript:TorchScriptRunner", "torch",
+           "yolo_optimize.runtime.runners.torchscript:TorchScriptRunner", TORCH,
            "import torch\ntorch.set_num_threads({threads})\nmodel = torch.jit.load(\"{path}\").eval()\n"
            "outputs = model(torch.from_numpy(images))  # images: {dtype} NCHW in [0, 1]",
            default=True, uint8_input=True, nms_inside=True, foreign_suffix=".torchscript",
            steps=(Step("fp32", f"{EXPORT}.torchscript:TorchScriptExport"),
                   Step("fp16", f"{EXPORT}.torchscript:TorchScriptExport"))),
     Format("aoti", ("aotinductor", "pt2"), "{model}.pt2", ("fp32", "bf16", "int8"),
-           "yolo_optimize.runtime.runners.aoti:AotiRunner", "torch",
+           "yolo_optimize.runtime.runners.aoti:AotiRunner", TORCH,
            "import torch\ntorch.set_num_threads({threads})\n"
            "model = torch._inductor.aoti_load_package(\"{path}\")  # compiled C++ and weights, no model code\n"
            "outputs = model(torch.from_numpy(images))  # images: {input}",
@@ -107,7 +127,7 @@ _BUILT_IN: tuple[Format, ...] = (
            steps=(Step("fp32", f"{EXPORT}.aoti:AotiCompile"), Step("bf16", f"{EXPORT}.aoti:AotiCompile"),
                   Step("int8", f"{OPTIMIZE}.int8_aoti:AotiInt8", "aoti-fp32", gated=True))),
     Format("onnx", (), "{model}.onnx", ("fp32", "fp16", "int8"),
-           "yolo_optimize.runtime.runners.onnxruntime:OnnxRuntimeRunner", "onnxruntime",
+           "yolo_optimize.runtime.runners.onnxruntime:OnnxRuntimeRunner", ONNXRUNTIME,
            "import onnxruntime as ort\noptions = ort.SessionOptions(); options.intra_op_num_threads = {threads}\n"
            "session = ort.InferenceSession(\"{path}\", options, providers=[\"CPUExecutionProvider\"])\n"
            "outputs = session.run(None, {{session.get_inputs()[0].name: images}})[0]  # images: {input}",
@@ -124,7 +144,7 @@ _BUILT_IN: tuple[Format, ...] = (
                   Step("fp16", f"{OPTIMIZE}.fp16:OnnxFp16", "onnx-fp32"),
                   Step("int8", f"{OPTIMIZE}.int8_onnx:OnnxInt8", "onnx-fp32", gated=True))),
     Format("openvino", ("ov",), "{model}_openvino_model/{model}.xml", ("fp32", "fp16", "bf16", "int8"),
-           "yolo_optimize.runtime.runners.openvino:OpenVinoRunner", "openvino",
+           "yolo_optimize.runtime.runners.openvino:OpenVinoRunner", OPENVINO,
            "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
            "outputs = model(images)[0]  # images: {input}",
            "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
@@ -139,7 +159,7 @@ _BUILT_IN: tuple[Format, ...] = (
            steps=(*(Step(p, f"{EXPORT}.openvino:OpenVinoExport", "onnx-fp32") for p in ("fp32", "fp16", "bf16")),
                   Step("int8", f"{OPTIMIZE}.int8_openvino:OpenVinoInt8", "openvino-fp32", gated=True))),
     Format("ncnn", (), "{model}_ncnn_model/model.ncnn.param", ("fp32", "fp16", "int8"),
-           "yolo_optimize.runtime.runners.ncnn:NcnnRunner", None, NCNN_LOAD + "outputs = detect(image)",
+           "yolo_optimize.runtime.runners.ncnn:NcnnRunner", Runtime("ncnn"), NCNN_LOAD + "outputs = detect(image)",
            "from concurrent.futures import ThreadPoolExecutor\n" + NCNN_LOAD
            + "with ThreadPoolExecutor({requests}) as pool:  # {requests} images at once, one thread each\n"
            "    outputs = list(pool.map(detect, images))",
@@ -148,7 +168,7 @@ _BUILT_IN: tuple[Format, ...] = (
            steps=(Step("fp32", f"{EXPORT}.ncnn:NcnnExport"), Step("fp16", f"{EXPORT}.ncnn:NcnnExport"),
                   Step("int8", f"{OPTIMIZE}.int8_ncnn:NcnnInt8", "ncnn-fp32", gated=True))),
     Format("executorch", ("et", "pte"), "{model}.pte", ("fp32", "fp16", "int8"),
-           "yolo_optimize.runtime.runners.executorch:ExecuTorchRunner", None,
+           "yolo_optimize.runtime.runners.executorch:ExecuTorchRunner", Runtime("executorch"),
            "import torch\nfrom executorch.extension.pybindings import portable_lib\n"
            "from executorch.runtime import Runtime\n"
            "portable_lib._unsafe_reset_threadpool({threads})  # XNNPACK's pool (its default takes every CPU)\n"
@@ -159,7 +179,7 @@ _BUILT_IN: tuple[Format, ...] = (
                   Step("fp16", f"{EXPORT}.executorch:ExecuTorchExport"),
                   Step("int8", f"{OPTIMIZE}.int8_executorch:ExecuTorchInt8", "executorch-fp32", gated=True))),
     Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16", "int8"),
-           "yolo_optimize.runtime.runners.tensorrt:TensorRTRunner", None,
+           "yolo_optimize.runtime.runners.tensorrt:TensorRTRunner", Runtime("tensorrt"),
            "import tensorrt as trt\nengine = trt.Runtime(trt.Logger()).deserialize_cuda_engine("
            "open(\"{path}\", \"rb\").read())\n"
            "context = engine.create_execution_context()  # bind device buffers, context.execute_async_v3(stream)",
@@ -170,7 +190,7 @@ _BUILT_IN: tuple[Format, ...] = (
                   Step("fp16", f"{EXPORT}.tensorrt:TensorRTBuild", "onnx-fp16"),
                   Step("int8", f"{EXPORT}.tensorrt:TensorRTBuild", "onnx-int8-tensorrt", gated=True))),
     Format("torch-tensorrt", ("torch_tensorrt", "torchtrt"), "{model}_torchtrt.ep", ("fp32", "fp16"),
-           "yolo_optimize.runtime.runners.torch_tensorrt:TorchTensorRTRunner", None,
+           "yolo_optimize.runtime.runners.torch_tensorrt:TorchTensorRTRunner", Runtime("torch-tensorrt"),
            "import torch, torch_tensorrt\nmodel = torch_tensorrt.load(\"{path}\").module()\n"
            "outputs = model(torch.from_numpy(images).cuda())  # images: {dtype} NCHW in [0, 1]",
            experimental=UNVERIFIED_ON_GPU,

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.files import write_atomically
+from yolo_optimize.formats import formats
 from yolo_optimize.host.cpu import cpu_facts, cpu_flags
 from yolo_optimize.host.environment import user_cache_dir
 from yolo_optimize.host.processes import in_own_process
@@ -32,9 +33,6 @@ from yolo_optimize.versions import tool_versions
 
 # bump when what is measured or how changes: cached limits of another schema are measured again
 SCHEMA = 4  # 3: five rounds; 4: PyTorch bf16 and int8 kernels (AOTInductor packages)
-RUNTIMES = {"onnxruntime": "yolo_optimize.machine.onnxruntime_kernels",
-            "openvino": "yolo_optimize.machine.openvino_kernels",
-            "torch": "yolo_optimize.machine.torch_kernels"}
 PRECISIONS = ("fp32", "bf16", "int8")
 ROUNDS = 5  # spread over a minute or two: three could all fall in a slower stretch of the host (peaks read low)
 PEAK_QUANTILE = 10  # a kernel's rate: its 10th-percentile call time (a peak is what the machine can do)
@@ -105,8 +103,8 @@ def measure_limits(threads: int, rounds: int = ROUNDS) -> MachineLimits:
     measured: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     bandwidth = []
     for _ in range(rounds):
-        for runtime in RUNTIMES:
-            for result in in_own_process(_measure_runtime, runtime, threads):
+        for runtime, module in measured_runtimes().items():
+            for result in in_own_process(_measure_runtime, runtime, module, threads):
                 measured.setdefault((runtime, result["operation"], result["precision"]), []).append(result)
         bandwidth.append(in_own_process(_triad_gb_s, threads))
     peaks = [_peak(key, results) for key, results in measured.items()]
@@ -122,9 +120,16 @@ def _peak(key: tuple[str, str, str], results: list[dict[str, Any]]) -> Peak:
     return Peak(runtime, operation, precision, max(rates), results[0]["executed"], rates)
 
 
-def _measure_runtime(runtime: str, threads: int) -> list[dict[str, Any]]:
-    """Worker: every kernel of one runtime, each timed for MIN_TIME_S after warm-up (rate: PEAK_QUANTILE)."""
-    kernels = import_module(RUNTIMES[runtime])
+def measured_runtimes() -> dict[str, str]:
+    """The runtimes whose peaks are measured, each with its kernels module: from the format table (formats.Runtime),
+    so a registered format's runtime with kernels of its own is measured too."""
+    return {row.runtime.package: row.runtime.kernels for row in formats().values() if row.runtime.kernels}
+
+
+def _measure_runtime(runtime: str, module: str, threads: int) -> list[dict[str, Any]]:
+    """Worker: every kernel of one runtime (in ``module``), each timed for MIN_TIME_S after warm-up (rate:
+    PEAK_QUANTILE)."""
+    kernels = import_module(module)
     results = []
     for shape in SHAPES:
         for precision in PRECISIONS:

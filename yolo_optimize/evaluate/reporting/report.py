@@ -37,6 +37,7 @@ from yolo_optimize.evaluate.results import (
     from_json,
     read_results,
 )
+from yolo_optimize.formats import formats
 from yolo_optimize.host.cpu import cpu_facts, cpu_model, usable_cpus
 from yolo_optimize.host.processes import allocator_settings
 from yolo_optimize.machine.host_load import HostBefore
@@ -46,8 +47,9 @@ UNSTABLE_LEGEND = (f"! = the row's processes differ by more than {UNSTABLE_SPREA
                    "them); its speedup is from the runs in the host's fast state (matrix.md: how many were kept)")
 BUSY_LEGEND = ("* = other processes used the CPUs while the row measured (its note says how much): its figures are "
                "not to be trusted; evaluate again on a quiet host")
-PACKAGES = ("yolo-optimize", "torch", "onnxruntime", "openvino", "onnx", "yolov5", "yolov7-package", "ultralytics",
-            "torchvision", "numpy", "faster-coco-eval")
+# besides the format table's runtimes (formats.Runtime): what loads the models, exports them and scores them
+PACKAGES = ("yolo-optimize", "onnx", "yolov5", "yolov7-package", "ultralytics", "torchvision", "numpy",
+            "faster-coco-eval")
 
 
 def build_report(rows: list[Row], settings: EvalSettings, limits: MachineLimits | None = None,
@@ -83,11 +85,17 @@ def environment(threads: int) -> dict[str, Any]:
     return {
         "cpu": cpu_model(), "cpu_facts": cpu_facts(), "cores": os.cpu_count(), "usable_cpus": usable_cpus(),
         "threads": threads, "os": platform.platform(),
-        "python": platform.python_version(), "packages": {p: _version(p) for p in PACKAGES},
+        "python": platform.python_version(), "packages": {p: _version(p) for p in _packages()},
         "allocator": allocator_settings(),  # the measurement processes' malloc
         "load_average": list(os.getloadavg()),  # at the end (the measurement's own threads included)
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def _packages() -> list[str]:
+    """PACKAGES with every format's runtime after yolo-optimize, each once."""
+    runtimes = [row.runtime.package for row in formats().values()]
+    return list(dict.fromkeys([PACKAGES[0], *runtimes, *PACKAGES[1:]]))
 
 
 def _version(package: str) -> str:
