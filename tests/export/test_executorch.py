@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
+
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.export.executorch import quantized_fallback
 from yolo_optimize.host.cpu import has_fp16_arithmetic
 from yolo_optimize.runtime.runners.executorch import FP16_STORAGE
 
@@ -36,3 +39,23 @@ def test_a_float16_program_is_as_few_xnnpack_graphs_as_the_fp32_one_and_held_to_
     executed = fp16.parity["executed_precision"]
     assert executed.startswith("fp16" if has_fp16_arithmetic() else f"fp32 ({FP16_STORAGE}; "), executed
     assert fp16.metadata["precision"] == "fp16"
+
+
+def dequantize_per_channel(weights: torch.Tensor) -> torch.Tensor:
+    """Stands for PT2E's operator of that name in a graph built by hand."""
+    return weights
+
+
+def test_int8_weights_left_outside_xnnpack_are_named_by_their_module() -> None:
+    """ExecuTorch cannot run a dequantize left outside XNNPACK: the build names the modules it came from instead of
+    failing on "Missing out variants" (YOLOv7-tiny's convolutions before its float head, bench/edge_families.py)."""
+    graph = torch.fx.Graph()
+    images, weights = graph.placeholder("images"), graph.placeholder("weights")
+    convolution = graph.call_function(torch.nn.functional.conv2d,
+                                      (images, graph.call_function(dequantize_per_channel, (weights,))))
+    convolution.meta["nn_module_stack"] = {"key": ("model.74.conv", torch.nn.Conv2d)}
+    graph.output(convolution)
+    assert quantized_fallback(torch.fx.GraphModule(torch.nn.Module(), graph)) == ["model.74.conv"]
+    plain = torch.fx.Graph()
+    plain.output(plain.call_function(torch.nn.functional.conv2d, (plain.placeholder("x"), plain.placeholder("w"))))
+    assert quantized_fallback(torch.fx.GraphModule(torch.nn.Module(), plain)) == []

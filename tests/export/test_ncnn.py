@@ -9,9 +9,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
+import torch
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.parity import REFERENCE_FILE, TOLERANCES
+from yolo_optimize.export.ncnn import refuse_unconverted, scratch_paths
 
 # A fresh interpreter where torch, the model code and this package cannot be imported: ncnn and numpy only.
 LOAD_WITH_NCNN_ALONE = """
@@ -80,3 +83,27 @@ def test_every_convolution_is_recorded_with_the_module_it_came_from(built_edge: 
     assert {name: modules[name] for name in ("conv_64", "conv_65", "conv_66")} == {
         f"conv_{64 + i}": f"model.model.24.m.{i}" for i in range(3)}
     assert all(layers[name].param(0) == 255 for name in ("conv_64", "conv_65", "conv_66"))
+
+
+class TopK(torch.nn.Module):
+    """A convolution, then the top-k an NMS-free head picks its detections with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return torch.topk(self.conv(images).flatten(1), 5, dim=1).values
+
+
+def test_an_operator_ncnn_lacks_is_named_in_one_line(tmp_path: Path) -> None:
+    """pnnx leaves torch.topk unconverted (YOLO26's and YOLOv10's NMS-free heads, bench/edge_families.py): the export
+    names it, instead of writing a graph NCNN refuses to load."""
+    import pnnx
+
+    param = tmp_path / "model.ncnn.param"
+    with torch.no_grad():
+        pnnx.export(TopK().eval(), str(tmp_path / "model.pt"), (torch.rand(1, 3, 16, 16),), check_trace=False,
+                    ncnnparam=str(param), ncnnbin=str(tmp_path / "model.ncnn.bin"), **scratch_paths(tmp_path))
+    with pytest.raises(RuntimeError, match=r"NCNN has no layer for torch.topk: pnnx left them unconverted .*--head"):
+        refuse_unconverted(param)

@@ -65,8 +65,9 @@ class NcnnExport(Stage):
         with tempfile.TemporaryDirectory() as scratch, torch.no_grad():  # pnnx's own files: TorchScript, pnnx IR
             pnnx.export(module, str(Path(scratch) / "model.pt"), (example,), check_trace=False,
                         ncnnparam=str(ctx.out_dir / entry), ncnnbin=str(folder / "model.ncnn.bin"),
-                        fp16=self.config.precision == "fp16", **_scratch_paths(Path(scratch)))
+                        fp16=self.config.precision == "fp16", **scratch_paths(Path(scratch)))
             modules = convolution_modules(Path(scratch) / "model.pnnx.param", ctx.out_dir / entry)
+        refuse_unconverted(ctx.out_dir / entry)
         metadata = ncnn_metadata(ArtifactMetadata.of(ctx.manifest(MODEL)), self.config)
         (folder / METADATA_FILE).write_text(json.dumps(metadata.to_dict(), indent=1))
         return StageOutput(entry=str(entry), metadata=metadata.to_dict(),
@@ -83,7 +84,7 @@ def ncnn_metadata(base: ArtifactMetadata, config: NcnnConfig) -> ArtifactMetadat
     return replace(metadata, input=replace(metadata.input, preprocess=UINT8_PREPROCESS))
 
 
-def _scratch_paths(scratch: Path) -> dict[str, str]:
+def scratch_paths(scratch: Path) -> dict[str, str]:
     """Where pnnx writes what a deployment does not need (its own IR, a Python script per runtime, an ONNX file)."""
     return {"pnnxparam": str(scratch / "model.pnnx.param"), "pnnxbin": str(scratch / "model.pnnx.bin"),
             "pnnxpy": str(scratch / "model_pnnx.py"), "pnnxonnx": str(scratch / "model.pnnx.onnx"),
@@ -96,6 +97,17 @@ def layer_types(param: Path) -> dict[str, int]:
     for layer in read_layers(param):
         counts[layer.kind] = counts.get(layer.kind, 0) + 1
     return dict(sorted(counts.items()))
+
+
+def refuse_unconverted(param: Path) -> None:
+    """One line naming the operators pnnx left in the graph for want of an NCNN layer (their pnnx names, such as
+    ``torch.topk``: NCNN's own layer types have no dot), instead of a graph NCNN refuses to load. YOLO26's and
+    YOLOv10's NMS-free heads and RT-DETR's query selection pick with a top-k, which NCNN lacks."""
+    unconverted = sorted({layer.kind for layer in read_layers(param) if "." in layer.kind})
+    if unconverted:
+        hint = (" (YOLO26 and YOLOv10: --head one-to-many builds their NMS head, which NCNN runs)"
+                if "torch.topk" in unconverted else "")
+        raise RuntimeError(f"NCNN has no layer for {', '.join(unconverted)}: pnnx left them unconverted{hint}")
 
 
 PNNX_CONVOLUTION = re.compile(r"^nn\.Conv2d\s+(\S+)\s.*\bout_channels=(\d+)\b", re.MULTILINE)

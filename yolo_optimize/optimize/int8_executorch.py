@@ -85,7 +85,12 @@ def quantized(module: Any, example: Any, kept: str | None, images: list[np.ndarr
     quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
     with torch.no_grad():
         graph = torch.export.export(module, (example,)).module()
-        prepared = prepare_pt2e(graph, _without(quantizer, get_module_name_filter(kept)) if kept else quantizer)
+        try:
+            prepared = prepare_pt2e(graph, _without(quantizer, get_module_name_filter(kept)) if kept else quantizer)
+        except KeyError as err:  # torchao 0.18's prepare, on a shared spec whose node lost its annotation
+            raise RuntimeError(f"PT2E cannot quantize this graph with {kept} kept in float: a quantization the "
+                               f"quantizer shares with {err.args[0]}, which is kept in float (RT-DETR's decoder)") \
+                from None
         for image in images:
             prepared(torch.from_numpy(image))
         converted = convert_pt2e(prepared)
