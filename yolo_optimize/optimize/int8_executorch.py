@@ -88,9 +88,8 @@ def quantized(module: Any, example: Any, kept: str | None, images: list[np.ndarr
         try:
             prepared = prepare_pt2e(graph, _without(quantizer, get_module_name_filter(kept)) if kept else quantizer)
         except KeyError as err:  # torchao 0.18's prepare, on a shared spec whose node lost its annotation
-            raise RuntimeError(f"PT2E cannot quantize this graph with {kept} kept in float: a quantization the "
-                               f"quantizer shares with {err.args[0]}, which is kept in float (RT-DETR's decoder)") \
-                from None
+            raise RuntimeError(f"PT2E cannot quantize this graph with {kept} kept in float: the quantizer shares a "
+                               f"quantization with {err.args[0]}, a node kept in float (seen on RT-DETR)") from None
         for image in images:
             prepared(torch.from_numpy(image))
         converted = convert_pt2e(prepared)
