@@ -65,10 +65,11 @@ def gated_int8(ctx: StageContext, node: str, config: Int8Config, family: Family,
     return record
 
 
-def closed_part(part: list[str], order: list[str], inputs: dict[str, list[str]],
-                readers: dict[str, list[str]]) -> set[str]:
-    """``part`` with every op (named in topological ``order``) computed from it, then every op read only by it: the
-    part of a graph an INT8 pass keeps in float, grown from what an export recorded of the family's float module
+def float_tail(part: list[str], order: list[str], inputs: dict[str, list[str]], readers: dict[str, list[str]],
+               convolutions: set[str]) -> list[str]:
+    """Of a graph's ops (named in topological ``order``, with the ops each reads and is read by), those an INT8 pass
+    keeps in float: ``part`` (what an export recorded of the family's float module) with every op computed from it
+    and every op read only by it, less those from which a convolution can still be reached
     (optimize/int8_onnx.py ``float_nodes``, optimize/int8_openvino.py ``decode_ops``)."""
     closed = set(part)
     for name in order:
@@ -77,4 +78,7 @@ def closed_part(part: list[str], order: list[str], inputs: dict[str, list[str]],
     for name in reversed(order):
         if readers[name] and all(reader in closed for reader in readers[name]):
             closed.add(name)
-    return closed
+    feeds_conv: dict[str, bool] = {}
+    for name in reversed(order):
+        feeds_conv[name] = any(reader in convolutions or feeds_conv[reader] for reader in readers[name])
+    return [name for name in order if name in closed and not feeds_conv[name]]

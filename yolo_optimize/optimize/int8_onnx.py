@@ -26,7 +26,7 @@ import numpy as np
 
 from yolo_optimize.host.cpu import cpu_facts
 from yolo_optimize.metadata import ArtifactMetadata
-from yolo_optimize.optimize.calibration import Int8Config, closed_part
+from yolo_optimize.optimize.calibration import Int8Config, float_tail
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
 from yolo_optimize.optimize.onnx_io import save_onnx
 from yolo_optimize.optimize.onnxruntime_fusion import fuse_for_onnxruntime
@@ -131,16 +131,11 @@ def float_nodes(model: Any, float_part: list[str]) -> list[str]:
     optimize/integer_head.py."""
     nodes = list(model.graph.node)  # topologically sorted: a producer before its readers
     producer = {output: node.name for node in nodes for output in node.output}
-    readers: dict[str, list[Any]] = {node.name: [] for node in nodes}
+    readers: dict[str, list[str]] = {node.name: [] for node in nodes}
     for node in nodes:
         for name in node.input:
             if name in producer:
-                readers[producer[name]].append(node)
+                readers[producer[name]].append(node.name)
     inputs = {node.name: [producer[name] for name in node.input if name in producer] for node in nodes}
-    in_part = closed_part(float_part, [node.name for node in nodes], inputs,
-                      {name: [reader.name for reader in below] for name, below in readers.items()})
-    feeds_conv: dict[str, bool] = {}
-    for node in reversed(nodes):
-        feeds_conv[node.name] = any(r.op_type == "Conv" or feeds_conv[r.name] for r in readers[node.name])
-    return [node.name for node in nodes if node.name in in_part and not feeds_conv[node.name]]
-
+    return float_tail(float_part, [node.name for node in nodes], inputs, readers,
+                      {node.name for node in nodes if node.op_type == "Conv"})

@@ -30,7 +30,7 @@ from yolo_optimize.export.openvino import embed_metadata
 from yolo_optimize.host.cpu import cpu_facts
 from yolo_optimize.machine.choices import evidence_here
 from yolo_optimize.metadata import ArtifactMetadata
-from yolo_optimize.optimize.calibration import Int8Config, closed_part
+from yolo_optimize.optimize.calibration import Int8Config, float_tail
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
 
 if TYPE_CHECKING:
@@ -101,16 +101,11 @@ def decode_ops(model: Any, float_part: list[str]) -> list[str]:
     but without the output convolutions, which its ranges and bias correction keep accurate in int8 (the module
     docstring)."""
     ops = [op for op in model.get_ordered_ops() if op.get_type_name() not in ("Constant", "Parameter", "Result")]
-    names = [op.get_friendly_name() for op in ops]
-    readers = {op.get_friendly_name(): [t.get_node() for out in op.outputs() for t in out.get_target_inputs()
-                                        if t.get_node().get_type_name() != "Result"] for op in ops}
+    readers = {op.get_friendly_name(): [t.get_node().get_friendly_name() for out in op.outputs()
+                                        for t in out.get_target_inputs() if t.get_node().get_type_name() != "Result"]
+               for op in ops}
     inputs = {op.get_friendly_name(): [value.get_node().get_friendly_name() for value in op.input_values()]
               for op in ops}
-    in_part = closed_part(float_part, names, inputs, {name: [r.get_friendly_name() for r in below]
-                                                   for name, below in readers.items()})
-    feeds_conv: dict[str, bool] = {}
-    for op in reversed(ops):
-        feeds_conv[op.get_friendly_name()] = any(r.get_type_name() == "Convolution" or feeds_conv[r.get_friendly_name()]
-                                                 for r in readers[op.get_friendly_name()])
-    return [op.get_friendly_name() for op in ops if op.get_friendly_name() in in_part
-            and not feeds_conv[op.get_friendly_name()] and op.get_type_name() != "Convolution"]
+    convolutions = {op.get_friendly_name() for op in ops if op.get_type_name() == "Convolution"}
+    kept = float_tail(float_part, [op.get_friendly_name() for op in ops], inputs, readers, convolutions)
+    return [name for name in kept if name not in convolutions]
