@@ -14,6 +14,7 @@ mAP50-95 (gate refused) with the head "excluded"; with the head's annotations re
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -85,37 +86,105 @@ def quantized(module: Any, example: Any, kept: str | None, images: list[np.ndarr
     quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
     with torch.no_grad():
         graph = torch.export.export(module, (example,)).module()
-        try:
-            prepared = prepare_pt2e(graph, _without(quantizer, get_module_name_filter(kept)) if kept else quantizer)
-        except KeyError as err:  # torchao 0.18's prepare, on a shared spec whose node lost its annotation
-            raise RuntimeError(f"PT2E cannot quantize this graph with {kept} kept in float: the quantizer shares a "
-                               f"quantization with {err.args[0]}, a node kept in float (seen on RT-DETR)") from None
+        prepared = prepare_pt2e(graph, _without(quantizer, get_module_name_filter(kept) if kept else _nothing))
         for image in images:
             prepared(torch.from_numpy(image))
-        converted = convert_pt2e(prepared)
+        converted = _weights_folded(convert_pt2e(prepared))
         return torch.export.export(converted, (example,)), _int8_convolutions(converted)
 
 
 def _without(quantizer: Any, inside: Any) -> Any:
     """``quantizer`` with every annotation of the nodes ``inside`` selects removed after it has annotated the graph
-    (module docstring: its filter does not hold for every operator)."""
+    (module docstring: its filter does not hold for every operator), and with what XNNPACK or PT2E cannot run as the
+    quantizer leaves it mended (the three functions below)."""
     from torchao.quantization.pt2e.quantizer import Quantizer
 
     class KeptInFloat(Quantizer):
         def transform_for_annotation(self, model: Any) -> Any:
-            return quantizer.transform_for_annotation(model)
+            return _integer_scalars_kept(model, quantizer.transform_for_annotation)
 
         def annotate(self, model: Any) -> Any:
             quantizer.annotate(model)
             for node in model.graph.nodes:
-                if inside(node):
+                if inside(node) or _computed_weight(node):
                     node.meta.pop(ANNOTATION, None)
+            _unshared_with_float(model)
             return model
 
         def validate(self, model: Any) -> None:
             quantizer.validate(model)
 
     return KeptInFloat()
+
+
+def _nothing(node: Any) -> bool:
+    return False
+
+
+def _integer_scalars_kept(model: Any, transform: Any) -> Any:
+    """``model`` after the quantizer's ``transform``, with the scalars of its integer arithmetic given back: XNNPACK's
+    quantizer makes every scalar of an add or a multiplication a float32 tensor, which turned RT-DETR's class index
+    (``index - index // 80 * 80``) into a float that its ``cat`` refused ("Tensor dtype mismatch")."""
+    integer = {node: node.args for node in model.graph.nodes
+               if not getattr(node.meta.get("val"), "is_floating_point", lambda: True)()}
+    before = set(model.graph.nodes)
+    model = transform(model)
+    for node, args in integer.items():
+        node.args = args
+    for node in [node for node in model.graph.nodes if node not in before and not node.users]:
+        model.graph.erase_node(node)
+    model.recompile()
+    return model
+
+
+def _computed_weight(node: Any) -> bool:
+    """Whether ``node`` is a linear layer or convolution whose weight the graph computes rather than holds: XNNPACK
+    takes int8 weights only as constants, so quantized they would be left to portable kernels, which have no
+    dequantize operator. ``nn.MultiheadAttention`` splits its packed input projection into three (RT-DETR's encoder)."""
+    import torch
+
+    return (node.target in (torch.ops.aten.linear.default, torch.ops.aten.conv2d.default) and len(node.args) > 1
+            and getattr(node.args[1], "op", "get_attr") != "get_attr")
+
+
+def _unshared_with_float(model: Any) -> None:
+    """Drops the annotations that share a quantization with a tensor left in float (their nodes stay in float too),
+    until none is left: PT2E's prepare looks the shared one up and fails on its absence (``KeyError``, torchao 0.18;
+    RT-DETR, whose encoder's last ``cat`` shared its inputs' scale with the decoder's)."""
+    from torchao.quantization.pt2e.quantizer import SharedQuantizationSpec
+
+    while True:
+        annotated = {node: node.meta[ANNOTATION] for node in model.graph.nodes if ANNOTATION in node.meta}
+        quantized = {(arg, node) for node, annotation in annotated.items() for arg in annotation.input_qspec_map}
+        quantized |= {node for node, annotation in annotated.items() if annotation.output_qspec is not None}
+        dangling = [node for node, annotation in annotated.items()
+                    if any(isinstance(spec, SharedQuantizationSpec) and spec.edge_or_node not in quantized
+                           for spec in (*annotation.input_qspec_map.values(), annotation.output_qspec))]
+        if not dangling:
+            return
+        for node in dangling:
+            del node.meta[ANNOTATION]
+
+
+def _weights_folded(converted: Any) -> Any:
+    """``converted`` with every weight's quantization folded into an int8 constant. ``convert_pt2e`` leaves a weight
+    float, quantized at run time, when it takes it for a producer of a tensor written in place: torchao 0.18's folder
+    marks everything upstream of a ``copy_`` mutable, there the six convolutions before YOLOv7-tiny's head, which
+    writes its boxes into its output (``y[..., 0:2] = ...``). XNNPACK takes only a constant int8 weight, so those
+    were left to portable kernels that have no quantize operator."""
+    import torch
+    from torchao.quantization.pt2e.constant_fold import replace_node_with_constant
+
+    def value(arg: Any) -> Any:
+        is_node = isinstance(arg, torch.fx.Node)
+        return functools.reduce(getattr, str(arg.target).split("."), converted) if is_node else arg
+
+    for node in list(converted.graph.nodes):
+        if node.target == torch.ops.quantized_decomposed.quantize_per_channel.default and all(
+                isinstance(arg, torch.fx.Node) and arg.op == "get_attr" for arg in node.args[:3]):
+            replace_node_with_constant(converted, node, node.target(*map(value, node.args)).detach())
+    converted.recompile()
+    return converted
 
 
 def _int8_convolutions(converted: Any) -> list[int]:
