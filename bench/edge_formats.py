@@ -2,27 +2,33 @@
 
     python bench/edge_formats.py --assets ../shared/assets --report bench/results/<cpu kind>/edge_formats
 
-Builds the real yolov5n into --out: onnx, openvino, ncnn and executorch FP32, ncnn FP16 (the others' FP16 files
-compute in FP32 on x86 CPUs) and executorch and ncnn INT8 (calibrated on coco128 with its held-out gate at the
-default limit),
-each checked for parity on coco_val128; evaluates them beside PyTorch eager on all of
+Builds the real yolov5n into --out: onnx, openvino, ncnn and executorch FP32 and INT8 (calibrated on coco128 with
+its held-out gate at the default limit), and ncnn FP16 (the others' FP16 files compute in FP32 on x86 CPUs without
+AVX512-FP16), each checked for parity on coco_val128; evaluates them beside PyTorch eager on all of
 coco_val128 at batch 1 and 4 (NCNN and ExecuTorch take one image a call: their batch of 4 is four calls), end to
-end, in --repeats interleaved rounds; prints each row's img/s, speedup and mAP50-95 from the saved report. ``--skip-
-build --skip-eval`` reprints them.
+end, in --repeats interleaved rounds; prints each row's img/s, speedup and mAP50-95 from the saved report, and
+saves beside it what ``optimize recommend`` picks at each batch size and accuracy budget (``recommend.json``).
+``--skip-build --skip-eval`` recomputes them from the saved report.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 from common import study_parser
 
+import yolo_optimize as yo
+from yolo_optimize.evaluate.reporting.recommend import Candidate
 from yolo_optimize.evaluate.reporting.report import load_report
+from yolo_optimize.evaluate.results import Report
 
 BUILDS = (("onnx,openvino,ncnn,executorch", "fp32"), ("ncnn", "fp16"),  # FP16 where it computes
-          ("executorch,ncnn", "int8"))
+          ("onnx,openvino,ncnn,executorch", "int8"))
 BATCHES = "1,4"
+BUDGETS = (0.0, 0.5, 1.0)  # points of mAP50-95 an artifact may lose, recommend's --max-map-drop (its default last)
 
 
 def optimize(*args: str) -> None:
@@ -44,6 +50,25 @@ def main() -> None:
         cells = " | ".join(f"b{batch} {cell.throughput_ips} img/s {cell.speedup}x, e2e {cell.end_to_end_ips}"
                            for batch, cell in sorted(line.batches.items()))
         print(f"{line.artifact:18} {line.executed_precision:14.14} | {cells} | mAP50-95 {line.map50_95}")
+    save_picks(report, args.report)
+
+
+def save_picks(report: Report, folder: Path) -> None:
+    """What ``recommend`` ships at each measured batch size and accuracy budget, with its runner-up, into
+    ``recommend.json``."""
+    picks = []
+    for batch in report.settings.batch_sizes:
+        for budget in BUDGETS:
+            pick = yo.recommend(report, batch_size=batch, max_map_drop=budget).recommendation
+            picks.append({"batch_size": batch, "max_map_drop": budget, "tie": pick.tie, "verdict": pick.verdict,
+                          "choice": _described(pick.choice), "runner_up": _described(pick.runner_up)})
+            print(f"b{batch}, within {budget} point: {pick.verdict}")
+    (folder / "recommend.json").write_text(json.dumps(picks, indent=1) + "\n")
+
+
+def _described(chosen: Candidate | None) -> dict[str, object] | None:
+    return None if chosen is None else {"artifact": chosen.artifact, "img_s": chosen.throughput_ips,
+                                        "speedup": chosen.speedup, "accuracy": chosen.accuracy}
 
 
 if __name__ == "__main__":
