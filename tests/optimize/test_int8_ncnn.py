@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from tests.conftest import CALIB_DATA, EDGE_SIZE, INT8_ARGS, VAL_DATA, assert_gated_yolov5n_int8, brief, optimize
 from yolo_optimize.artifact import Manifest
@@ -96,8 +97,9 @@ def test_weights_of_a_layer_it_cannot_read_are_refused_in_one_line(built_edge: P
     param = folder / str(Manifest.read(folder).entry)
     with param.with_suffix(".bin").open("ab") as weights:
         weights.write(bytes(64))
-    with pytest.raises(RuntimeError, match=r"^NCNN INT8: the \.bin holds 64 bytes more than its convolutions' and "
-                                           r"MemoryData layers'; the weights of BinaryOp, Concat, .* cannot be read"):
+    with pytest.raises(RuntimeError, match=r"^NCNN INT8: the \.bin holds 64 bytes more than its convolutions', "
+                                           r"InnerProduct and MemoryData layers'; the weights of BinaryOp, Concat, "
+                                           r".* cannot be read"):
         quantize(param, tmp_path / "out.param", {})
 
 
@@ -136,3 +138,44 @@ def test_a_yolo11_graph_with_grouped_convolutions_builds_with_its_whole_head_in_
     assert sorted(int8.info["float_convolutions"]) == sorted(head) and len(head) == 25
     assert int8.info["int8_convolutions"] == [62, 88] and int8.parity and int8.parity["passed"]
     assert int8.parity["executed_precision"] == "int8+fp32 (62 of 88 convolutions in int8)"
+
+
+class Classifier(torch.nn.Module):
+    """A convolution, then its pooled features into a fully connected layer: a ResNet's end (NCNN's InnerProduct)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.fc = torch.nn.Linear(16, 10)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.relu(self.conv(images)).mean((2, 3)))
+
+
+def test_a_classifiers_inner_product_is_copied_in_float_beside_its_int8_convolutions(tmp_path: Path) -> None:
+    """resnet18's ncnn-int8 was refused: the stage could not size an InnerProduct's weights in the .bin. Now they are
+    copied as they are, in float, and NCNN's INT8 inference runs the file close to the float model."""
+    import pnnx
+
+    from yolo_optimize.export.ncnn import scratch_paths
+
+    param = tmp_path / "model.ncnn.param"
+    with torch.no_grad():
+        pnnx.export(Classifier().eval(), str(tmp_path / "model.pt"), (torch.rand(1, 3, 32, 32),), check_trace=False,
+                    ncnnparam=str(param), ncnnbin=str(param.with_suffix(".bin")), fp16=False,
+                    **scratch_paths(tmp_path))
+    layers = read_layers(param)
+    weighted = [layer for layer in layers if layer.kind in ("Convolution", "InnerProduct")]
+    assert [layer.kind for layer in weighted] == ["Convolution", "InnerProduct"]
+    images = [np.random.default_rng(seed).random((1, 3, 32, 32), np.float32) for seed in range(4)]
+    int8 = tmp_path / "int8" / "model.ncnn.param"
+    int8.parent.mkdir()
+    quantize(param, int8, input_scales(param, [weighted[0].name], images, 1))
+    assert [layer.params for layer in read_layers(int8)] == [
+        (*layer.params, "8=2") if layer is weighted[0] else layer.params for layer in layers]
+    float_weights = 4 * (1 + 16 * 10 + 10)  # the InnerProduct's tag, weights and bias, at the end of the .bin
+    assert int8.with_suffix(".bin").read_bytes()[-float_weights:] == param.with_suffix(".bin").read_bytes()[
+        -float_weights:]
+    want, got = outputs(param, images), outputs(int8, images)
+    assert np.abs(got - want).max() < 0.05 * np.abs(want).max()

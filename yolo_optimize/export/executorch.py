@@ -100,8 +100,9 @@ def write_program(program: Any, path: Path, metadata: ArtifactMetadata) -> dict[
 def quantized_fallback(graph_module: Any) -> list[str]:
     """The modules whose operators XNNPACK left outside it with int8 weights: ExecuTorch's portable kernels have no
     (de)quantize operators (executorch 1.5.1), so ``to_executorch`` would fail on them with a bare "Missing out
-    variants". Seen on YOLOv7-tiny: the six convolutions that feed its head (kept in float) have int8 weights but
-    a float output, which XNNPACK's static int8 convolution does not take."""
+    variants". Seen on YOLOv7-tiny, whose six convolutions before the head quantized their weights at run time
+    until ``int8_executorch`` folded them (XNNPACK takes only constant int8 weights); kept as the check that names
+    whatever else XNNPACK leaves so."""
     return sorted({_module_of(user) for node in graph_module.graph.nodes if node.op == "call_function"
                    and "quantize_per_channel" in str(node.target) for user in node.users
                    if "quantize" not in str(user.target)})

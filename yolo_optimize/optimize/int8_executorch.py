@@ -118,6 +118,7 @@ def _without(quantizer: Any, inside: Any) -> Any:
 
 
 def _nothing(node: Any) -> bool:
+    """The selection of a family that keeps nothing in float (a classifier)."""
     return False
 
 
@@ -125,8 +126,10 @@ def _integer_scalars_kept(model: Any, transform: Any) -> Any:
     """``model`` after the quantizer's ``transform``, with the scalars of its integer arithmetic given back: XNNPACK's
     quantizer makes every scalar of an add or a multiplication a float32 tensor, which turned RT-DETR's class index
     (``index - index // 80 * 80``) into a float that its ``cat`` refused ("Tensor dtype mismatch")."""
+    import torch
+
     integer = {node: node.args for node in model.graph.nodes
-               if not getattr(node.meta.get("val"), "is_floating_point", lambda: True)()}
+               if isinstance(node.meta.get("val"), torch.Tensor) and not node.meta["val"].is_floating_point()}
     before = set(model.graph.nodes)
     model = transform(model)
     for node, args in integer.items():
@@ -149,8 +152,9 @@ def _computed_weight(node: Any) -> bool:
 
 def _unshared_with_float(model: Any) -> None:
     """Drops the annotations that share a quantization with a tensor left in float (their nodes stay in float too),
-    until none is left: PT2E's prepare looks the shared one up and fails on its absence (``KeyError``, torchao 0.18;
-    RT-DETR, whose encoder's last ``cat`` shared its inputs' scale with the decoder's)."""
+    until none is left: PT2E's prepare looks the shared one up and fails on its absence (``KeyError``, torchao 0.18).
+    On RT-DETR the views after a node left in float share its output's: the decoder's ``cat``, and the attention
+    projections ``_computed_weight`` leaves."""
     from torchao.quantization.pt2e.quantizer import SharedQuantizationSpec
 
     while True:

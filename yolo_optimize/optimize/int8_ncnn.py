@@ -45,6 +45,9 @@ CLIP_SHARE = 0.99999  # of each input's |x| kept in range; the rest saturates (m
 INT8_TAG = 0x000D4B38  # the .bin's tag for int8 weights (src/modelbin.cpp)
 FLOAT_TAG = 0  # raw float32 weights
 FLOAT32 = np.dtype("<f4")
+# the layers with weights read here, and the param ids of their bias_term and weight_data_size: the convolutions are
+# quantized, a classifier's InnerProduct is copied in float (ncnn2int8 would quantize it too: one small GEMM)
+WEIGHTED = {**dict.fromkeys(CONVOLUTIONS, (5, 6)), "InnerProduct": (1, 2)}
 
 
 @dataclass(frozen=True)
@@ -185,20 +188,22 @@ def quantize(param: Path, target: Path, scales: dict[str, float]) -> None:
         rewritten.append(layer)
         offset += size
     if offset != len(weights):
-        unknown = sorted({layer.kind for layer in layers} - {*CONVOLUTIONS, "MemoryData"})
-        raise RuntimeError(f"NCNN INT8: the .bin holds {len(weights) - offset} bytes more than its convolutions' "
-                           f"and MemoryData layers'; the weights of {', '.join(unknown)} cannot be read here")
+        unknown = sorted({layer.kind for layer in layers} - {*WEIGHTED, "MemoryData"})
+        raise RuntimeError(f"NCNN INT8: the .bin holds {len(weights) - offset} bytes more than its convolutions', "
+                           f"InnerProduct and MemoryData layers'; the weights of {', '.join(unknown)} cannot be read "
+                           "here")
     write_layers(target, param.read_text(), rewritten)
     target.with_suffix(".bin").write_bytes(b"".join(parts))
 
 
 def _weight_bytes(layer: NcnnLayer, weights: bytes, offset: int) -> int:
     """How many bytes of the .bin from ``offset`` belong to ``layer`` (its load_model: ncnn's src/layer/)."""
-    if layer.kind in CONVOLUTIONS:  # the same layout: tagged weights, then the bias
+    if layer.kind in WEIGHTED:  # the same layout: tagged weights, then the bias
         tag = int.from_bytes(weights[offset:offset + 4], "little")
         if tag != FLOAT_TAG:
             raise RuntimeError(f"NCNN INT8: {layer.name}'s weights are not float32 (tag {tag:#x})")
-        return 4 * (1 + layer.param(6) + (layer.param(0) if layer.param(5) else 0))
+        bias_term, weight_data_size = WEIGHTED[layer.kind]
+        return 4 * (1 + layer.param(weight_data_size) + (layer.param(0) if layer.param(bias_term) else 0))
     if layer.kind == "MemoryData":
         if layer.param(21, 1) != 1:
             raise RuntimeError(f"NCNN INT8: {layer.name} stores its data in a form not read here")
