@@ -1,14 +1,14 @@
-"""Issue 45: the edge runtimes (NCNN, ExecuTorch) beside ONNX Runtime and OpenVINO on an x86 CPU, yolov5n 640.
+"""Issue 45: the edge runtimes (NCNN, ExecuTorch) beside ONNX Runtime and OpenVINO on an x86 CPU, yolov5n.
 
     python bench/edge_formats.py --assets ../shared/assets --report bench/results/<cpu kind>/edge_formats
 
-Builds the real yolov5n into --out: onnx, openvino, ncnn and executorch FP32 and INT8 (calibrated on coco128 with
-its held-out gate at the default limit), and ncnn FP16 (the others' FP16 files compute in FP32 on x86 CPUs without
-AVX512-FP16), each checked for parity on coco_val128; evaluates them beside PyTorch eager on all of
-coco_val128 at batch 1 and 4 (NCNN and ExecuTorch take one image a call: their batch of 4 is four calls), end to
-end, in --repeats interleaved rounds; prints each row's img/s, speedup and mAP50-95 from the saved report, and
-saves beside it each build's result (``build-<precision>.json``: what a gate refused, and why) and what
-``optimize recommend`` picks at each batch size and accuracy budget (``recommend.json``).
+Builds the real yolov5n (at 640, or --imgsz) into --out: onnx, openvino, ncnn and executorch FP32 and INT8
+(calibrated on coco128 with its held-out gate at the default limit), and ncnn FP16 (the others' FP16 files compute
+in FP32 on x86 CPUs without AVX512-FP16), each checked for parity on coco_val128; evaluates them beside PyTorch
+eager on all of coco_val128 at batch 1 and 4 (NCNN and ExecuTorch take one image a call: their batch of 4 is four
+calls), end to end, in --repeats interleaved rounds; prints each row's img/s, speedup and mAP50-95 from the saved
+report, and saves beside it each build's result (``build-<precision>.json``: what a gate refused, and why) and
+what ``optimize recommend`` picks at each batch size and accuracy budget (``recommend.json``).
 ``--skip-build --skip-eval`` recomputes them from the saved report.
 """
 
@@ -41,16 +41,17 @@ def optimize(*args: str) -> None:
 
 def main() -> None:
     parser = study_parser(__doc__, "bench-edge-artifacts", "bench/results/edge_formats", "3")
+    parser.add_argument("--imgsz", default="640", help="the input size every file is built and evaluated at")
     args = parser.parse_args()
     for targets, precisions in BUILDS if not args.skip_build else ():
         calibration = ["--calib-data", str(args.assets / "coco128")] if precisions == "int8" else []
         args.report.mkdir(parents=True, exist_ok=True)  # each build's result (what the gate refused, and why) in it
         optimize("build", str(args.assets / "weights" / "yolov5n.pt"), "--targets", targets, "--precisions",
-                 precisions, "--parity-data", str(args.assets / "coco_val128"), "--out", str(args.out), *calibration,
-                 "--result", str(args.report / f"build-{precisions}.json"))
+                 precisions, "--imgsz", args.imgsz, "--parity-data", str(args.assets / "coco_val128"), "--out",
+                 str(args.out), *calibration, "--result", str(args.report / f"build-{precisions}.json"))
     if not args.skip_eval:
         optimize("eval", str(args.out), "--data", str(args.assets / "coco_val128"), "--batch-sizes", BATCHES,
-                 "--repeats", args.repeats, "--min-time", "1", "--out", str(args.report))
+                 "--imgsz", args.imgsz, "--repeats", args.repeats, "--min-time", "1", "--out", str(args.report))
     report = load_report(args.report)
     for line in report.matrix:
         cells = " | ".join(f"b{batch} {cell.throughput_ips} img/s {cell.speedup}x, e2e {cell.end_to_end_ips}"
