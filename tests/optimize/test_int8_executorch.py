@@ -84,6 +84,8 @@ class ConcatHead(torch.nn.Module):
 
 
 class Detector(torch.nn.Module):
+    """Three convolutions, then ``head``, kept in float, then a flatten outside it."""
+
     def __init__(self, head: torch.nn.Module) -> None:
         super().__init__()
         torch.manual_seed(0)
@@ -138,7 +140,7 @@ def test_what_the_quantizer_leaves_unrunnable_is_mended_so_xnnpack_takes_every_i
         model: torch.nn.Module, kept: str | None, convolutions: list[int]) -> None:
     """RT-DETR's prepare and its encoder's attention, on small modules of the same shape: every int8 weight ends in
     XNNPACK and the program is written."""
-    program, counted = quantized(model.eval(), (EXAMPLE,)[0], kept, IMAGES)
+    program, counted = quantized(model.eval(), EXAMPLE, kept, IMAGES)
     assert counted == convolutions
     assert lowered_outside(program) == []
 
