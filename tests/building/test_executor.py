@@ -15,7 +15,7 @@ from tests.conftest import VAL_DATA, WEIGHTS
 from tests.host.test_processes import WORKER_MARK
 from yolo_optimize.building.builder import executor_for
 from yolo_optimize.building.config import build_options
-from yolo_optimize.building.executor import LocalExecutor
+from yolo_optimize.building.executor import LocalExecutor, default_jobs
 from yolo_optimize.errors import UserError
 from yolo_optimize.host.cpu import usable_cpus
 
@@ -51,6 +51,16 @@ def test_threads_share_the_cpus_a_build_may_use_between_its_jobs() -> None:
     assert executor_for(build_options(None, {"jobs": 1}, "test")).threads == usable_cpus()
     with pytest.raises(UserError, match="--threads shares this machine's CPUs"):
         executor_for(build_options(None, {"threads": 3, "executor": "ray"}, "test"))
+
+
+def test_without_jobs_a_host_of_two_cpus_builds_one_node_at_a_time_and_a_larger_one_two() -> None:
+    """Each worker imports PyTorch and the model's package before its first node: on 2 CPUs a second one costs more
+    than it wins (bench/build_jobs.py). With --threads the build's CPUs are those threads."""
+    assert [default_jobs(cpus) for cpus in (1, 2, 3, 16)] == [1, 1, 2, 2]
+    assert executor_for(build_options(None, {"threads": 2}, "test")).threads == 2
+    assert executor_for(build_options(None, {"threads": 4}, "test")).threads == 2
+    assert LocalExecutor(None).jobs == default_jobs(usable_cpus())
+    assert LocalExecutor(3).jobs == 3
 
 
 def test_the_check_before_the_nodes_runs_in_the_worker_that_then_builds_them() -> None:

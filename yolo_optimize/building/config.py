@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from yolo_optimize.building.executor import JOBS, SMALL_HOST_CPUS, SMALL_HOST_JOBS
 from yolo_optimize.cluster.nodes import parse_selectors
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.nms import NmsSettings
@@ -56,7 +57,9 @@ class BuildOptions:
     batch_sizes: tuple[int, ...] = option((1, 8), Listed(parse_batch_sizes, "a list of batch sizes"),
                                           "Batch sizes every artifact must accept.")
     out: Path = option(Path("artifacts"), FilePath())
-    jobs: int = option(2, Whole(1), "Nodes built in parallel.")
+    jobs: int | None = option(None, Whole(1), "Nodes built in parallel, each in its own process.",
+                              shown_default=f"{SMALL_HOST_JOBS} on a host with {SMALL_HOST_CPUS} CPUs or fewer, else "
+                                            f"{JOBS}")
     threads: int | None = option(None, Whole(1), "CPUs the build may use in all, shared by its --jobs nodes (at "
                                                  "least one thread each): the rest stay free on a machine shared with "
                                                  "other work.", shown_default="the CPUs this process may use")

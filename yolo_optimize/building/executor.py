@@ -22,6 +22,10 @@ from yolo_optimize.host.processes import SPAWN, configured_child
 
 T = TypeVar("T")
 INTERRUPT_GRACE_S, INTERRUPT_WAIT_S = 2, 30
+# Nodes built at once when --jobs is not given. Each worker imports PyTorch and the model's package first (seconds);
+# on a 2-CPU host a second worker's imports cost more than running two nodes at once wins back: one job took a median
+# 0.83-0.97x the wall time and 0.80-0.88x the CPU time of two, over three build shapes (bench/build_jobs.py).
+JOBS, SMALL_HOST_JOBS, SMALL_HOST_CPUS = 2, 1, 2
 
 
 class Workers(ABC):
@@ -65,11 +69,11 @@ class Executor(ABC):
 
 
 class LocalExecutor(Executor):
-    """This machine: ``jobs`` spawned processes, ``cpus`` shared between them (None: the CPUs this process may
-    use)."""
+    """This machine: ``jobs`` spawned processes (None: ``default_jobs``), ``cpus`` shared between them (None: the
+    CPUs this process may use)."""
 
-    def __init__(self, jobs: int, cpus: int | None = None) -> None:
-        self.jobs, self.cpus = max(1, jobs), cpus
+    def __init__(self, jobs: int | None, cpus: int | None = None) -> None:
+        self.jobs, self.cpus = max(1, jobs or default_jobs(cpus or usable_cpus())), cpus
         self._opened: ProcessPoolExecutor | None = None  # by before_nodes, for the next workers()
 
     @property
@@ -106,6 +110,11 @@ class LocalExecutor(Executor):
             for process in processes:
                 process.terminate()
                 process.join()
+
+
+def default_jobs(cpus: int) -> int:
+    """Nodes built at once on ``cpus`` CPUs when the user does not say."""
+    return SMALL_HOST_JOBS if cpus <= SMALL_HOST_CPUS else JOBS
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
