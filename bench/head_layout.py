@@ -1,4 +1,4 @@
-"""Issue 46's first lever: yolov5's Detect decode in the convolutions' own layout, against yolov5's, in OpenVINO.
+"""Issue 46's first lever: yolov5's Detect decode rewritten three ways, against yolov5's own, in OpenVINO.
 
     python bench/head_layout.py --assets ../shared/assets [--repeats 3] [--seconds 5]
 
@@ -8,10 +8,12 @@ the rest) along the innermost axis, decodes and concatenates them there. Two rew
 
 - ``planes``: split, decode and concatenate in ``[B, 3, 85, H*W]``, where each part is whole planes, then one
   transpose per level to ``[B, 3*H*W, 85]``;
-- ``one_transpose``: the same, the levels concatenated as ``[B, 85, 25200]`` and one transpose at the end.
+- ``one_transpose``: the same, the levels concatenated as ``[B, 85, 25200]`` and one transpose at the end;
+- ``chain``: yolov5's layout, the decode one elementwise chain with no split and no concatenation.
 
-Each head is exported from the pretrained yolov5n at 640 (torch's TorchScript-based ONNX exporter for all three,
-opset 18), converted to OpenVINO FP32 and quantized by NNCF's default recipe (MIXED preset, 32 coco128 images).
+Each of the four heads is exported from the pretrained yolov5n at 640 (torch's TorchScript-based ONNX exporter for
+all four, opset 18), converted to OpenVINO FP32 and quantized by NNCF's default recipe (MIXED preset, 32 coco128
+images).
 Each IR is then timed at batch 1 on 2 threads (LATENCY hint), the variants in turns, one fresh process each per
 round, with OpenVINO's per-layer times summed by layer type. Saves the medians and every round under ``--save``.
 """
@@ -33,7 +35,7 @@ from typing import Any
 
 from common import save
 
-VARIANTS = ("plain", "planes", "one_transpose")
+VARIANTS = ("plain", "planes", "one_transpose", "chain")
 SIZE = 640
 
 
@@ -56,8 +58,29 @@ def decoded_in_planes(head: Any, levels: list[Any], one_transpose: bool) -> tupl
     return (torch.cat(found, 2).transpose(1, 2),) if one_transpose else (torch.cat(found, 1),)
 
 
+def decoded_as_one_chain(head: Any, levels: list[Any]) -> tuple[Any]:
+    """yolov5's layout, its decode as ``s * (A * s + B) + C`` on ``s = sigmoid(x)``: no split, no concatenation
+    (A: 4 x the anchor on w h; B: 2 x the stride on x y, 1 on the scores; C: the grid's offsets on x y)."""
+    import torch
+
+    found = []
+    for i in range(head.nl):
+        y = head.m[i](levels[i])
+        batch, _, ny, nx = y.shape
+        s = y.view(batch, head.na, head.no, ny, nx).permute(0, 1, 3, 4, 2).sigmoid()
+        grid, anchors = head._make_grid(nx, ny, i)  # [1, na, ny, nx, 2] each: offsets - 0.5, anchors in pixels
+        a = torch.zeros(1, head.na, 1, 1, head.no)
+        a[..., 2:4] = 4 * anchors[:, :, :1, :1]
+        b = torch.ones(1, 1, 1, 1, head.no)
+        b[..., 0:2], b[..., 2:4] = 2 * head.stride[i], 0
+        c = torch.zeros(1, head.na, ny, nx, head.no)
+        c[..., 0:2] = grid * head.stride[i]
+        found.append((s * (a * s + b) + c).reshape(batch, -1, head.no))
+    return (torch.cat(found, 1),)
+
+
 def make(assets: Path, folder: Path) -> dict[str, float]:
-    """The three heads' FP32 and INT8 IRs in ``folder``; each variant's largest difference from yolov5's output."""
+    """The heads' FP32 and INT8 IRs in ``folder``; each variant's largest difference from yolov5's output."""
     import nncf
     import numpy as np
     import openvino as ov
@@ -77,7 +100,8 @@ def make(assets: Path, folder: Path) -> dict[str, float]:
                                         dtype=np.float32) / 255 for path in list_images(assets / "coco128")[:32]]
     forwards = {"plain": head.forward,
                 "planes": types.MethodType(lambda self, x: decoded_in_planes(self, x, False), head),
-                "one_transpose": types.MethodType(lambda self, x: decoded_in_planes(self, x, True), head)}
+                "one_transpose": types.MethodType(lambda self, x: decoded_in_planes(self, x, True), head),
+                "chain": types.MethodType(decoded_as_one_chain, head)}
     differences = {}
     for name, forward in forwards.items():
         head.forward = forward
