@@ -1,6 +1,6 @@
 """Issue 46's first lever: yolov5's Detect decode rewritten three ways, against yolov5's own, in OpenVINO.
 
-    python bench/head_layout.py --assets ../shared/assets [--repeats 3] [--seconds 5]
+    python bench/head_layout.py --assets ../shared/assets [--repeats 3] [--seconds 5] [--heads plain,chain]
 
 yolov5's head permutes each level's ``[B, 255, H, W]`` to ``[B, 3, H, W, 85]`` first, then splits the 85 (x y, w h,
 the rest) along the innermost axis, decodes and concatenates them there. Two rewrites keep the output contract
@@ -9,7 +9,8 @@ the rest) along the innermost axis, decodes and concatenates them there. Two rew
 - ``planes``: split, decode and concatenate in ``[B, 3, 85, H*W]``, where each part is whole planes, then one
   transpose per level to ``[B, 3*H*W, 85]``;
 - ``one_transpose``: the same, the levels concatenated as ``[B, 85, 25200]`` and one transpose at the end;
-- ``chain``: yolov5's layout, the decode one elementwise chain with no split and no concatenation.
+- ``chain``: yolov5's layout, the decode one elementwise chain with no split and no concatenation, its grid
+  offsets a row and a column broadcast.
 
 Each of the four heads is exported from the pretrained yolov5n at 640 (torch's TorchScript-based ONNX exporter for
 all four, opset 18), converted to OpenVINO FP32 and quantized by NNCF's default recipe (MIXED preset, 32 coco128
@@ -59,8 +60,9 @@ def decoded_in_planes(head: Any, levels: list[Any], one_transpose: bool) -> tupl
 
 
 def decoded_as_one_chain(head: Any, levels: list[Any]) -> tuple[Any]:
-    """yolov5's layout, its decode as ``s * (A * s + B) + C`` on ``s = sigmoid(x)``: no split, no concatenation
-    (A: 4 x the anchor on w h; B: 2 x the stride on x y, 1 on the scores; C: the grid's offsets on x y)."""
+    """yolov5's layout, its decode as ``s * (A * s + B) + X + Y`` on ``s = sigmoid(x)``: no split, no concatenation
+    (A: 4 x the anchor on w h; B: 2 x the stride on x y, 1 on the scores; X, Y: the grid's offsets on x and y, one
+    row and one column, so the constants stay small)."""
     import torch
 
     found = []
@@ -73,13 +75,14 @@ def decoded_as_one_chain(head: Any, levels: list[Any]) -> tuple[Any]:
         a[..., 2:4] = 4 * anchors[:, :, :1, :1]
         b = torch.ones(1, 1, 1, 1, head.no)
         b[..., 0:2], b[..., 2:4] = 2 * head.stride[i], 0
-        c = torch.zeros(1, head.na, ny, nx, head.no)
-        c[..., 0:2] = grid * head.stride[i]
-        found.append((s * (a * s + b) + c).reshape(batch, -1, head.no))
+        across, down = torch.zeros(1, 1, 1, nx, head.no), torch.zeros(1, 1, ny, 1, head.no)
+        across[0, 0, 0, :, 0] = grid[0, 0, 0, :, 0] * head.stride[i]
+        down[0, 0, :, 0, 1] = grid[0, 0, :, 0, 1] * head.stride[i]
+        found.append((s * (a * s + b) + across + down).reshape(batch, -1, head.no))
     return (torch.cat(found, 1),)
 
 
-def make(assets: Path, folder: Path) -> dict[str, float]:
+def make(assets: Path, folder: Path, heads: list[str]) -> dict[str, float]:
     """The heads' FP32 and INT8 IRs in ``folder``; each variant's largest difference from yolov5's output."""
     import nncf
     import numpy as np
@@ -103,8 +106,8 @@ def make(assets: Path, folder: Path) -> dict[str, float]:
                 "one_transpose": types.MethodType(lambda self, x: decoded_in_planes(self, x, True), head),
                 "chain": types.MethodType(decoded_as_one_chain, head)}
     differences = {}
-    for name, forward in forwards.items():
-        head.forward = forward
+    for name in heads:
+        head.forward = forwards[name]
         differences[name] = float((model(image) - want).abs().max())
         torch.onnx.export(model, (image,), str(folder / f"{name}.onnx"), dynamo=False, opset_version=18,
                           input_names=["images"], output_names=["output0"])
@@ -145,16 +148,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--save", type=Path, default=Path("bench/results"))
+    parser.add_argument("--heads", default=",".join(VARIANTS), help="which of " + ", ".join(VARIANTS))
     parser.add_argument("--time", type=Path, help=argparse.SUPPRESS)  # one fresh process's timing of this IR
     args = parser.parse_args()
     if args.time:
         print(json.dumps(timed(args.time, args.seconds)))
         return
     with tempfile.TemporaryDirectory(prefix="head-layout-") as scratch:
-        differences = make(args.assets, Path(scratch))
+        heads = args.heads.split(",")
+        differences = make(args.assets, Path(scratch), heads)
         rounds = []
         for index in range(args.repeats):
-            order = VARIANTS if index % 2 == 0 else VARIANTS[::-1]
+            order = heads if index % 2 == 0 else heads[::-1]
             rounds.append({f"{name}-{precision}": _fresh(Path(scratch) / f"{name}-{precision}.xml", args.seconds)
                            for name in order for precision in ("int8", "fp32")})
             print(f"round {index + 1}: " + ", ".join(f"{k} {v['p50_ms']:.1f} ms" for k, v in rounds[-1].items()),
