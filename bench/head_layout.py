@@ -62,7 +62,7 @@ def decoded_in_planes(head: Any, levels: list[Any], one_transpose: bool) -> tupl
 def decoded_as_one_chain(head: Any, levels: list[Any]) -> tuple[Any]:
     """yolov5's layout, its decode as ``s * (A * s + B) + X + Y`` on ``s = sigmoid(x)``: no split, no concatenation
     (A: 4 x the anchor on w h; B: 2 x the stride on x y, 1 on the scores; X, Y: the grid's offsets on x and y, one
-    row and one column, so the constants stay small)."""
+    row and one column; OpenVINO folds the two additions into one constant the size of the output)."""
     import torch
 
     found = []
