@@ -12,7 +12,8 @@ for base in ("onnx-int8", "openvino-int8"):
     for index, batch in enumerate((1, 8)):
         ratios = []
         for process in range(3):
-            a, b = (rows[name]["measurements"][process]["batches"][index]["latency"]["samples_ms"] for name in (base, chain))
+            a, b = (rows[name]["measurements"][process]["batches"][index]["latency"]["samples_ms"]
+                    for name in (base, chain))
             ratios.append((np.median(a) / np.median(b), np.quantile(a, 0.1) / np.quantile(b, 0.1)))
         print(f"{base} b{batch}: main/chain per process p50 " + ", ".join(f"{p:.3f}" for p, _ in ratios)
               + " | q10 " + ", ".join(f"{q:.3f}" for _, q in ratios))
