@@ -161,6 +161,7 @@ def test_registered_rows_join_the_table_and_the_help_and_the_plan(registered: No
     assert nodes["onnx-fp32"].parents == ("onnx-export", "reference") and not nodes["onnx-fp32"].requested
 
 
+@pytest.mark.alone  # its pick is ONNX Runtime over PyTorch eager: beside the other worker, eager can measure faster
 def test_a_registered_format_and_providers_are_built_checked_measured_and_recommended(
         registered: None, built: Path, tmp_path: Path) -> None:
     """The session build's yolov5n (its ONNX nodes cached) gains onnx-ort-fp32, built and parity-checked in spawned
