@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 from common import study_parser
-from int8_vs_nncf_defaults import nncf_defaults
+from int8_vs_nncf_defaults import calibration_inputs, nncf_defaults
 
 from yolo_optimize.evaluate.reporting.report import load_report
 
@@ -45,15 +45,6 @@ def optimize(*args: str | Path, allowed: tuple[int, ...] = (0,)) -> int:
     if code not in allowed:
         raise SystemExit(f"optimize {args[0]} failed ({code})")
     return code
-
-
-def calibration_inputs(images: list[Path]) -> list[np.ndarray]:
-    """The images as the peers' calibration reads them: letterboxed as the family does, NCHW, /255."""
-    from yolo_optimize.families import family_named
-
-    family = family_named("yolov5")
-    return [np.ascontiguousarray(family.preprocess(path, IMGSZ).pixels.transpose(2, 0, 1)[None], dtype=np.float32)
-            / 255 for path in images]
 
 
 def ultralytics_recipe(assets: Path, inputs: list[np.ndarray], out: Path) -> Path:
@@ -110,12 +101,12 @@ def make_peers(args: Any) -> dict[str, Path]:
     from yolo_optimize.images import list_images
 
     images = list_images(args.assets / "coco128")[:128]
-    inputs = calibration_inputs(images)
+    inputs = calibration_inputs(images, IMGSZ)
     folders = {name: args.out / "peers" / name for name in PEERS}
     for folder in folders.values():
         folder.mkdir(parents=True, exist_ok=True)
     onnx_fp32 = args.out / "yolov5n" / "onnx-fp32" / "yolov5n.onnx"
-    return {"nncf-defaults": nncf_defaults(onnx_fp32, images, IMGSZ, folders["nncf-defaults"]),
+    return {"nncf-defaults": nncf_defaults(onnx_fp32, inputs, folders["nncf-defaults"]),
             "ultralytics-recipe": ultralytics_recipe(args.assets, inputs, folders["ultralytics-recipe"]),
             "ort-quantize-static": ort_quantize_static(onnx_fp32, inputs, folders["ort-quantize-static"])}
 

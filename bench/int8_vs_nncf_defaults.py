@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from common import save
 
 from yolo_optimize.artifact import Manifest
@@ -38,16 +39,20 @@ def optimize(*args: str | Path) -> None:
     subprocess.run([sys.executable, "-m", "yolo_optimize", *map(str, args)], check=True)
 
 
-def nncf_defaults(onnx: Path, calibration: list[Path], imgsz: int, out: Path) -> Path:
+def calibration_inputs(images: list[Path], imgsz: int) -> list[np.ndarray]:
+    """The images as a copied recipe's calibration reads them: letterboxed as yolov5 does, NCHW, /255."""
+    from yolo_optimize.families import family_named
+
+    family = family_named("yolov5")
+    return [np.ascontiguousarray(family.preprocess(path, imgsz).pixels.transpose(2, 0, 1)[None], dtype=np.float32)
+            / 255 for path in images]
+
+
+def nncf_defaults(onnx: Path, inputs: list[np.ndarray], out: Path) -> Path:
     """The recipe of NNCF's and OpenVINO's docs: convert, then quantize with a calibration dataset, defaults else."""
     import nncf
     import openvino as ov
 
-    from yolo_optimize.families import family_named
-
-    family = family_named("yolov5")
-    inputs = [family.preprocess(path, imgsz).pixels[None].transpose(0, 3, 1, 2).astype("float32") / 255.0
-              for path in calibration]
     quantized = nncf.quantize(ov.convert_model(str(onnx)), nncf.Dataset(inputs))
     xml = out / "yolov5n.xml"
     ov.save_model(quantized, str(xml))
@@ -91,7 +96,8 @@ def main() -> None:
     calibration = sorted((calib / "images").rglob("*.jpg"))[:128]
     defaults_dir = args.out / "nncf-defaults"
     defaults_dir.mkdir(parents=True, exist_ok=True)
-    defaults = nncf_defaults(model / "onnx-fp32" / "yolov5n.onnx", calibration, imgsz, defaults_dir)
+    defaults = nncf_defaults(model / "onnx-fp32" / "yolov5n.onnx", calibration_inputs(calibration, imgsz),
+                             defaults_dir)
     irs = {"ours": (model / "openvino-int8" / str(ours.entry), HINTS[float_precision]),
            "nncf defaults": (defaults, None)}
     rates: dict[str, dict[str, list[float]]] = {mode: {name: [] for name in irs} for mode in MODES}
