@@ -38,6 +38,7 @@ from yolo_optimize.evaluate.reporting.report import load_report
 
 IMGSZ = 640
 PEERS = {"nncf-defaults": "openvino-int8", "ultralytics-recipe": "openvino-int8", "ort-quantize-static": "onnx-int8"}
+SUFFIXES = {"openvino-int8": "xml", "onnx-int8": "onnx"}  # each peer's file, by the row of ours it is set beside
 
 
 def optimize(*args: str | Path, allowed: tuple[int, ...] = (0,)) -> int:
@@ -146,7 +147,7 @@ def main() -> None:
         gated_file.write_text(json.dumps(build_ours(args), indent=1) + "\n")
         peers = make_peers(args)
     else:
-        peers = {name: next((args.out / "peers" / name).glob("yolov5n.*")) for name in PEERS}
+        peers = {name: args.out / "peers" / name / f"yolov5n.{SUFFIXES[ours]}" for name, ours in PEERS.items()}
     if not args.skip_eval:
         added = [value for path in peers.values() for value in ("--add", f"yolov5={path}")]
         optimize("eval", args.out, "--data", args.assets / "coco_val128", "--batch-sizes", "1,8", "--repeats",
