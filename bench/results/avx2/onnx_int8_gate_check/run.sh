@@ -28,3 +28,13 @@ for variant in histogram_ranges histogram_ranges_full_bias_correction; do
   PYTHONPATH=/tmp/exp optimize build $A/weights/yolov5n.pt --targets onnx --precisions int8 --calib-data $A/coco128 \
     --parity-data $A/coco_val128 --out /tmp/expout --result "$D/${variant}_build.json"
 done
+# 4. the histogram variant kept at --max-map-drop 4 (beside a copy of the peers' onnx-fp32), evaluated on all of
+#    coco_val128 beside main's onnx-int8 (an --add row), 3 interleaved rounds, b1 and b8
+(cd /tmp/exp && git checkout -q . && git apply "$D/histogram_ranges.patch")
+PYTHONPATH=/tmp/exp optimize build $A/weights/yolov5n.pt --targets onnx --precisions int8 --calib-data $A/coco128 \
+  --parity-data $A/coco_val128 --out /tmp/expout2 --max-map-drop 4 --result "$D/histogram_ranges_kept_at_4_build.json"
+cp /tmp/peers/yolov5n/onnx-int8/yolov5n.onnx /tmp/mainint8/yolov5n.onnx
+optimize eval /tmp/expout2 --data $A/coco_val128 --batch-sizes 1,8 --repeats 3 --no-end-to-end \
+  --add yolov5=/tmp/mainint8/yolov5n.onnx --out /tmp/histeval
+cp /tmp/histeval/matrix.md "$D/histogram_ranges_coco_val128_matrix.md"
+cp /tmp/histeval/results.json "$D/histogram_ranges_coco_val128_results.json"
