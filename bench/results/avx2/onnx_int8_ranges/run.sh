@@ -4,9 +4,11 @@
 set -eu
 A=../shared/assets
 R=$PWD
-git clone -q . /tmp/exp && (cd /tmp/exp && git checkout -q 3d05340 && git apply "$R/bench/results/avx2/onnx_int8_gate_check/histogram_ranges.patch")
-python bench/onnx_int8_ranges.py --assets $A --patched /tmp/exp --out /tmp/rng/out --save bench/results/avx2/onnx_int8_ranges
-python bench/onnx_int8_ranges.py --assets $A --patched /tmp/exp --out /tmp/rng/out --save bench/results/avx2/onnx_int8_ranges --sizes 24,48
+# (run at 3d05340 as --patched /tmp/exp, this tree giving the min-max side; since 00ca905 both sides are trees)
+git clone -q . /tmp/minmax && (cd /tmp/minmax && git checkout -q 3d05340)
+git clone -q /tmp/minmax /tmp/exp && (cd /tmp/exp && git apply "$R/bench/results/avx2/onnx_int8_gate_check/histogram_ranges.patch")
+python bench/onnx_int8_ranges.py --assets $A --minmax /tmp/minmax --histogram /tmp/exp --out /tmp/rng/out --save bench/results/avx2/onnx_int8_ranges
+python bench/onnx_int8_ranges.py --assets $A --minmax /tmp/minmax --histogram /tmp/exp --out /tmp/rng/out --save bench/results/avx2/onnx_int8_ranges --sizes 24,48
 # at 00ca905: the default build (64 calibration images; kept whatever it loses), its two INT8 files evaluated alone
 cp -r /tmp/rng/out/base /tmp/rng/final
 optimize build yolov5n --weights-dir $A/weights --targets onnx,openvino --precisions fp32,int8 \
