@@ -180,7 +180,11 @@ def strided_weights(moved: np.ndarray, block: int) -> np.ndarray:
 
 
 def timed(variant: Variant, pixels: Path, files: tuple[Path, ...], seconds: float, threads: int) -> list[float]:
-    """One fresh process's runs (ms) of ``variant``: inference, or the end-to-end path's intervals."""
+    """One fresh process's runs (ms) of ``variant``: inference, or the end-to-end path's intervals. The children's
+    functions are taken from this file imported as a module: the package's spawn never hands a child the caller's
+    ``__main__``."""
+    from levers import _measure_worker, _path_worker
+
     if not variant.end_to_end:
         timing = Timing((variant.batch,), seconds, threads, mode=variant.mode)
         job = MeasureJob(variant.folder, variant.manifest, pixels, timing, predict=False)
