@@ -1,4 +1,5 @@
-"""The ONNX Runtime runner reads back whether an INT8 file's convolutions run in int8 or in float."""
+"""The ONNX Runtime runner reads back whether an INT8 file's convolutions run in int8 or in float, and its CPU
+sessions' threads sleep between parallel sections, as the printed snippet sets them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.evaluate.measuring.measure import execution_of
+from yolo_optimize.evaluate.reporting.recommend import snippet
 from yolo_optimize.runtime.runners.onnxruntime import (
+    SLEEPING_THREADS,
     OnnxRuntimeRunner,
     _gflops,
     gpu_providers,
@@ -48,6 +52,23 @@ def test_int8_convolutions_are_read_back_from_onnx_runtime(tmp_path: Path, quant
         output = runner.infer(np.random.default_rng(0).random((1, 3, 8, 8), np.float32))
         assert runner.convolutions == kernels and runner.executed_precision == label
     assert output.shape == (1, 4, 8, 8)
+
+
+def test_a_cpu_session_s_threads_sleep_as_the_snippet_it_prints_sets_them(tmp_path: Path) -> None:
+    """Spinning threads kept the deployed path's reader off the cores (the runner's docstring): the runner's session,
+    the configuration it records and the latency snippet run as printed all turn it off."""
+    qdq_conv(tmp_path / "model.onnx", quantized_output=True)
+    manifest = Manifest("onnx-int8", "onnx-int8", "m", "onnx", "int8", "model.onnx", "k", {}, {}, {}, {})
+    key, value = SLEEPING_THREADS
+    with OnnxRuntimeRunner(tmp_path, manifest, threads=2) as runner:
+        assert runner.session.get_session_options().get_session_config_entry(key) == value
+        execution = execution_of(runner, 1)
+    assert execution["settings"][key] == value
+    printed = snippet("onnx", "int8", str(tmp_path / "model.onnx"), execution, "float32 NCHW")
+    scope = {"images": np.zeros((1, 3, 8, 8), np.float32)}
+    exec(printed, scope)
+    assert scope["session"].get_session_options().get_session_config_entry(key) == value
+    assert scope["outputs"].shape == (1, 4, 8, 8)
 
 
 def test_a_cuda_row_prefers_tensorrt_then_cuda_providers_on_the_runners_stream_with_fp32_kept_fp32(
