@@ -4,6 +4,8 @@ a run lasts, at batch 1, for inference alone and for the pipelined end-to-end pa
 
     python bench/ort_spinning.py --artifacts <model folder of a build> [--rows onnx-int8,onnx-fp32] [--repeats 3]
 
+The saved runs and the commands that made them: bench/results/avx2/ort_spinning/ (run.sh).
+
 On a CPU the end-to-end path reads and prepares the next image on one thread of its own while the runtime infers on
 every usable CPU (evaluate/measuring/end_to_end.py). Spinning threads hold the cores between operators, so the
 reader, and the post-processing after each run, may wait for them. ``session.intra_op.allow_spinning`` "0" makes
