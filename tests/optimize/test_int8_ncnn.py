@@ -26,8 +26,8 @@ YOLOV5 = family_named("yolov5")
 HEAD = {"conv_64", "conv_65", "conv_66"}  # yolov5n's Detect convolutions, as pnnx names them
 
 
-def outputs(param: Path, images: list[np.ndarray], int8: bool = True) -> np.ndarray:
-    net = float_net(param, 2, int8)
+def outputs(param: Path, images: list[np.ndarray]) -> np.ndarray:
+    net = float_net(param, 2)
     found = []
     for image in images:
         with net.create_extractor() as extractor:
@@ -78,15 +78,16 @@ def test_the_quantized_convolutions_carry_int8_weights_and_scales_where_ncnn_rea
 
 def test_ncnn_runs_the_file_in_int8_close_to_float_and_a_wrong_scale_shows(
         quantized_edge: tuple[Path, Path, dict[str, float]], tmp_path: Path) -> None:
-    """Scores of two validation images within INT8 noise of the FP32 model. The same .bin read with INT8 inference
-    off is garbage (the weights are int8 codes), so the close result is NCNN's INT8 path; and one convolution's input
-    scale multiplied by 8 moves the scores far more than the quantization does."""
+    """Scores of two validation images within INT8 noise of the FP32 model, and one convolution's input scale
+    multiplied by 8 moves the scores far more than the quantization does: NCNN reads the scales, which only its INT8
+    path uses. (The same .bin loaded with INT8 inference off, read as float weights, was garbage until NCNN crashed
+    on it once, a segmentation fault in ``load_model``, 2026-11-29: a file of int8 codes is not a float file, and
+    NCNN does not check.)"""
     fp32, int8, scales = quantized_edge
     images = calibration_inputs(YOLOV5, tuple(list_images(VAL_DATA)[:2]), EDGE_SIZE)
     want, got = outputs(fp32, images), outputs(int8, images)
     error = float(np.quantile(np.abs(got[..., 4:] - want[..., 4:]), 0.999))
     assert error < 0.15
-    assert np.abs(outputs(int8, images, int8=False) - want).max() > 100
     broken = tmp_path / "model.ncnn.param"
     quantize(fp32, broken, {**scales, "conv_8": scales["conv_8"] * 8})
     assert float(np.quantile(np.abs(outputs(broken, images)[..., 4:] - want[..., 4:]), 0.999)) > 2 * error

@@ -133,15 +133,15 @@ def activation_histograms(param: Path, blobs: list[str], images: list[np.ndarray
     return {blob: (largest[blob], histograms[blob]) for blob in blobs}
 
 
-def float_net(param: Path, threads: int, int8: bool = True) -> Any:
-    """``param`` and its .bin loaded in NCNN as ncnn-fp32 and ncnn-int8 run (no FP16 anywhere; ``int8``: NCNN's INT8
-    inference, its default)."""
+def float_net(param: Path, threads: int) -> Any:
+    """``param`` and its .bin loaded in NCNN as ncnn-fp32 and ncnn-int8 run (no FP16 anywhere; NCNN's INT8 inference,
+    its default, for a file with int8 weights)."""
     import ncnn
 
     net = ncnn.Net()
     for option in ("use_fp16_storage", "use_fp16_packed", "use_fp16_arithmetic"):
         setattr(net.opt, option, False)
-    net.opt.num_threads, net.opt.use_int8_inference = threads, int8
+    net.opt.num_threads, net.opt.use_int8_inference = threads, True
     net.load_param(str(param))
     net.load_model(str(param.with_suffix(".bin")))
     return net
