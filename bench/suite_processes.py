@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,23 +19,21 @@ from common import save
 
 
 def summary(records: list[dict[str, Any]], top: int) -> dict[str, Any]:
-    by_kind: Counter[str] = Counter()
-    count_by_kind: Counter[str] = Counter()
-    by_test: Counter[str] = Counter()
-    count_by_test: Counter[str] = Counter()
+    by_imports = _totals(records, lambda record: "+".join(record["imported"]) or "none of them")
+    by_test = _totals(records, lambda record: record["test"] or "(the test workers themselves)")
+    return {"processes": len(records), "cpu_s": round(sum(r["cpu_s"] for r in records)),
+            "by_imports": [{"imported": name, **found} for name, found in by_imports],
+            "by_test": [{"test": name, **found} for name, found in by_test[:top]]}
+
+
+def _totals(records: list[dict[str, Any]], group: Callable[[dict[str, Any]], str]) -> list[tuple[str, dict[str, int]]]:
+    """Processes and CPU seconds per ``group`` of a record, most CPU first."""
+    cpu: Counter[str] = Counter()
+    processes: Counter[str] = Counter()
     for record in records:
-        kind = "+".join(record["imported"]) or "none of them"
-        by_kind[kind] += record["cpu_s"]
-        count_by_kind[kind] += 1
-        by_test[record["test"] or "(the test workers themselves)"] += record["cpu_s"]
-        count_by_test[record["test"] or "(the test workers themselves)"] += 1
-    return {
-        "processes": len(records), "cpu_s": round(sum(r["cpu_s"] for r in records)),
-        "by_imports": [{"imported": kind, "processes": count_by_kind[kind], "cpu_s": round(cpu)}
-                       for kind, cpu in by_kind.most_common()],
-        "by_test": [{"test": test, "processes": count_by_test[test], "cpu_s": round(cpu)}
-                    for test, cpu in by_test.most_common(top)],
-    }
+        cpu[group(record)] += record["cpu_s"]
+        processes[group(record)] += 1
+    return [(name, {"processes": processes[name], "cpu_s": round(seconds)}) for name, seconds in cpu.most_common()]
 
 
 def build_seconds(shared: Path) -> dict[str, float]:

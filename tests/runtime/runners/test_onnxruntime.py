@@ -59,7 +59,7 @@ def test_a_cpu_session_s_threads_sleep_as_the_snippet_it_prints_sets_them(tmp_pa
     the configuration it records and the latency snippet run as printed all turn it off."""
     qdq_conv(tmp_path / "model.onnx", quantized_output=True)
     manifest = Manifest("onnx-int8", "onnx-int8", "m", "onnx", "int8", "model.onnx", "k", {}, {}, {}, {})
-    key, value = SLEEPING_THREADS
+    (key, value), = SLEEPING_THREADS.items()
     with OnnxRuntimeRunner(tmp_path, manifest, threads=2) as runner:
         assert runner.session.get_session_options().get_session_config_entry(key) == value
         execution = execution_of(runner, 1)

@@ -56,7 +56,7 @@ GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")  # prefer
 PROVIDER_LABELS = {"TensorrtExecutionProvider": "TensorRT EP", "CUDAExecutionProvider": "CUDA EP"}
 NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(uint8)": np.uint8}
 THROUGHPUT_REQUEST_BATCH = 1  # images per concurrent request
-SLEEPING_THREADS = ("session.intra_op.allow_spinning", "0")  # a CPU session's config entry (module docstring)
+SLEEPING_THREADS = {"session.intra_op.allow_spinning": "0"}  # a CPU session's config entries (module docstring)
 
 # a 1x1 convolution as MatMulIntegerToFloat (optimize/integer_head.py)
 INTEGER_CONVOLUTION_SUFFIX = "_as_integer_matmul"
@@ -107,8 +107,8 @@ class OnnxRuntimeRunner(Runner):
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or self.threads
         options.inter_op_num_threads = 1
-        if self.device == "cpu":
-            options.add_session_config_entry(*SLEEPING_THREADS)
+        for key, value in self._config_entries().items():
+            options.add_session_config_entry(key, value)
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         return options
 
@@ -117,9 +117,13 @@ class OnnxRuntimeRunner(Runner):
             return Execution(THROUGHPUT, self.threads, 1, THROUGHPUT_REQUEST_BATCH, self.threads,
                              {"intra_op_num_threads": 1, "inter_op_num_threads": 1})
         note = "" if wanted_mode(self.mode, batch) == LATENCY else "on CUDA: one request per call"
-        sleeping = {SLEEPING_THREADS[0]: SLEEPING_THREADS[1]} if self.device == "cpu" else {}
         return Execution(LATENCY, 1, self.threads, batch, 1,
-                         {"intra_op_num_threads": self.threads, "inter_op_num_threads": 1, **sleeping}, note)
+                         {"intra_op_num_threads": self.threads, "inter_op_num_threads": 1, **self._config_entries()},
+                         note)
+
+    def _config_entries(self) -> dict[str, str]:
+        """The session config entries this device's sessions get (and the latency configuration records)."""
+        return SLEEPING_THREADS if self.device == "cpu" else {}
 
     def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
         """ONNX Runtime's own profiler: its JSON is a Chrome trace; node times over the last ``runs`` model runs."""
