@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import VAL_DATA, WEIGHTS
+from tests.workers import alone
 from yolo_optimize.building.request import BuildRequest
 from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.errors import UserError
@@ -161,9 +162,8 @@ def test_registered_rows_join_the_table_and_the_help_and_the_plan(registered: No
     assert nodes["onnx-fp32"].parents == ("onnx-export", "reference") and not nodes["onnx-fp32"].requested
 
 
-@pytest.mark.alone  # its pick is ONNX Runtime over PyTorch eager: beside the other worker, eager can measure faster
 def test_a_registered_format_and_providers_are_built_checked_measured_and_recommended(
-        registered: None, built: Path, tmp_path: Path) -> None:
+        registered: None, built: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """The session build's yolov5n (its ONNX nodes cached) gains onnx-ort-fp32, built and parity-checked in spawned
     processes; the evaluation measures it and the onnx file once more per provider row, each a row of its own."""
     import yolo_optimize as yo
@@ -175,7 +175,11 @@ def test_a_registered_format_and_providers_are_built_checked_measured_and_recomm
     assert (statuses["onnx-ort-fp32"], statuses["onnx-fp32"]) == ("built", "cached")
     assert (out / "yolov5n" / "onnx-ort-fp32" / "yolov5n_ort.onnx").is_file()
 
-    report = yo.evaluate(out, data=VAL_DATA, batch_sizes=[1], max_images=8, min_time=0, repeats=1, end_to_end=False)
+    # alone: its pick is ONNX Runtime over PyTorch eager, and beside the other worker eager can measure faster (the
+    # build above reads no speed, so it runs beside the other worker's tests)
+    with alone(request):
+        report = yo.evaluate(out, data=VAL_DATA, batch_sizes=[1], max_images=8, min_time=0, repeats=1,
+                             end_to_end=False)
     rows = {row.name: row for row in report.rows}
     assert {name for name, row in rows.items() if row.measurements and not row.error} == {
         "pytorch-fp32", "onnx-fp32", "onnx-cpu-fp32", "onnx-ort-fp32"}

@@ -117,27 +117,52 @@ def test_a_matrix_row_reads_back_from_results_json_as_the_same_typed_row() -> No
                 **data["rows"][0]["measurements"][0]["batches"][0]["latency"], "samples_ms": [-5.0]}}]}]}]},
      "results.rows[0].measurements[0].batches[0].latency.samples_ms[0]: expected a finite number at least 0, got -5.0"),
 ])
-def test_a_results_file_with_a_bad_field_is_refused_in_one_line_naming_it(tmp_path: Path, change: Any,
-                                                                          message: str) -> None:
-    """Every command that reads results.json back (recommend, report, report --compare) and the API refuse it before
-    using it: one line, exit 2, no traceback, nothing written."""
+def test_a_results_file_with_a_bad_field_is_refused_in_one_sentence_naming_it(good_report: Path, tmp_path: Path,
+                                                                              change: Any, message: str) -> None:
+    """The one reader of results.json (load_report, which recommend, report, report --compare and the API call
+    before using a report) refuses each bad field by its path in the file, writing nothing."""
     import yolo_optimize as yo
-    from tests.conftest import optimize
     from yolo_optimize.errors import UserError
 
-    good = tmp_path / "good"
-    write_report(report(row("onnx-fp32", [60, 61, 59], 0.343)), good)
-    bad = tmp_path / "bad"
-    bad.mkdir()
-    (bad / "results.json").write_text(json.dumps(change(json.loads((good / "results.json").read_text()))))
-    for args in (("recommend", bad), ("report", bad), ("report", good, "--compare", bad)):
-        result = optimize(*args)
-        assert result.returncode == 2, (args, result.stderr)
-        assert result.stderr.strip() == f"error: {bad / 'results.json'}: {message}" or (
-            len(result.stderr.strip().splitlines()) == 1 and message in result.stderr), (args, result.stderr)
-    assert sorted(p.name for p in bad.iterdir()) == ["results.json"]
+    bad = bad_results(good_report, tmp_path, change)
+    with pytest.raises(UserError) as refused:
+        load_report(bad)
+    assert str(refused.value) == f"{bad / 'results.json'}: {message}" or (
+        message in str(refused.value) and "\n" not in str(refused.value)), refused.value
     with pytest.raises(UserError, match=re.escape(message)):
         yo.recommend(bad)
+    assert sorted(p.name for p in bad.iterdir()) == ["results.json"]
+
+
+def test_every_command_that_reads_results_back_refuses_a_bad_file_in_one_line_and_exit_2(good_report: Path,
+                                                                                         tmp_path: Path) -> None:
+    """recommend, report and report --compare, each in its own process: one line naming the file and the field, exit
+    2, no traceback, nothing written (the fields themselves: the test above, through the reader they share)."""
+    from tests.conftest import optimize
+
+    bad = bad_results(good_report, tmp_path, lambda data: {**data, "rows": "x"})
+    for args in (("recommend", bad), ("report", bad), ("report", good_report, "--compare", bad)):
+        result = optimize(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.strip() == f'error: {bad / "results.json"}: results.rows: expected a list, got "x"', (
+            args, result.stderr)
+    assert sorted(p.name for p in bad.iterdir()) == ["results.json"]
+
+
+@pytest.fixture(scope="module")
+def good_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A report written once for the module: the tests that break its results.json break a copy."""
+    good = tmp_path_factory.mktemp("good")
+    write_report(report(row("onnx-fp32", [60, 61, 59], 0.343)), good)
+    return good
+
+
+def bad_results(good: Path, folder: Path, change: Any) -> Path:
+    """``folder``/bad holding ``good``'s results.json as ``change`` leaves it, and nothing else."""
+    bad = folder / "bad"
+    bad.mkdir()
+    (bad / "results.json").write_text(json.dumps(change(json.loads((good / "results.json").read_text()))))
+    return bad
 
 
 def test_a_failed_row_shows_no_precision_it_never_ran_in() -> None:
