@@ -105,3 +105,26 @@ def test_a_failure_line_drops_the_terminal_colour_codes_a_tool_put_in_its_messag
 
     err = RuntimeError("Failed to convert. \x1b[96mThis is step 3/3\x1b[0m of exporting the model to ONNX.\nNext steps")
     assert classified(err) == "Failed to convert. This is step 3/3 of exporting the model to ONNX."
+
+
+def _print_unflushed_and_hook_the_exit(marker: str) -> None:
+    """A child's work that leaves text in its stdout buffer (no newline, no flush) and an atexit hook behind."""
+    import atexit
+
+    atexit.register(Path(marker).write_text, "the interpreter was torn down")
+    print("printed in the child", end="")
+
+
+def test_a_child_ends_as_a_forked_one_with_its_output_flushed_and_no_interpreter_teardown(tmp_path: Path) -> None:
+    """A spawned child ends by ``os._exit`` once multiprocessing has cleaned up and flushed its streams, as a forked
+    child does: what it printed arrives, and the interpreter's teardown (1-2 s of a CPU after torch is imported,
+    bench/process_end.py), atexit hooks included, never runs."""
+    marker = tmp_path / "torn-down"
+    code = ("from tests.host.test_processes import _print_unflushed_and_hook_the_exit as work\n"
+            "from yolo_optimize.host.processes import in_own_process\n"
+            f"in_own_process(work, {str(marker)!r})\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "printed in the child"
+    assert not marker.exists(), "the child ran the interpreter's teardown"

@@ -14,7 +14,8 @@ own environment, and every process it starts later for other reasons, stay as th
 Every child applies ``environment.configure`` before anything else (``configured_child``), and exits as soon as
 the process that started it is gone, however it went (SIGKILL included): no worker outlives its build or
 evaluation. Children are started by ``SPAWN``, multiprocessing's spawn that never runs the caller's
-``__main__`` again: the API is called from unguarded scripts, notebooks and ``python -c``/stdin.
+``__main__`` again (the API is called from unguarded scripts, notebooks and ``python -c``/stdin), and end as forked
+children do, without the interpreter's teardown.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from collections.abc import Callable, Iterator
 from multiprocessing.connection import wait
 from multiprocessing.context import SpawnContext, SpawnProcess
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 T = TypeVar("T")
 
@@ -137,12 +138,20 @@ def _callers_main_hidden() -> Iterator[None]:
 
 
 class _OwnProcess(SpawnProcess):
-    """A spawned process that imports only what its target needs, never the caller's ``__main__``."""
+    """A spawned process that imports only what its target needs, never the caller's ``__main__``, and ends as a
+    forked one does."""
 
     @staticmethod
     def _Popen(process_obj: Any) -> Any:  # noqa: N802 - multiprocessing's name
         with _callers_main_hidden():
             return SpawnProcess._Popen(process_obj)
+
+    def _bootstrap(self, parent_sentinel: int | None = None) -> NoReturn:
+        """The target, multiprocessing's own cleanup (its finalizers, this process's children) and the flushed
+        standard streams, then ``os._exit``, as multiprocessing ends a forked child: spawn's ``sys.exit`` would
+        tear the interpreter down module by module, about 2 s of a CPU once yolov5n is loaded and 2.5 s after its
+        ONNX export (``bench/process_end.py``), which the parent waits for at every worker's and row's end."""
+        os._exit(super()._bootstrap(parent_sentinel))  # type: ignore[misc]  # typeshed omits _bootstrap
 
 
 class _OwnSpawnContext(SpawnContext):
