@@ -6,11 +6,14 @@ Put this folder on PYTHONPATH (Python imports ``sitecustomize`` at start-up) and
     PROCESS_LOG=/tmp/processes.jsonl PYTHONPATH=bench/process_log python -m pytest
     python bench/suite_processes.py /tmp/processes.jsonl --label <commit>
 
-A process that ends by ``os._exit`` (or a signal) is not logged; its parent's figures do not include it either.
+Each process logs as multiprocessing's exit runs its finalizers: at the interpreter's exit in a process that
+imported multiprocessing, and at the end of every child the package starts, which then ends by ``os._exit``
+(``host.processes``) and runs no ``atexit`` hook. A process killed by a signal is not logged; its parent's figures
+do not include it either.
 """
 
-import atexit
 import json
+import multiprocessing.util
 import os
 import resource
 import sys
@@ -32,4 +35,4 @@ def _log() -> None:
 
 
 if os.environ.get("PROCESS_LOG"):
-    atexit.register(_log)
+    multiprocessing.util.Finalize(None, _log, exitpriority=-1)  # after the process's own children are joined
