@@ -151,7 +151,19 @@ class _OwnProcess(SpawnProcess):
         standard streams, then ``os._exit``, as multiprocessing ends a forked child: spawn's ``sys.exit`` would
         tear the interpreter down module by module, about 2 s of a CPU once yolov5n is loaded and 2.5 s after its
         ONNX export (``bench/process_end.py``), which the parent waits for at every worker's and row's end."""
-        os._exit(super()._bootstrap(parent_sentinel))  # type: ignore[misc]  # typeshed omits _bootstrap
+        code = super()._bootstrap(parent_sentinel)  # type: ignore[misc]  # typeshed omits _bootstrap
+        _flush_native_streams()
+        os._exit(code)
+
+
+def _flush_native_streams() -> None:
+    """C's buffered output streams (a native library's printf, C++'s cout), which ``exit`` flushes and ``os._exit``
+    does not: without this, what a runtime wrote to a piped stdout (fully buffered there) since its last flush would
+    be lost."""
+    if os.name == "posix":
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
 
 
 class _OwnSpawnContext(SpawnContext):
