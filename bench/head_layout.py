@@ -12,7 +12,7 @@ the rest) along the innermost axis, decodes and concatenates them there. Two rew
 - ``chain``: yolov5's layout, the decode one elementwise chain with no split and no concatenation, its grid
   offsets a row and a column broadcast.
 
-Each of the four heads is exported from the pretrained yolov5n at 640 (torch's TorchScript-based ONNX exporter for
+Each head is exported from the pretrained yolov5n at 640 (torch's TorchScript-based ONNX exporter for
 all four, opset 18), converted to OpenVINO FP32 and quantized by NNCF's default recipe (MIXED preset, 32 coco128
 images).
 Each IR is then timed at batch 1 on 2 threads (LATENCY hint), the variants in turns, one fresh process each per
@@ -36,7 +36,7 @@ from typing import Any
 
 from common import save
 
-VARIANTS = ("plain", "planes", "one_transpose", "chain")
+VARIANTS = ("plain", "planes", "one_transpose", "chain", "channels_last", "channels_last_chain")
 SIZE = 640
 
 
@@ -82,6 +82,51 @@ def decoded_as_one_chain(head: Any, levels: list[Any]) -> tuple[Any]:
     return (torch.cat(found, 1),)
 
 
+def decoded_channels_last(head: Any, levels: list[Any], chain: bool) -> tuple[Any]:
+    """Each level's ``[B, 255, H, W]`` read as ``[B, H, W, 3, 85]`` (one transpose of the convolution's output to
+    channels last, the layout oneDNN's INT8 convolutions write anyway), decoded there and reshaped to
+    ``[B, H*W*3, 85]``: the same rows as yolov5's, in (y, x, anchor) order instead of (anchor, y, x). ``chain``:
+    the decode as one elementwise chain (``decoded_as_one_chain``'s) instead of a split and a concatenation."""
+    import torch
+
+    found = []
+    for i in range(head.nl):
+        y = head.m[i](levels[i])
+        batch, _, ny, nx = y.shape
+        s = y.permute(0, 2, 3, 1).reshape(batch, ny, nx, head.na, head.no).sigmoid()
+        grid, anchors = head._make_grid(nx, ny, i)  # [1, na, ny, nx, 2] each
+        grid, anchors = grid.permute(0, 2, 3, 1, 4), anchors.permute(0, 2, 3, 1, 4)  # [1, ny, nx, na, 2]
+        if chain:
+            a = torch.zeros(1, 1, 1, head.na, head.no)
+            a[..., 2:4] = 4 * anchors[:, :1, :1]
+            b = torch.ones(1, 1, 1, 1, head.no)
+            b[..., 0:2], b[..., 2:4] = 2 * head.stride[i], 0
+            across, down = torch.zeros(1, 1, nx, 1, head.no), torch.zeros(1, ny, 1, 1, head.no)
+            across[0, 0, :, 0, 0] = grid[0, 0, :, 0, 0] * head.stride[i]
+            down[0, :, 0, 0, 1] = grid[0, :, 0, 0, 1] * head.stride[i]
+            y = s * (a * s + b) + across + down
+        else:
+            xy, wh, conf = s.split((2, 2, head.nc + 1), 4)
+            y = torch.cat(((xy * 2 + grid[:, :, :, :1]) * head.stride[i], (wh * 2) ** 2 * anchors[:, :1, :1], conf),
+                          4)
+        found.append(y.reshape(batch, -1, head.no))
+    return (torch.cat(found, 1),)
+
+
+def in_channels_last_order(head: Any, output: Any) -> Any:
+    """yolov5's output with its rows in the channels-last heads' (y, x, anchor) order."""
+    import torch
+
+    parts, start = [], 0
+    for i in range(head.nl):
+        ny, nx = int(SIZE / head.stride[i]), int(SIZE / head.stride[i])
+        level = output[:, start:start + head.na * ny * nx]
+        parts.append(level.reshape(-1, head.na, ny, nx, head.no).permute(0, 2, 3, 1, 4).reshape(-1, ny * nx * head.na,
+                                                                                                 head.no))
+        start += head.na * ny * nx
+    return torch.cat(parts, 1)
+
+
 def make(assets: Path, folder: Path, heads: list[str]) -> dict[str, float]:
     """The heads' FP32 and INT8 IRs in ``folder``; each variant's largest difference from yolov5's output."""
     import nncf
@@ -104,11 +149,14 @@ def make(assets: Path, folder: Path, heads: list[str]) -> dict[str, float]:
     forwards = {"plain": head.forward,
                 "planes": types.MethodType(lambda self, x: decoded_in_planes(self, x, False), head),
                 "one_transpose": types.MethodType(lambda self, x: decoded_in_planes(self, x, True), head),
-                "chain": types.MethodType(decoded_as_one_chain, head)}
+                "chain": types.MethodType(decoded_as_one_chain, head),
+                "channels_last": types.MethodType(lambda self, x: decoded_channels_last(self, x, False), head),
+                "channels_last_chain": types.MethodType(lambda self, x: decoded_channels_last(self, x, True), head)}
     differences = {}
     for name in heads:
         head.forward = forwards[name]
-        differences[name] = float((model(image) - want).abs().max())
+        expected = in_channels_last_order(head, want) if name.startswith("channels_last") else want
+        differences[name] = float((model(image) - expected).abs().max())
         torch.onnx.export(model, (image,), str(folder / f"{name}.onnx"), dynamo=False, opset_version=18,
                           input_names=["images"], output_names=["output0"])
         ir = ov.convert_model(str(folder / f"{name}.onnx"))

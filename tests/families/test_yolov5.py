@@ -54,3 +54,32 @@ def test_the_batched_nms_a_gpu_row_runs_keeps_exactly_what_the_families_nms_keep
     assert sum(len(kept) for kept in own) > 8, "too few detections to compare"
     assert [len(kept) for kept in batched] == [len(kept) for kept in own]
     assert all(np.array_equal(mine, theirs) for mine, theirs in zip(batched, own))
+
+
+def test_the_export_form_decodes_channels_last_the_rows_yolov5s_own_head_gives() -> None:
+    """The graph every artifact is exported from (revision 1): each of yolov5's rows, exactly, in (y, x, anchor)
+    order, at a batch of 2 non-square letterboxed images; and the same detections after yolov5's own NMS."""
+    import torch
+    from yolov5.models.yolo import Detect
+    from yolov5.utils.general import non_max_suppression
+
+    from yolo_optimize.checkpoint import load_model, resolve_source
+
+    model = load_model(resolve_source(str(WEIGHTS)))
+    head = next(m for m in model.modules() if isinstance(m, Detect))
+    images = [family_named("yolov5").preprocess(path, 640).pixels for path in list_images(VAL_DATA)[:2]]
+    batch = torch.from_numpy(np.stack(images)[:, :, 64:-64].transpose(0, 3, 1, 2).copy()).float() / 255
+    with torch.no_grad():
+        ours = model(batch)
+        del head.forward  # yolov5's own Detect.forward again
+        theirs = model(batch)
+    height, width = batch.shape[2:]
+    levels, start = [], 0
+    for stride in (8, 16, 32):
+        ny, nx = height // stride, width // stride
+        level = theirs[:, start:start + 3 * ny * nx].reshape(2, 3, ny, nx, -1)
+        levels.append(level.permute(0, 2, 3, 1, 4).reshape(2, ny * nx * 3, -1))
+        start += 3 * ny * nx
+    assert torch.equal(ours, torch.cat(levels, 1))
+    for kept, wanted in zip(non_max_suppression(ours), non_max_suppression(theirs)):
+        assert len(wanted) > 0 and torch.equal(kept, wanted)

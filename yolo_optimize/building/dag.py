@@ -115,9 +115,13 @@ def node_facts(nodes: list[Node], family: str) -> dict[str, dict[str, Any]]:
 
 def cache_keys(nodes: list[Node], source: ModelSource, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
     """Key of every node, in topological order; the model's identity, family and the family's tools are the root."""
+    from yolo_optimize.families import family_named
+
     model = {"identity": source.identity, "family": source.family, "tools": facts[MODEL_TOOLS]["tools"]}
     if source.nms is not None:  # the graph's NMS (keys of builds without it stay as they were)
         model["nms"] = source.nms.key()
+    if family_named(source.family).graph_revision:  # the family's own export form, where it rewrites the model's
+        model["graph"] = family_named(source.family).graph_revision
     keys: dict[str, str] = {}
     for node in nodes:
         payload = {

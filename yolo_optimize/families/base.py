@@ -146,6 +146,9 @@ class Family(ABC):
     # the head keys that cache by the whole input shape, batch included (Ultralytics' Detect): the pass would pin the
     # exported program's batch to the example's
     export_warm_up: ClassVar[bool] = True
+    # The revision of the graph ``for_export`` makes, where the family rewrites the model's own (YOLOv5's head): it
+    # enters every node's key, so files exported from an older form are built again; 0 keeps the keys as they were
+    graph_revision: ClassVar[int] = 0
     # The heads a model of this family can be built with (optimize build --head) -> the family each makes (whose
     # output and decoding it has); empty where there is one
     heads: ClassVar[dict[str, str]] = {}

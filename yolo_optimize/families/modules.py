@@ -129,6 +129,41 @@ class WithNms(torch.nn.Module):
                             images.shape[-1])
 
 
+def decoded_channels_last(detect: Any, levels: list[torch.Tensor]) -> tuple[torch.Tensor]:
+    """YOLOv5's Detect decode in the convolutions' own layout: each level's ``[B, anchors * outputs, H, W]`` read as
+    ``[B, H, W, anchors, outputs]`` (one transpose to channels last, the layout the CPU runtimes' INT8 convolutions
+    write anyway, so OpenVINO's becomes no copy at all), decoded there and reshaped to ``[B, H * W * anchors,
+    outputs]``. Yolov5's own head permutes every logit to ``[B, anchors, H, W, outputs]`` first: in OpenVINO's INT8
+    yolov5n at 640 that transpose and the reorders around it took 4.8 of 38.6 ms, 0.7 ms here
+    (bench/head_layout.py). The rows are yolov5's, in (y, x, anchor) order instead of (anchor, y, x); NMS and every
+    loader read a set of candidates, in any order. ``detect``: yolov5's ``Detect`` in export mode, whose forward this
+    replaces (``YoloV5.for_export``)."""
+    found = []
+    for i, level in enumerate(levels):
+        y = detect.m[i](level)
+        batch, _, ny, nx = y.shape
+        y = y.permute(0, 2, 3, 1).reshape(batch, ny, nx, detect.na, detect.no).sigmoid()
+        grid, anchors = _channels_last_grid(detect, i, ny, nx, y.dtype)
+        xy, wh, scores = y.split((2, 2, detect.no - 4), 4)
+        y = torch.cat(((xy * 2 + grid) * detect.stride[i], (wh * 2) ** 2 * anchors, scores), 4)
+        found.append(y.reshape(batch, ny * nx * detect.na, detect.no))
+    return (torch.cat(found, 1),)
+
+
+def _channels_last_grid(detect: Any, i: int, ny: int, nx: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Level ``i``'s cell offsets ``[1, H, W, 1, 2]`` (minus half a cell, as yolov5's ``_make_grid``) and anchors in
+    pixels ``[1, 1, 1, anchors, 2]``, kept on the head once made, as yolov5 keeps its own grids: a forward pass before
+    an export (``Family.export_warm_up``) makes them constants of the graph."""
+    kept = detect.__dict__.setdefault("channels_last_grids", {})
+    if (i, ny, nx, dtype) not in kept:
+        yv, xv = torch.meshgrid(torch.arange(ny, dtype=dtype), torch.arange(nx, dtype=dtype), indexing="ij")
+        grid = torch.stack((xv, yv), 2).view(1, ny, nx, 1, 2) - 0.5
+        anchors = (detect.anchors[i] * detect.stride[i]).to(dtype).view(1, 1, 1, detect.na, 2)
+        kept[(i, ny, nx, dtype)] = grid.to(detect.anchors.device), anchors
+    found: tuple[torch.Tensor, torch.Tensor] = kept[(i, ny, nx, dtype)]
+    return found
+
+
 class DetrInPixels(torch.nn.Module):
     """RT-DETR's [B, 300, 6] detections with its normalized centre boxes turned into corner boxes in input pixels, the
     layout every end-to-end artifact returns."""

@@ -31,7 +31,7 @@ SUFFIX = "+nms"  # family name of an artifact with NMS inside: "<family>+nms"
 FOLDER = "-nms"  # and its model folder: "<model>-nms"
 # The inner family's facts an artifact with NMS inside keeps as they are
 INHERITED = ("default_imgsz", "names_hint", "map_conf", "map_iou", "map_max_det", "module_aliases", "module_prefixes",
-             "extra_classes", "release_url", "export_warm_up")
+             "extra_classes", "release_url", "export_warm_up", "graph_revision")
 GRAPH_REVISION = 4  # 2: the best class taken for the candidates above the threshold only (no TopK over all);
 #                    3: with an objectness, only the anchors whose objectness is above the threshold looked at;
 #                    4: and only their rows sliced into box and scores (nothing sliced over every anchor)

@@ -29,6 +29,7 @@ class YoloV5(AnchorDetector):
     module_prefixes = ("yolov5.models.",)
     release_url = "https://github.com/ultralytics/yolov5/releases/download/v7.0/{name}.pt"
     host_nms = HostNms(class_offset=7680, objectness=True)  # yolov5.utils.general.non_max_suppression
+    graph_revision = 1  # 1: the Detect head decoded channels last (modules.decoded_channels_last)
 
     def model_names(self) -> tuple[str, ...]:
         return tuple(f"yolov5{size}" for size in SIZES)
@@ -59,17 +60,21 @@ class YoloV5(AnchorDetector):
         return DetectionModel
 
     def for_export(self, model: torch.nn.Module) -> torch.nn.Module:
-        """Fused; returns the Detect head's one decoded [B, anchors, 5 + nc] tensor (it returns a 1-tuple)."""
+        """Fused; returns the Detect head's one decoded [B, anchors, 5 + nc] tensor (it returns a 1-tuple), decoded
+        channels last (``modules.decoded_channels_last``: the rows in (y, x, anchor) order)."""
+        import types
+
         _quiet()
         from yolov5.models.yolo import Detect
 
-        from yolo_optimize.families.modules import FirstOutput
+        from yolo_optimize.families.modules import FirstOutput, decoded_channels_last
 
         yolov5_model: Any = model.float().requires_grad_(False)  # yolov5's DetectionModel, whose fuse() is its own
         model = yolov5_model.fuse().eval()
         for module in model.modules():
             if isinstance(module, Detect):
                 module.export, module.inplace, module.dynamic = True, False, False
+                module.forward = types.MethodType(decoded_channels_last, module)
         return FirstOutput(model).eval()
 
     def sample_images(self) -> Path:

@@ -14,9 +14,11 @@ and the bias applied in its output stage), so nothing after the product is round
   layer reading the same tensor), else on one calibrated here like the fusion pass's;
 - the weights are symmetric per output channel, on as many bits as the file's other weights
   (7 where the CPU has no VNNI: the u8 x s8 pairs may not saturate, optimize/int8_onnx.py);
-- the product runs channels-last (a transpose of u8 bytes, a quarter of the float one), and its
-  ``[B, H, W, anchors * outputs]`` result reaches ``[B, anchors, H, W, outputs]`` by moving whole
-  rows of outputs, which replaces the head's own reshape and permute.
+- the product runs channels-last (a transpose of u8 bytes, a quarter of the float one). Its
+  ``[B, H, W, anchors * outputs]`` result is what YOLOv5's head reads (it decodes channels last,
+  families/modules.py ``decoded_channels_last``), so it replaces that head's transpose; for YOLOv7's
+  it reaches ``[B, anchors, H, W, outputs]`` by moving whole rows of outputs, which replaces the
+  head's own reshape and permute.
 
 Applies to the YOLOv5/YOLOv7 anchor heads (the reshape/permute pattern above); other heads are
 left as they are. Measured in bench/levers.py (README "INT8 and BF16 levers").
@@ -32,6 +34,7 @@ from yolo_optimize.optimize.onnxruntime_fusion import QdqGraph, observed_ranges,
 from yolo_optimize.runtime.runners.onnxruntime import INTEGER_CONVOLUTION_SUFFIX
 
 ANCHOR_PERMUTE = [0, 1, 3, 4, 2]  # [B, anchors, outputs, H, W] -> [B, anchors, H, W, outputs]
+CHANNELS_LAST = [0, 2, 3, 1]  # [B, C, H, W] -> [B, H, W, C]
 MICROSOFT_DOMAIN = "com.microsoft"
 
 
@@ -43,11 +46,16 @@ def integer_head(model: Any, feeds: list[dict[str, np.ndarray]], threads: int, w
     grids = {conv.name: _existing_u8_grid(graph, conv.input[0]) for conv, _ in heads}
     ungridded = [conv.input[0] for conv, _ in heads if grids[conv.name] is None]
     ranges = observed_ranges(model, ungridded, feeds, threads) if ungridded else {}
-    for conv, (reshape, permute) in heads:
+    for conv, layout in heads:
         grid = grids[conv.name] or u8_grid(graph, conv.name + "_input", *ranges[conv.input[0]])
         _as_integer_matmul(graph, conv, _quantized_input(graph, conv, grid), weight_bits)
-        _rows_moved(graph, conv, graph.array(reshape.input[1]), permute.output[0])
-        graph.removed.update({reshape.name, permute.name})
+        if len(layout) == 1:  # the head reads the convolution channels last: the product already is
+            conv.output[0] = layout[0].output[0]
+            graph.removed.add(layout[0].name)
+        else:
+            reshape, permute = layout
+            _rows_moved(graph, conv, graph.array(reshape.input[1]), permute.output[0])
+            graph.removed.update({reshape.name, permute.name})
     if names and not any(opset.domain == MICROSOFT_DOMAIN for opset in model.opset_import):
         from onnx import helper
 
@@ -56,8 +64,10 @@ def integer_head(model: Any, feeds: list[dict[str, np.ndarray]], threads: int, w
     return names
 
 
-def _anchor_head(graph: QdqGraph, conv: Any) -> tuple[Any, Any] | None:
-    """(reshape, permute) after a float 1x1 convolution of an anchor head, else None."""
+def _anchor_head(graph: QdqGraph, conv: Any) -> tuple[Any, ...] | None:
+    """What follows a float 1x1 convolution of an anchor head: (transpose,) where the head reads it channels last
+    (YOLOv5's, ``modules.decoded_channels_last``), (reshape, permute) where it reshapes it to ``[B, anchors,
+    outputs, H, W]`` and permutes it (YOLOv7's); else None."""
     if conv.op_type != "Conv" or conv.input[1] not in graph.initializers:
         return None
     weight = graph.initializers[conv.input[1]]
@@ -65,6 +75,11 @@ def _anchor_head(graph: QdqGraph, conv: Any) -> tuple[Any, Any] | None:
                 for value in (a.ints or [a.i])) and all(not any(a.ints) for a in conv.attribute if a.name == "pads")
     if len(weight.dims) != 4 or list(weight.dims[2:]) != [1, 1] or not plain:
         return None
+    transpose = graph.only_consumer(conv.output[0], "Transpose")
+    if transpose is not None and list(transpose.attribute[0].ints) == CHANNELS_LAST:
+        rows = graph.only_consumer(transpose.output[0], "Reshape")  # to [B, H, W, anchors, outputs]
+        shape = graph.array(rows.input[1]) if rows is not None and rows.input[1] in graph.initializers else []
+        return (transpose,) if len(shape) == 5 and shape[3] * shape[4] == weight.dims[0] else None
     reshape = graph.only_consumer(conv.output[0], "Reshape")
     if reshape is None or reshape.input[1] not in graph.initializers:
         return None
