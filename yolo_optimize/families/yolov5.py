@@ -77,6 +77,10 @@ class YoloV5(AnchorDetector):
                 module.forward = types.MethodType(decoded_channels_last, module)
         return FirstOutput(model).eval()
 
+    def output_spec(self, facts: dict[str, Any]) -> dict[str, Any]:
+        spec = super().output_spec(facts)
+        return {**spec, "layout": spec["layout"] + "; each level's rows in (y, x, anchor) order"}
+
     def sample_images(self) -> Path:
         return package_dir("yolov5") / "data" / "images"
 
