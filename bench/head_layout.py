@@ -1,9 +1,9 @@
-"""Issue 46's first lever: yolov5's Detect decode rewritten three ways, against yolov5's own, in OpenVINO.
+"""Issue 46's first lever: yolov5's Detect decode rewritten five ways, against yolov5's own, in OpenVINO.
 
     python bench/head_layout.py --assets ../shared/assets [--repeats 3] [--seconds 5] [--heads plain,chain]
 
 yolov5's head permutes each level's ``[B, 255, H, W]`` to ``[B, 3, H, W, 85]`` first, then splits the 85 (x y, w h,
-the rest) along the innermost axis, decodes and concatenates them there. Two rewrites keep the output contract
+the rest) along the innermost axis, decodes and concatenates them there. Three rewrites keep the output contract
 ``[B, 25200, 85]`` and its anchor order:
 
 - ``planes``: split, decode and concatenate in ``[B, 3, 85, H*W]``, where each part is whole planes, then one
@@ -12,8 +12,15 @@ the rest) along the innermost axis, decodes and concatenates them there. Two rew
 - ``chain``: yolov5's layout, the decode one elementwise chain with no split and no concatenation, its grid
   offsets a row and a column broadcast.
 
+Two keep the shape with each level's rows in (y, x, anchor) order, the layout the convolutions write (their
+difference from yolov5's output is measured on its rows reordered the same way):
+
+- ``channels_last``: each level transposed to ``[B, H, W, 255]``, read as ``[B, H, W, 3, 85]`` and decoded there
+  as yolov5 decodes (the build's YOLOv5 export form since its graph revision 1, ``families/modules.py``);
+- ``channels_last_chain``: the same with ``chain``'s decode.
+
 Each head is exported from the pretrained yolov5n at 640 (torch's TorchScript-based ONNX exporter for
-all four, opset 18), converted to OpenVINO FP32 and quantized by NNCF's default recipe (MIXED preset, 32 coco128
+all of them, opset 18), converted to OpenVINO FP32 and quantized by NNCF's default recipe (MIXED preset, 32 coco128
 images).
 Each IR is then timed at batch 1 on 2 threads (LATENCY hint), the variants in turns, one fresh process each per
 round, with OpenVINO's per-layer times summed by layer type. Saves the medians and every round under ``--save``.
@@ -82,34 +89,27 @@ def decoded_as_one_chain(head: Any, levels: list[Any]) -> tuple[Any]:
     return (torch.cat(found, 1),)
 
 
-def decoded_channels_last(head: Any, levels: list[Any], chain: bool) -> tuple[Any]:
-    """Each level's ``[B, 255, H, W]`` read as ``[B, H, W, 3, 85]`` (one transpose of the convolution's output to
-    channels last, the layout oneDNN's INT8 convolutions write anyway), decoded there and reshaped to
-    ``[B, H*W*3, 85]``: the same rows as yolov5's, in (y, x, anchor) order instead of (anchor, y, x). ``chain``:
-    the decode as one elementwise chain (``decoded_as_one_chain``'s) instead of a split and a concatenation."""
+def decoded_channels_last_chain(head: Any, levels: list[Any]) -> tuple[Any]:
+    """The build's channels-last head (``families.modules.decoded_channels_last``) with ``decoded_as_one_chain``'s
+    decode instead of a split and a concatenation."""
     import torch
+
+    from yolo_optimize.families.modules import channels_last_grid
 
     found = []
     for i in range(head.nl):
         y = head.m[i](levels[i])
         batch, _, ny, nx = y.shape
         s = y.permute(0, 2, 3, 1).reshape(batch, ny, nx, head.na, head.no).sigmoid()
-        grid, anchors = head._make_grid(nx, ny, i)  # [1, na, ny, nx, 2] each
-        grid, anchors = grid.permute(0, 2, 3, 1, 4), anchors.permute(0, 2, 3, 1, 4)  # [1, ny, nx, na, 2]
-        if chain:
-            a = torch.zeros(1, 1, 1, head.na, head.no)
-            a[..., 2:4] = 4 * anchors[:, :1, :1]
-            b = torch.ones(1, 1, 1, 1, head.no)
-            b[..., 0:2], b[..., 2:4] = 2 * head.stride[i], 0
-            across, down = torch.zeros(1, 1, nx, 1, head.no), torch.zeros(1, ny, 1, 1, head.no)
-            across[0, 0, :, 0, 0] = grid[0, 0, :, 0, 0] * head.stride[i]
-            down[0, :, 0, 0, 1] = grid[0, :, 0, 0, 1] * head.stride[i]
-            y = s * (a * s + b) + across + down
-        else:
-            xy, wh, conf = s.split((2, 2, head.nc + 1), 4)
-            y = torch.cat(((xy * 2 + grid[:, :, :, :1]) * head.stride[i], (wh * 2) ** 2 * anchors[:, :1, :1], conf),
-                          4)
-        found.append(y.reshape(batch, -1, head.no))
+        grid, anchors = channels_last_grid(head, i, ny, nx, y.dtype)  # [1, ny, nx, 1, 2], [1, 1, 1, na, 2]
+        a = torch.zeros(1, 1, 1, head.na, head.no)
+        a[..., 2:4] = 4 * anchors
+        b = torch.ones(1, 1, 1, 1, head.no)
+        b[..., 0:2], b[..., 2:4] = 2 * head.stride[i], 0
+        across, down = torch.zeros(1, 1, nx, 1, head.no), torch.zeros(1, ny, 1, 1, head.no)
+        across[0, 0, :, 0, 0] = grid[0, 0, :, 0, 0] * head.stride[i]
+        down[0, :, 0, 0, 1] = grid[0, :, 0, 0, 1] * head.stride[i]
+        found.append((s * (a * s + b) + across + down).reshape(batch, -1, head.no))
     return (torch.cat(found, 1),)
 
 
@@ -137,12 +137,14 @@ def make(assets: Path, folder: Path, heads: list[str]) -> dict[str, float]:
 
     from yolo_optimize.checkpoint import load_model, resolve_source
     from yolo_optimize.families import family_named
+    from yolo_optimize.families.modules import decoded_channels_last
     from yolo_optimize.images import list_images
 
     model = load_model(resolve_source(str(assets / "weights" / "yolov5n.pt")))
     image = torch.rand(1, 3, SIZE, SIZE)
-    want = model(image)
     head = next(m for m in model.modules() if isinstance(m, Detect))
+    del head.forward  # the export form's channels-last decode (YoloV5.for_export): yolov5's own Detect.forward again
+    want = model(image)
     family = family_named("yolov5")
     calibration = [np.ascontiguousarray(family.preprocess(path, SIZE).pixels.transpose(2, 0, 1)[None],
                                         dtype=np.float32) / 255 for path in list_images(assets / "coco128")[:32]]
@@ -150,8 +152,8 @@ def make(assets: Path, folder: Path, heads: list[str]) -> dict[str, float]:
                 "planes": types.MethodType(lambda self, x: decoded_in_planes(self, x, False), head),
                 "one_transpose": types.MethodType(lambda self, x: decoded_in_planes(self, x, True), head),
                 "chain": types.MethodType(decoded_as_one_chain, head),
-                "channels_last": types.MethodType(lambda self, x: decoded_channels_last(self, x, False), head),
-                "channels_last_chain": types.MethodType(lambda self, x: decoded_channels_last(self, x, True), head)}
+                "channels_last": types.MethodType(decoded_channels_last, head),
+                "channels_last_chain": types.MethodType(decoded_channels_last_chain, head)}
     differences = {}
     for name in heads:
         head.forward = forwards[name]

@@ -78,7 +78,9 @@ def _anchor_head(graph: QdqGraph, conv: Any) -> tuple[Any, ...] | None:
     transpose = graph.only_consumer(conv.output[0], "Transpose")
     if transpose is not None and list(transpose.attribute[0].ints) == CHANNELS_LAST:
         rows = graph.only_consumer(transpose.output[0], "Reshape")  # to [B, H, W, anchors, outputs]
-        shape = graph.array(rows.input[1]) if rows is not None and rows.input[1] in graph.initializers else []
+        if rows is None or rows.input[1] not in graph.initializers:
+            return None
+        shape = graph.array(rows.input[1])
         return (transpose,) if len(shape) == 5 and shape[3] * shape[4] == weight.dims[0] else None
     reshape = graph.only_consumer(conv.output[0], "Reshape")
     if reshape is None or reshape.input[1] not in graph.initializers:

@@ -102,7 +102,10 @@ def test_every_convolution_has_its_operations_and_its_utilization_of_the_measure
         assert rate["utilization"] == pytest.approx(rate["achieved_gops"] / peak, abs=1e-3)
     overall = profile["convolution_gflops"] / sum(r["ms"] for r in rates) * 1e3 / peak
     assert profile["convolution_utilization"] == pytest.approx(overall, abs=1e-3)
-    assert 0 < profile["convolution_utilization"] <= 1.0
+    # The peak is measured once, at the run's start (LIMIT_ROUNDS), and a host may switch to a 1.4-1.7x faster state
+    # by the time the convolutions are profiled: they measured 1.05-1.07x of it in two runs (3d84e82, and 7c80b0b), some
+    # single convolutions up to 1.19x. Above 1.25 the operations or the times are counted wrong, not the host.
+    assert 0 < profile["convolution_utilization"] <= 1.25
     profile_page = profiled / "profiles" / "yolov5n" / artifact / "profile.md"
     assert "| convolution | type | GFLOPs |" in profile_page.read_text()
 
