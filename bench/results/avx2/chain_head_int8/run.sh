@@ -17,4 +17,4 @@ start=$(date +%s)
 PYTHONPATH=/work/main /work/main/.venv/bin/optimize eval /tmp/lever/main --data $A/coco_val128 --out /tmp/lever2/report \
   --batch-sizes 1,8 --repeats 3 --add "yolov5=$xml" --add "yolov5=$onnx" > /tmp/lever2/eval.log 2>&1
 echo "eval rc $? $(( $(date +%s) - start )) s"
-# then: cp /tmp/lever2/report/{results.json,matrix.md} . && python per_process.py results.json > per_process.txt
+# then: cp /tmp/lever2/report/{results.json,matrix.md} . && python /work/main/bench/per_process.py results.json --label chain > per_process.txt

@@ -22,5 +22,5 @@ PYTHONPATH=/tmp/mainclone /work/main/.venv/bin/python -m yolo_optimize eval /tmp
   --out /tmp/lever2/report --batch-sizes 1,8 --repeats 3 --profile --add "yolov5=$xml" --add "yolov5=$onnx" \
   > /tmp/lever2/eval.log 2>&1
 echo "eval rc $? $(( $(date +%s) - start )) s"
-# then: cp /tmp/lever2/report/{results.json,matrix.md} . && python per_process.py results.json > per_process.txt
+# then: cp /tmp/lever2/report/{results.json,matrix.md} . && python /work/main/bench/per_process.py results.json --label channels-last > per_process.txt
 # and: python bench/ceiling.py --report /tmp/lever2/report --save bench/results/avx2
