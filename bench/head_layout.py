@@ -66,17 +66,18 @@ def decoded_in_planes(head: Any, levels: list[Any], one_transpose: bool) -> tupl
     return (torch.cat(found, 2).transpose(1, 2),) if one_transpose else (torch.cat(found, 1),)
 
 
-def decoded_as_one_chain(head: Any, levels: list[Any]) -> tuple[Any]:
+def decoded_as_one_chain(head: Any, levels: list[Any], channels_last: bool = False) -> tuple[Any]:
     """yolov5's layout, its decode as ``s * (A * s + B) + X + Y`` on ``s = sigmoid(x)``: no split, no concatenation
     (A: 4 x the anchor on w h; B: 2 x the stride on x y, 1 on the scores; X, Y: the grid's offsets on x and y, one
-    row and one column; OpenVINO folds the two additions into one constant the size of the output)."""
+    row and one column; OpenVINO folds the two additions into one constant the size of the output).
+    ``channels_last``: the same decode in the build's channels-last layout (``families.modules
+    .decoded_channels_last``), its constants' axes moved as the logits' are."""
     import torch
 
     found = []
     for i in range(head.nl):
         y = head.m[i](levels[i])
         batch, _, ny, nx = y.shape
-        s = y.view(batch, head.na, head.no, ny, nx).permute(0, 1, 3, 4, 2).sigmoid()
         grid, anchors = head._make_grid(nx, ny, i)  # [1, na, ny, nx, 2] each: offsets - 0.5, anchors in pixels
         a = torch.zeros(1, head.na, 1, 1, head.no)
         a[..., 2:4] = 4 * anchors[:, :, :1, :1]
@@ -85,30 +86,11 @@ def decoded_as_one_chain(head: Any, levels: list[Any]) -> tuple[Any]:
         across, down = torch.zeros(1, 1, 1, nx, head.no), torch.zeros(1, 1, ny, 1, head.no)
         across[0, 0, 0, :, 0] = grid[0, 0, 0, :, 0] * head.stride[i]
         down[0, 0, :, 0, 1] = grid[0, 0, :, 0, 1] * head.stride[i]
-        found.append((s * (a * s + b) + across + down).reshape(batch, -1, head.no))
-    return (torch.cat(found, 1),)
-
-
-def decoded_channels_last_chain(head: Any, levels: list[Any]) -> tuple[Any]:
-    """The build's channels-last head (``families.modules.decoded_channels_last``) with ``decoded_as_one_chain``'s
-    decode instead of a split and a concatenation."""
-    import torch
-
-    from yolo_optimize.families.modules import channels_last_grid
-
-    found = []
-    for i in range(head.nl):
-        y = head.m[i](levels[i])
-        batch, _, ny, nx = y.shape
-        s = y.permute(0, 2, 3, 1).reshape(batch, ny, nx, head.na, head.no).sigmoid()
-        grid, anchors = channels_last_grid(head, i, ny, nx, y.dtype)  # [1, ny, nx, 1, 2], [1, 1, 1, na, 2]
-        a = torch.zeros(1, 1, 1, head.na, head.no)
-        a[..., 2:4] = 4 * anchors
-        b = torch.ones(1, 1, 1, 1, head.no)
-        b[..., 0:2], b[..., 2:4] = 2 * head.stride[i], 0
-        across, down = torch.zeros(1, 1, nx, 1, head.no), torch.zeros(1, ny, 1, 1, head.no)
-        across[0, 0, :, 0, 0] = grid[0, 0, :, 0, 0] * head.stride[i]
-        down[0, :, 0, 0, 1] = grid[0, :, 0, 0, 1] * head.stride[i]
+        if channels_last:  # [B, ny, nx, na, no] instead of [B, na, ny, nx, no]
+            s = y.permute(0, 2, 3, 1).reshape(batch, ny, nx, head.na, head.no).sigmoid()
+            a, across, down = (c.permute(0, 2, 3, 1, 4) for c in (a, across, down))
+        else:
+            s = y.view(batch, head.na, head.no, ny, nx).permute(0, 1, 3, 4, 2).sigmoid()
         found.append((s * (a * s + b) + across + down).reshape(batch, -1, head.no))
     return (torch.cat(found, 1),)
 
@@ -153,7 +135,7 @@ def make(assets: Path, folder: Path, heads: list[str]) -> dict[str, float]:
                 "one_transpose": types.MethodType(lambda self, x: decoded_in_planes(self, x, True), head),
                 "chain": types.MethodType(decoded_as_one_chain, head),
                 "channels_last": types.MethodType(decoded_channels_last, head),
-                "channels_last_chain": types.MethodType(decoded_channels_last_chain, head)}
+                "channels_last_chain": types.MethodType(lambda self, x: decoded_as_one_chain(self, x, True), head)}
     differences = {}
     for name in heads:
         head.forward = forwards[name]

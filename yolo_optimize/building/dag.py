@@ -120,8 +120,8 @@ def cache_keys(nodes: list[Node], source: ModelSource, facts: dict[str, dict[str
     model = {"identity": source.identity, "family": source.family, "tools": facts[MODEL_TOOLS]["tools"]}
     if source.nms is not None:  # the graph's NMS (keys of builds without it stay as they were)
         model["nms"] = source.nms.key()
-    if family_named(source.family).graph_revision:  # the family's own export form, where it rewrites the model's
-        model["graph"] = family_named(source.family).graph_revision
+    if graph := family_named(source.family).graph_revision:  # the family's own export form, where it rewrites it
+        model["graph"] = graph
     keys: dict[str, str] = {}
     for node in nodes:
         payload = {

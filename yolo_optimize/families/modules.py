@@ -143,14 +143,14 @@ def decoded_channels_last(detect: Any, levels: list[torch.Tensor]) -> tuple[torc
         y = detect.m[i](level)
         batch, _, ny, nx = y.shape
         y = y.permute(0, 2, 3, 1).reshape(batch, ny, nx, detect.na, detect.no).sigmoid()
-        grid, anchors = channels_last_grid(detect, i, ny, nx, y.dtype)
+        grid, anchors = _channels_last_grid(detect, i, ny, nx, y.dtype)
         xy, wh, scores = y.split((2, 2, detect.no - 4), 4)
         y = torch.cat(((xy * 2 + grid) * detect.stride[i], (wh * 2) ** 2 * anchors, scores), 4)
         found.append(y.reshape(batch, ny * nx * detect.na, detect.no))
     return (torch.cat(found, 1),)
 
 
-def channels_last_grid(detect: Any, i: int, ny: int, nx: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+def _channels_last_grid(detect: Any, i: int, ny: int, nx: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
     """Level ``i``'s cell offsets ``[1, H, W, 1, 2]`` (minus half a cell, as yolov5's ``_make_grid``) and anchors in
     pixels ``[1, 1, 1, anchors, 2]``, kept on the head once made, as yolov5 keeps its own grids: a forward pass before
     an export (``Family.export_warm_up``) makes them constants of the graph. Kept per dtype and device, since a
@@ -158,14 +158,14 @@ def channels_last_grid(detect: Any, i: int, ny: int, nx: int, dtype: torch.dtype
     device = detect.anchors.device
     if not hasattr(detect, "channels_last_grids"):
         detect.channels_last_grids = {}
-    kept = detect.channels_last_grids
-    if (i, ny, nx, dtype, device) not in kept:
+    key = (i, ny, nx, dtype, device)
+    if key not in detect.channels_last_grids:
         yv, xv = torch.meshgrid(torch.arange(ny, dtype=dtype, device=device),
                                 torch.arange(nx, dtype=dtype, device=device), indexing="ij")
         grid = torch.stack((xv, yv), 2).view(1, ny, nx, 1, 2) - 0.5
         anchors = (detect.anchors[i] * detect.stride[i]).to(dtype).view(1, 1, 1, detect.na, 2)
-        kept[(i, ny, nx, dtype, device)] = grid, anchors
-    found: tuple[torch.Tensor, ...] = kept[(i, ny, nx, dtype, device)]
+        detect.channels_last_grids[key] = grid, anchors
+    found: tuple[torch.Tensor, ...] = detect.channels_last_grids[key]
     return found
 
 

@@ -20,7 +20,7 @@ and the bias applied in its output stage), so nothing after the product is round
   it reaches ``[B, anchors, H, W, outputs]`` by moving whole rows of outputs, which replaces the
   head's own reshape and permute.
 
-Applies to the YOLOv5/YOLOv7 anchor heads (the reshape/permute pattern above); other heads are
+Applies to the YOLOv5/YOLOv7 anchor heads (the two patterns above); other heads are
 left as they are. Measured in bench/levers.py (README "INT8 and BF16 levers").
 """
 
