@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 from common import save, timing_parser
 
-from yolo_optimize.evaluate.measuring.discover import discover
-from yolo_optimize.evaluate.measuring.measure import MeasureJob, measure
-from yolo_optimize.evaluate.results import BASELINE_TARGET, Measurement, Timing
+from yolo_optimize.evaluation.measuring.discover import discover
+from yolo_optimize.evaluation.measuring.measure import MeasureJob, measure
+from yolo_optimize.evaluation.results import BASELINE_TARGET, Measurement, Timing
 from yolo_optimize.host.processes import ALLOCATOR_ENV
 from yolo_optimize.metadata import ArtifactMetadata
 

@@ -18,8 +18,8 @@ from typing import Any
 from common import save
 
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.reporting.report import load_report
-from yolo_optimize.evaluate.results import TIE_MARGIN, is_baseline
+from yolo_optimize.evaluation.reporting.report import load_report
+from yolo_optimize.evaluation.results import TIE_MARGIN, is_baseline
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -27,8 +27,8 @@ from typing import Any
 
 from common import save
 
-from yolo_optimize.evaluate.reporting.report import load_report
-from yolo_optimize.evaluate.results import MatrixRow
+from yolo_optimize.evaluation.reporting.report import load_report
+from yolo_optimize.evaluation.results import MatrixRow
 from yolo_optimize.runtime.layers import WEIGHT_INPUT
 
 # The layers the measured peaks are about: every weighted kind of ONNX Runtime and OpenVINO, the integer GEMMs

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from yolo_optimize.evaluate.reporting.report import environment
+from yolo_optimize.evaluation.reporting.report import environment
 from yolo_optimize.host.environment import configure
 
 configure()  # a benchmark is a program of ours, like the CLI: the tools stay offline and out of $HOME

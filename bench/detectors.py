@@ -22,8 +22,8 @@ from typing import Any
 
 from common import study_parser
 
-from yolo_optimize.evaluate.reporting.report import load_report
-from yolo_optimize.evaluate.results import MatrixRow
+from yolo_optimize.evaluation.reporting.report import load_report
+from yolo_optimize.evaluation.results import MatrixRow
 
 HEADS = ("yolo26n", "yolo11n", "yolov8n")
 TARGETS = "onnx,openvino"

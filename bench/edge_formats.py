@@ -22,9 +22,9 @@ from pathlib import Path
 from common import study_parser
 
 import yolo_optimize as yo
-from yolo_optimize.evaluate.reporting.recommend import Candidate
-from yolo_optimize.evaluate.reporting.report import load_report
-from yolo_optimize.evaluate.results import Report
+from yolo_optimize.evaluation.reporting.recommend import Candidate
+from yolo_optimize.evaluation.reporting.report import load_report
+from yolo_optimize.evaluation.results import Report
 
 BUILDS = (("onnx,openvino,ncnn,executorch", "fp32"), ("ncnn", "fp16"),  # FP16 where it computes
           ("onnx,openvino,ncnn,executorch", "int8"))

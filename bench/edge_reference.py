@@ -28,7 +28,7 @@ from pathlib import Path
 
 from common import study_parser
 
-from yolo_optimize.evaluate.reporting.report import load_report
+from yolo_optimize.evaluation.reporting.report import load_report
 
 IMGSZ = 640
 CHECKPOINT = "yolo11n-seed0.pt"

@@ -20,8 +20,8 @@ from typing import Any
 
 from common import study_parser
 
-from yolo_optimize.evaluate.reporting.report import load_report
-from yolo_optimize.evaluate.results import MatrixRow
+from yolo_optimize.evaluation.reporting.report import load_report
+from yolo_optimize.evaluation.results import MatrixRow
 
 FLOAT_TARGETS, UINT8_TARGETS = "torchscript,aoti,onnx,openvino", "aoti,onnx,openvino"
 THROUGHPUT_RUNTIMES = ("onnx", "openvino")  # the runtimes with a throughput configuration (runners.base)

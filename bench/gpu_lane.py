@@ -160,7 +160,7 @@ def decode_rates(assets: Path) -> dict[str, float]:
     import torch
     import torchvision
 
-    from yolo_optimize.evaluate.measuring.end_to_end import prepare
+    from yolo_optimize.evaluation.measuring.end_to_end import prepare
     from yolo_optimize.families import family_named
     from yolo_optimize.host.cpu import usable_cpus
 
@@ -222,7 +222,7 @@ def tool_rows(args: Any) -> dict[str, Any]:
 def rows_of(folder: Path) -> dict[str, dict[int, dict[str, Any]]]:
     """Each row of the evaluation in ``folder``: per batch size its timed img/s, its compute phase's img/s, the
     configuration it ran in; its mAP; or why it was not measured."""
-    from yolo_optimize.evaluate.reporting.report import load_report
+    from yolo_optimize.evaluation.reporting.report import load_report
 
     rows: dict[str, dict[int, dict[str, Any]]] = {}
     report = load_report(folder)

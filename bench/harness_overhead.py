@@ -19,8 +19,8 @@ import numpy as np
 from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.measuring.measure import MeasureJob, measure
-from yolo_optimize.evaluate.results import Timing
+from yolo_optimize.evaluation.measuring.measure import MeasureJob, measure
+from yolo_optimize.evaluation.results import Timing
 from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.metadata import ArtifactMetadata
 

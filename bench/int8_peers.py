@@ -34,7 +34,7 @@ import numpy as np
 from common import study_parser
 from int8_vs_nncf_defaults import calibration_inputs, nncf_defaults
 
-from yolo_optimize.evaluate.reporting.report import load_report
+from yolo_optimize.evaluation.reporting.report import load_report
 
 IMGSZ = 640
 PEERS = {"nncf-defaults": "openvino-int8", "ultralytics-recipe": "openvino-int8", "ort-quantize-static": "onnx-int8"}

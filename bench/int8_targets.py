@@ -19,8 +19,8 @@ from pathlib import Path
 
 from common import study_parser
 
-from yolo_optimize.evaluate.reporting.report import load_report
-from yolo_optimize.evaluate.results import BatchCells, MatrixRow
+from yolo_optimize.evaluation.reporting.report import load_report
+from yolo_optimize.evaluation.results import BatchCells, MatrixRow
 
 
 def optimize(*args: str) -> int:

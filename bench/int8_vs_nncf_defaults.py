@@ -28,7 +28,7 @@ import numpy as np
 from common import save
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.reporting.report import load_report
+from yolo_optimize.evaluation.reporting.report import load_report
 from yolo_optimize.metadata import ArtifactMetadata
 
 HINTS = {"bf16": "bf16", "fp32": "f32"}

@@ -30,7 +30,7 @@ from typing import Any
 
 from common import save
 
-from yolo_optimize.evaluate.reporting.report import load_report
+from yolo_optimize.evaluation.reporting.report import load_report
 
 HELD_ISAS = ("AVX2", "AVX512_CORE")
 WITHOUT_VNNI = re.compile(r" (avx512\w*|avx_vnni|amx_\w+)")  # every AVX-512 flag (an AVX2-only CPU), VNNI, AMX

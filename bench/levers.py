@@ -39,8 +39,8 @@ import numpy as np
 from common import save, timing_parser
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.measuring.measure import MeasureJob, measure
-from yolo_optimize.evaluate.results import BLOCK_S, Timing, fast_state
+from yolo_optimize.evaluation.measuring.measure import MeasureJob, measure
+from yolo_optimize.evaluation.results import BLOCK_S, Timing, fast_state
 from yolo_optimize.families import family_named
 from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.images import list_images
@@ -203,7 +203,7 @@ def _measure_worker(job: MeasureJob, request_batch: int) -> list[float]:
 
 
 def _path_worker(variant: Variant, files: tuple[Path, ...], seconds: float, threads: int) -> list[float]:
-    from yolo_optimize.evaluate.measuring.end_to_end import EndToEnd, single_threaded_helpers
+    from yolo_optimize.evaluation.measuring.end_to_end import EndToEnd, single_threaded_helpers
     from yolo_optimize.runtime.runners import open_runner
 
     with open_runner(variant.folder, variant.manifest, threads=threads, mode=variant.mode) as runner:

@@ -20,8 +20,8 @@ from common import save, timing_parser
 from harness_overhead import benchmark_app
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.measuring.measure import MeasureJob, measure
-from yolo_optimize.evaluate.results import Timing
+from yolo_optimize.evaluation.measuring.measure import MeasureJob, measure
+from yolo_optimize.evaluation.results import Timing
 from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.metadata import ArtifactMetadata
 

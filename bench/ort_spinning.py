@@ -7,7 +7,7 @@ a run lasts, at batch 1, for inference alone and for the pipelined end-to-end pa
 The saved runs and the commands that made them: bench/results/avx2/ort_spinning/ (run.sh).
 
 On a CPU the end-to-end path reads and prepares the next image on one thread of its own while the runtime infers on
-every usable CPU (evaluate/measuring/end_to_end.py). Spinning threads hold the cores between operators, so the
+every usable CPU (evaluation/measuring/end_to_end.py). Spinning threads hold the cores between operators, so the
 reader, and the post-processing after each run, may wait for them. ``session.intra_op.allow_spinning`` "0" makes
 them sleep instead; ``session.force_spinning_stop`` "1" stops their spinning when a run returns (they spin again
 inside the next). Here each child process patches the ONNX Runtime runner's session options before opening it, so
@@ -29,8 +29,8 @@ from common import save, timing_parser
 from levers import Variant, _measure_worker, _path_worker
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.measuring.measure import MeasureJob
-from yolo_optimize.evaluate.results import Timing, fast_state
+from yolo_optimize.evaluation.measuring.measure import MeasureJob
+from yolo_optimize.evaluation.results import Timing, fast_state
 from yolo_optimize.families import family_named
 from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.images import list_images

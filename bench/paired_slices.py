@@ -27,8 +27,8 @@ import numpy as np
 from common import save
 from reproducibility import agreement
 
-from yolo_optimize.evaluate.measuring.discover import Candidate, discover
-from yolo_optimize.evaluate.results import BASELINE_TARGET
+from yolo_optimize.evaluation.measuring.discover import Candidate, discover
+from yolo_optimize.evaluation.results import BASELINE_TARGET
 from yolo_optimize.images import to_input
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.runners import open_runner

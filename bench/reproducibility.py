@@ -20,8 +20,8 @@ from typing import Any
 
 from common import save
 
-from yolo_optimize.evaluate.reporting.report import load_report
-from yolo_optimize.evaluate.results import MatrixRow
+from yolo_optimize.evaluation.reporting.report import load_report
+from yolo_optimize.evaluation.results import MatrixRow
 
 TIE, GOAL = 0.05, 0.10
 

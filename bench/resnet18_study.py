@@ -17,7 +17,7 @@ import sys
 
 from common import study_parser
 
-from yolo_optimize.evaluate.reporting.report import load_report
+from yolo_optimize.evaluation.reporting.report import load_report
 
 BATCHES = "16,32,48,64"
 

@@ -34,7 +34,7 @@ CATEGORIES = {
     "parity checks": r"^check_parity \(",
     "INT8 gates: scoring the candidates": r"^Gate\.score \(",
     "INT8 gates: bootstrap": r"^PairedBootstrap\.",
-    "measuring processes (evaluate's rows)": r"^serve \(.*yolo_optimize/evaluate/measuring/interleave\.py",
+    "measuring processes (evaluate's rows)": r"^serve \(.*yolo_optimize/evaluation/measuring/interleave\.py",
     "model facts (GFLOPs)": r"^model_facts \(",
 }
 

@@ -21,7 +21,7 @@ from tests.workers import ALONE, SHARED, made_once, turns, worker_name
 if TYPE_CHECKING:
     from yolo_optimize.artifact import Manifest
     from yolo_optimize.building.builder import BuildResult
-    from yolo_optimize.evaluate.results import MatrixRow, Report
+    from yolo_optimize.evaluation.results import MatrixRow, Report
 
 ASSETS = Path(os.environ.get("YOLO_OPTIMIZE_ASSETS", Path(__file__).resolve().parents[2] / "shared" / "assets"))
 WEIGHTS = ASSETS / "weights" / "yolov5n.pt"
@@ -148,7 +148,7 @@ def eval_args(root: Path, out: Path, *extra: str | Path) -> list[str | Path]:
 
 def written_matrix(report: Path) -> list[MatrixRow]:
     """The matrix an eval wrote into ``report``'s results.json, read back typed (every field checked)."""
-    from yolo_optimize.evaluate.results import MatrixRow, from_json
+    from yolo_optimize.evaluation.results import MatrixRow, from_json
 
     return from_json(list[MatrixRow], json.loads((report / "results.json").read_text())["matrix"], "matrix")
 
@@ -274,7 +274,7 @@ def edge_int8_evaluated(built_edge_int8: Path, request: pytest.FixtureRequest) -
     """The two INT8 files of ``built_edge_int8`` evaluated beside the baseline on 32 coco_val128 images at batch 1:
     the report, as every worker reads it back."""
     import yolo_optimize as yo
-    from yolo_optimize.evaluate.reporting.report import load_report
+    from yolo_optimize.evaluation.reporting.report import load_report
 
     def make(folder: Path) -> None:
         root = _copied(built_edge_int8, ("executorch-int8", "ncnn-int8"), folder)
@@ -289,7 +289,7 @@ def edge_evaluated(built_edge: Path, request: pytest.FixtureRequest) -> Report:
     """``built_edge`` evaluated beside the baseline on 32 images at batch 1 and 2: the report, as every worker reads
     it back."""
     import yolo_optimize as yo
-    from yolo_optimize.evaluate.reporting.report import load_report
+    from yolo_optimize.evaluation.reporting.report import load_report
 
     def make(folder: Path) -> None:
         yo.evaluate(built_edge.parent, data=VAL_DATA, batch_sizes=[1, 2], max_images=32, min_time=0, repeats=1,

@@ -36,6 +36,27 @@ def test_importing_the_package_and_its_api_changes_nothing_and_imports_no_runtim
     assert found == {"package": True, "api": True, "heavy": [], "telemetry_stub": False}
 
 
+NAMES = """
+import inspect, json
+import yolo_optimize as yo
+found = {"before": [inspect.isfunction(getattr(yo, name)) for name in ("build", "evaluate", "recommend")]}
+import yolo_optimize.api
+import yolo_optimize.building as building
+import yolo_optimize.evaluation as evaluation
+found["parts"] = [inspect.ismodule(part) and hasattr(part, "__path__") for part in (building, evaluation)]
+found["after"] = [inspect.isfunction(getattr(yo, name)) for name in ("build", "evaluate", "recommend")]
+print(json.dumps(found))
+"""
+
+
+def test_the_api_functions_and_the_subpackages_never_take_each_others_names() -> None:
+    """``yo.build``/``yo.evaluate`` stay functions after every subpackage is imported, and the subpackages stay
+    packages: no name of the package is bound twice (issue 47; the order of imports cannot change it)."""
+    result = subprocess.run([sys.executable, "-c", NAMES], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout) == {"before": [True] * 3, "parts": [True] * 2, "after": [True] * 3}
+
+
 def test_bad_input_raises_the_user_error_the_package_exports(tmp_path: Path) -> None:
     import yolo_optimize as yo
     from yolo_optimize.errors import UserError
@@ -51,7 +72,7 @@ def test_the_readme_example_builds_evaluates_and_recommends_with_typed_results(b
     typed results, progress only through the callback, and os.environ the same before and after."""
     import yolo_optimize as yo
     from yolo_optimize.building.builder import BuildResult
-    from yolo_optimize.evaluate.results import Report
+    from yolo_optimize.evaluation.results import Report
 
     out = tmp_path / "artifacts"
     shutil.copytree(built.parent, out)

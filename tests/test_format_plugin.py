@@ -21,7 +21,7 @@ from tests.workers import alone
 from yolo_optimize.building.request import BuildRequest
 from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.reporting.report import environment
+from yolo_optimize.evaluation.reporting.report import environment
 from yolo_optimize.formats import ONNXRUNTIME, OPENVINO, Format, Runtime, Step, format_named, formats, targets_help
 from yolo_optimize.machine.peaks import measured_runtimes
 from yolo_optimize.metadata import ArtifactMetadata, artifact_metadata

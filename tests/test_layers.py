@@ -20,7 +20,7 @@ LAYER_OF = {
     **dict.fromkeys(("families", "checkpoint", "metadata"), "families"),
     "runtime": "runtime", "machine": "machine", "cluster": "cluster",
     **dict.fromkeys(("building", "export", "optimize"), "build"),
-    "evaluate": "evaluate",
+    "evaluation": "evaluate",
     **dict.fromkeys(("__init__", "__main__", "api", "cli"), "entry"),
 }
 BELOW = {  # a layer -> the layers it may import besides itself
@@ -76,11 +76,11 @@ def test_a_layer_imports_only_the_layers_below_it(layer: str) -> None:
 
 @pytest.mark.parametrize(("side", "other"), [("measuring", "reporting"), ("reporting", "measuring")])
 def test_the_evaluations_measuring_and_reporting_never_import_each_other(side: str, other: str) -> None:
-    """What both need (the typed results, model facts, options) sits beside them in ``evaluate/``."""
-    modules = sorted((PACKAGE / "evaluate" / side).glob("*.py"))
+    """What both need (the typed results, model facts, options) sits beside them in ``evaluation/``."""
+    modules = sorted((PACKAGE / "evaluation" / side).glob("*.py"))
     assert len(modules) > 5
     crossing = {path.name: sorted(name for name in dotted_imports(path)
-                                  if name.startswith(f"yolo_optimize.evaluate.{other}")) for path in modules}
+                                  if name.startswith(f"yolo_optimize.evaluation.{other}")) for path in modules}
     assert not {name: found for name, found in crossing.items() if found}
 
 
@@ -107,9 +107,9 @@ def test_no_two_modules_of_the_package_import_each_other() -> None:
 def test_the_check_sees_lazy_imports(tmp_path: Path) -> None:
     """A function-level import counts as much as a module-level one."""
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from yolo_optimize.evaluate.measuring.measure import x\n"
+    module.write_text("def f():\n    from yolo_optimize.evaluation.measuring.measure import x\n"
                       "    import yolo_optimize.runtime.runners\n    from yolo_optimize import api\n")
-    assert imports_of(module) == {"evaluate", "runtime", "api"}
+    assert imports_of(module) == {"evaluation", "runtime", "api"}
 
 
 def test_the_package_root_holds_at_most_14_modules() -> None:

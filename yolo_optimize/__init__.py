@@ -11,17 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# evaluate/, the subpackage the design names like the API's function, imported first (its __init__ holds only a
-# docstring): importing a subpackage binds its name on the package, so the function defined below must come after
-# to keep the name. The build side is building/, which no function shadows.
-import yolo_optimize.evaluate  # noqa: F401
 from yolo_optimize.errors import BuildFailed, UserError
 from yolo_optimize.versions import __version__
 
 if TYPE_CHECKING:
     from yolo_optimize.api import Pick
     from yolo_optimize.building.builder import BuildResult
-    from yolo_optimize.evaluate.results import Report
+    from yolo_optimize.evaluation.results import Report
 
 __all__ = ["BuildFailed", "UserError", "__version__", "build", "evaluate", "recommend"]
 

@@ -25,8 +25,8 @@ from yolo_optimize.building.builder import BuildResult, run_build
 from yolo_optimize.building.config import build_options
 from yolo_optimize.building.dag import NodeResult
 from yolo_optimize.errors import BuildFailed, UserError
-from yolo_optimize.evaluate.reporting.recommend import RANKINGS, Budget, Candidate, Recommendation
-from yolo_optimize.evaluate.results import Report
+from yolo_optimize.evaluation.reporting.recommend import RANKINGS, Budget, Candidate, Recommendation
+from yolo_optimize.evaluation.results import Report
 from yolo_optimize.host import environment
 from yolo_optimize.options import LOCAL, OneOf, Real, Text, Whole, checked_values, option
 
@@ -62,9 +62,9 @@ def evaluate(root: str | Path | None = None, *, config: str | Path | Mapping[str
              progress: Progress | None = None, **options: Any) -> Report:
     """Measure every artifact under ``root`` (and the ``add``-ed model files) with the evaluation protocol; with
     ``out``, also write the report's files there (in ``<out>-failed`` when nothing could be measured). The options
-    are ``EvalOptions``' (evaluate/options.py), as the command names them; ``config=`` as for ``build``."""
-    from yolo_optimize.evaluate.options import eval_options
-    from yolo_optimize.evaluate.session import EvalRequest, run_evaluation
+    are ``EvalOptions``' (evaluation/options.py), as the command names them; ``config=`` as for ``build``."""
+    from yolo_optimize.evaluation.options import eval_options
+    from yolo_optimize.evaluation.session import EvalRequest, run_evaluation
 
     if root is not None:
         options["root"] = root
@@ -134,8 +134,8 @@ def recommend(report: Report | str | Path, *, batch_size: int = 1, max_map_drop:
               max_latency_ms: float | None = None, max_memory_mb: float | None = None, by: str = "inference",
               model: str | None = None) -> Pick:
     """The artifact to ship for ``model`` (the report's only one when not named) at ``batch_size``."""
-    from yolo_optimize.evaluate.reporting.recommend import recommend as recommend_artifacts
-    from yolo_optimize.evaluate.reporting.report import load_report
+    from yolo_optimize.evaluation.reporting.recommend import recommend as recommend_artifacts
+    from yolo_optimize.evaluation.reporting.report import load_report
 
     given = dict(batch_size=batch_size, max_map_drop=max_map_drop, max_latency_ms=max_latency_ms,
                  max_memory_mb=max_memory_mb, by=by, model=model)

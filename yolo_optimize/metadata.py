@@ -81,7 +81,7 @@ class ArtifactMetadata(Ordered):
     """An artifact's metadata as the code reads it: a typed field per key it interprets, every other key (the family's
     own facts, a stage's records) kept as it is in ``extra``. A field is None where the dict lacks its key: files
     written by earlier versions lack some (one without ``family`` is refused by evaluation:
-    evaluate/measuring/discover.py), the load node's facts lack the artifact's own. ``to_dict`` writes back exactly
+    evaluation/measuring/discover.py), the load node's facts lack the artifact's own. ``to_dict`` writes back exactly
     the dict read, so files, manifests and cache keys stay as they were."""
 
     # Keys set together are written in this order after those read: keep format ... output as artifact_metadata has

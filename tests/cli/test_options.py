@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from yolo_optimize.building.config import BuildOptions
 from yolo_optimize.cli.main import build, evaluate_command, main
 from yolo_optimize.cli.options import help_text, shown_value
-from yolo_optimize.evaluate.options import EvalOptions
+from yolo_optimize.evaluation.options import EvalOptions
 from yolo_optimize.options import Flag, declared
 
 COMMANDS = [(build, BuildOptions), (evaluate_command, EvalOptions)]

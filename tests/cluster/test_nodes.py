@@ -75,7 +75,7 @@ def test_a_node_that_does_not_share_the_drivers_folders_is_told_which(tmp_path: 
 NO_RAY = """
 import sys
 import yolo_optimize.api, yolo_optimize.building.builder, yolo_optimize.building.dag, yolo_optimize.cli.main
-import yolo_optimize.evaluate.session
+import yolo_optimize.evaluation.session
 from yolo_optimize.building.builder import executor_for
 from yolo_optimize.building.config import BuildOptions
 executor_for(BuildOptions(model="yolov5n"))

@@ -13,7 +13,7 @@ from tests.conftest import CALIB_DATA, EDGE_SIZE, VAL_DATA, WEIGHTS, assert_gate
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.loading import warmed_up
 from yolo_optimize.checkpoint import resolve_source
-from yolo_optimize.evaluate.results import Report
+from yolo_optimize.evaluation.results import Report
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 from yolo_optimize.metadata import FLOAT_INPUT

@@ -13,7 +13,7 @@ import torch
 
 from tests.conftest import CALIB_DATA, EDGE_SIZE, INT8_ARGS, VAL_DATA, assert_gated_yolov5n_int8, brief, optimize
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.results import Report
+from yolo_optimize.evaluation.results import Report
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 from yolo_optimize.optimize.calibration import calibration_inputs

@@ -22,7 +22,7 @@ from yolo_optimize.artifact import check_writable, written_whole
 from yolo_optimize.building.config import BuildOptions, build_options
 from yolo_optimize.cli.options import options_of
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluate.options import COMMAND_OUT, EvalOptions, eval_options
+from yolo_optimize.evaluation.options import COMMAND_OUT, EvalOptions, eval_options
 from yolo_optimize.host.cpu import usable_cpus
 from yolo_optimize.machine.peaks import ROUNDS
 from yolo_optimize.options import RAY
@@ -203,10 +203,10 @@ def _say(text: str) -> None:
 def evaluate_command(directory: Path | None, config_file: Path | None, **given: Any) -> None:
     """Measure every artifact under DIRECTORY (and any --add model file) and write the speedup matrix."""
     from yolo_optimize.cli.console import progress_bar
-    from yolo_optimize.evaluate.reporting.matrix import busy_warning
-    from yolo_optimize.evaluate.reporting.recommend import Budget, brief, recommend
-    from yolo_optimize.evaluate.reporting.report import rich_table
-    from yolo_optimize.evaluate.session import EvalRequest, measured_anything, report_folder, run_evaluation
+    from yolo_optimize.evaluation.reporting.matrix import busy_warning
+    from yolo_optimize.evaluation.reporting.recommend import Budget, brief, recommend
+    from yolo_optimize.evaluation.reporting.report import rich_table
+    from yolo_optimize.evaluation.session import EvalRequest, measured_anything, report_folder, run_evaluation
 
     options = eval_options(config_file, _given({**given, "root": directory}), "command line")
     options = replace(options, out=options.out or COMMAND_OUT)
@@ -280,8 +280,8 @@ def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | No
             min_time: float, out: Path) -> None:
     """Explain one ARTIFACT folder: per-layer time and hotspots, a trace, the end-to-end breakdown, thread scaling
     and energy (profile.json, profile.md, trace.json in --out)."""
-    from yolo_optimize.evaluate.measuring.discover import verified_artifact
-    from yolo_optimize.evaluate.measuring.profiling import (
+    from yolo_optimize.evaluation.measuring.discover import verified_artifact
+    from yolo_optimize.evaluation.measuring.profiling import (
         ProfileRequest,
         profile_artifact,
         profile_markdown,
@@ -329,9 +329,9 @@ def recommend(report_dir: Path, batch_size: int | None, max_map_drop: float, max
               max_memory_mb: float | None, by: str, as_json: bool) -> None:
     """Which artifact of an eval REPORT folder to ship: per model and batch size, the fastest within the budget,
     its spread and runner-up, a tie when they are within noise, and three lines that load it."""
-    from yolo_optimize.evaluate.reporting.recommend import RANKINGS, Budget, describe
-    from yolo_optimize.evaluate.reporting.recommend import recommend as recommend_artifacts
-    from yolo_optimize.evaluate.reporting.report import load_report
+    from yolo_optimize.evaluation.reporting.recommend import RANKINGS, Budget, describe
+    from yolo_optimize.evaluation.reporting.recommend import recommend as recommend_artifacts
+    from yolo_optimize.evaluation.reporting.report import load_report
 
     report = load_report(report_dir)
     sizes = [batch_size] if batch_size else list(report.settings.batch_sizes)
@@ -359,8 +359,8 @@ def recommend(report_dir: Path, batch_size: int | None, max_map_drop: float, max
 def report(report_dir: Path, baseline_dir: Path | None, fail_on_regression: str | None, force: bool) -> None:
     """Write REPORT's pages again from its results.json (report.html, matrix, figures); with --compare, against
     another eval, also comparison.md and a comparison section on the page."""
-    from yolo_optimize.evaluate.reporting.compare import compare, describe
-    from yolo_optimize.evaluate.reporting.report import load_report, write_report
+    from yolo_optimize.evaluation.reporting.compare import compare, describe
+    from yolo_optimize.evaluation.reporting.report import load_report, write_report
 
     threshold = _percent(fail_on_regression) if fail_on_regression else None
     if threshold is not None and baseline_dir is None:
@@ -410,9 +410,9 @@ def _evaluate_on_hosts(options: EvalOptions) -> None:
     from rich.table import Table
 
     from yolo_optimize.cli.console import progress_bar
-    from yolo_optimize.evaluate.hosts import SHIP_COLUMNS, evaluate_on_hosts, ship_where
-    from yolo_optimize.evaluate.reporting.report import rich_table
-    from yolo_optimize.evaluate.session import EvalRequest
+    from yolo_optimize.evaluation.hosts import SHIP_COLUMNS, evaluate_on_hosts, ship_where
+    from yolo_optimize.evaluation.reporting.report import rich_table
+    from yolo_optimize.evaluation.session import EvalRequest
 
     if not options.on:
         raise UserError("--executor ray measures on the nodes --on names (label=value, comma list)")

@@ -45,7 +45,7 @@ def test_throughput_spreads_a_batch_over_one_thread_requests_and_computes_the_sa
 
 def test_a_runtime_without_a_throughput_configuration_says_it_ran_as_it_is(small_artifacts: Path) -> None:
     folder = small_artifacts / "yolov5n" / ".cache" / "load"
-    from yolo_optimize.evaluate.measuring.discover import discover
+    from yolo_optimize.evaluation.measuring.discover import discover
 
     baseline = next(c for c in discover(small_artifacts) if c.target == "pytorch")
     assert baseline.folder == folder and baseline.manifest

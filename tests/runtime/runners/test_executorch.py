@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.results import Report
+from yolo_optimize.evaluation.results import Report
 from yolo_optimize.runtime.runners import open_runner
 
 

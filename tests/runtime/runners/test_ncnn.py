@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.reporting.recommend import snippet
-from yolo_optimize.evaluate.results import Report
+from yolo_optimize.evaluation.reporting.recommend import snippet
+from yolo_optimize.evaluation.results import Report
 from yolo_optimize.runtime.runners import open_runner
 from yolo_optimize.runtime.runners.ncnn import ncnn_input
 

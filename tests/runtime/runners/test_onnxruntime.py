@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluate.measuring.measure import execution_of
-from yolo_optimize.evaluate.reporting.recommend import snippet
+from yolo_optimize.evaluation.measuring.measure import execution_of
+from yolo_optimize.evaluation.reporting.recommend import snippet
 from yolo_optimize.runtime.runners.onnxruntime import (
     SLEEPING_THREADS,
     OnnxRuntimeRunner,

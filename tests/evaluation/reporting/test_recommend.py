@@ -1,0 +1,167 @@
+"""``optimize recommend`` on hand-made results whose answer is known: the fastest artifact within the budget, a tie
+when two are within noise, limits that exclude, and the command's output and exit code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import optimize
+from tests.evaluation.handmade import report, row
+from yolo_optimize.evaluation.reporting.matrix import busy_warning, matrix_columns
+from yolo_optimize.evaluation.reporting.recommend import Budget, brief, describe, recommend
+from yolo_optimize.evaluation.results import Report
+from yolo_optimize.machine.host_load import HostUse
+
+
+def test_the_fastest_artifact_within_the_accuracy_budget_is_picked_over_a_faster_inaccurate_one() -> None:
+    found, = recommend(report(row("onnx-fp32", [60, 61, 59], 0.343), row("onnx-int8", [30, 31, 29], 0.320),
+                              row("openvino-int8", [40, 41, 39], 0.339)), Budget(1, 1.0))
+    assert found.choice and found.choice.artifact == "openvino-int8" and not found.tie
+    assert found.runner_up and found.runner_up.artifact == "onnx-fp32"
+    assert "loses 2.30 points" in found.excluded["onnx-int8"]
+    assert found.choice.throughput_range[0] < found.choice.throughput_ips < found.choice.throughput_range[1]
+    assert "import openvino as ov" in found.choice.snippet and "openvino-int8.file" in found.choice.snippet
+
+
+def test_two_artifacts_within_noise_are_reported_as_a_tie() -> None:
+    found, = recommend(report(row("onnx-fp32", [50, 52, 49], 0.343), row("openvino-fp32", [51, 49, 50], 0.343)),
+                       Budget(1, 1.0))
+    assert found.tie and {found.choice.artifact, found.runner_up.artifact} == {"onnx-fp32", "openvino-fp32"}
+    assert "within measurement noise" in found.verdict
+
+
+def test_latency_and_memory_limits_exclude_with_the_reason() -> None:
+    rows = (row("onnx-fp32", [60, 61, 59], 0.343, memory_mb=200), row("openvino-fp32", [40, 41, 39], 0.343,
+                                                                       memory_mb=900))
+    found, = recommend(report(*rows), Budget(1, 1.0, max_latency_ms=70, max_memory_mb=500))
+    assert found.choice.artifact == "onnx-fp32" and found.runner_up is None
+    assert "peak memory 900 MB over 500 MB" in found.excluded["openvino-fp32"]
+    assert "over 70 ms" in found.excluded["pytorch-fp32"]
+
+
+def test_the_command_prints_the_pick_and_its_code_and_fails_when_nothing_fits(tmp_path: Path) -> None:
+    made = report(row("onnx-fp32", [60, 61, 59], 0.343), row("openvino-int8", [40, 41, 39], 0.339))
+    (tmp_path / "results.json").write_text(made.to_json())
+    result = optimize("recommend", tmp_path, "--batch-size", "1")
+    assert result.returncode == 0, result.stderr
+    assert "ship: openvino-int8 (artifacts/yolov5n/openvino-int8/openvino-int8.file)" in result.stdout
+    assert "runner-up: onnx-fp32" in result.stdout and "compile_model(" in result.stdout
+    nothing = optimize("recommend", tmp_path, "--max-latency-ms", "1")
+    assert nothing.returncode == 1 and "no artifact meets the budget" in nothing.stdout
+    wrong = optimize("recommend", tmp_path / "missing")
+    assert wrong.returncode == 2 and len(wrong.stderr.strip().splitlines()) == 1
+
+
+THROUGHPUT_OPENVINO = {"mode": "throughput", "streams": 2, "threads_per_stream": 1, "request_batch": 1, "requests": 2,
+                       "settings": {"INFERENCE_NUM_THREADS": 2, "PERFORMANCE_HINT": "THROUGHPUT",
+                                    "INFERENCE_PRECISION_HINT": "bf16"}, "note": "", "label": "throughput 2x1"}
+
+
+def test_ranking_end_to_end_picks_the_artifact_whose_deployed_path_is_faster() -> None:
+    """onnx-int8 infers faster but its end-to-end path is slower than openvino-int8's: --by e2e flips the pick, and
+    both figures are shown either way."""
+    rows = (row("onnx-int8", [30, 31, 29], 0.340, end_to_end_ms=[60, 61, 59]),
+            row("openvino-int8", [40, 41, 39], 0.340, end_to_end_ms=[45, 46, 44]))
+    by_inference, = recommend(report(*rows), Budget(1, 1.0))
+    by_path, = recommend(report(*rows), Budget(1, 1.0, by="end_to_end"))
+    assert by_inference.choice.artifact == "onnx-int8" and by_path.choice.artifact == "openvino-int8"
+    assert "faster end to end than onnx-int8" in by_path.verdict
+    choice = by_path.choice
+    assert choice.throughput_ips == choice.end_to_end_ips and choice.inference_ips > choice.end_to_end_ips
+    assert abs(choice.end_to_end_ips - 1e3 / 45) < 0.5
+
+
+def test_a_row_without_its_end_to_end_path_is_not_ranked_on_it() -> None:
+    found, = recommend(report(row("onnx-fp32", [60, 61, 59], 0.343)), Budget(1, 1.0, by="end_to_end"))
+    assert found.choice is None and found.excluded["onnx-fp32"] == "not measured end to end at batch 1"
+
+
+def test_the_snippet_reproduces_the_throughput_configuration_it_was_measured_in() -> None:
+    found, = recommend(report(row("openvino-int8", [40, 41, 39], 0.340, execution=THROUGHPUT_OPENVINO)), Budget(1))
+    snippet = found.choice.snippet
+    assert "'PERFORMANCE_HINT': 'THROUGHPUT'" in snippet and "'INFERENCE_PRECISION_HINT': 'bf16'" in snippet
+    assert "ov.AsyncInferQueue(model, 2)" in snippet and "wait_all()" in snippet
+    assert found.choice.mode == "throughput 2x1"
+    compile(snippet, "snippet", "exec")  # valid Python as printed
+
+
+def test_a_gpu_row_s_snippet_captures_the_forward_in_a_cuda_graph_as_it_was_measured() -> None:
+    from yolo_optimize.runtime.runners.base import LATENCY, THROUGHPUT
+
+    on_gpu = {"mode": LATENCY, "streams": 1, "threads_per_stream": 1, "request_batch": 1, "requests": 1, "note": "",
+              "settings": {"cuda_graph": True, "channels_last": True}, "label": "latency 1x1"}
+    found, = recommend(report(row("torchscript-fp16", [10, 11, 9], 0.340, execution=on_gpu)), Budget(1))
+    snippet = found.choice.snippet
+    assert "torch.cuda.CUDAGraph()" in snippet and "graph.replay()" in snippet and "channels_last" in snippet
+    assert "model = model.cuda().half()" in snippet and ".div(255).half()" in snippet
+    assert "outputs = model(torch.from_numpy(images))" not in snippet  # the CPU call is replaced, not repeated
+    compile(snippet, "snippet", "exec")
+    on_streams = {**on_gpu, "mode": THROUGHPUT, "streams": 2, "request_batch": 4, "label": "throughput 2x1",
+                  "settings": {**on_gpu["settings"], "cuda_streams": 2}}
+    found, = recommend(report(row("torchscript-fp16", [10, 11, 9], 0.340, execution=on_streams)), Budget(1))
+    assert "torch.empty((4, 640, 640, 3)" in found.choice.snippet and "on 2 CUDA streams" in found.choice.snippet
+    compile(found.choice.snippet, "snippet", "exec")
+
+
+def test_a_gpu_row_is_held_to_its_gpu_memory_and_the_matrix_shows_it_beside_host_memory() -> None:
+    from dataclasses import replace
+
+    from yolo_optimize.evaluation.reporting.matrix import matrix_columns
+    from yolo_optimize.evaluation.reporting.recommend import describe
+
+    gpu_row = row("torchscript-fp16", [10, 11, 9], 0.340, memory_mb=1800.0)
+    gpu_row.measurements = [replace(m, cuda_peak_mb=3400.0) for m in gpu_row.measurements]
+    made = report(gpu_row)
+    line = next(line for line in made.matrix if line.artifact == "torchscript-fp16")
+    assert (line.gpu_mb, line.peak_rss_mb) == (3400.0, 1800.0)
+    assert next(line for line in made.matrix if line.artifact == "pytorch-fp32").gpu_mb is None
+    assert "GPU MB" in [column.header for column in matrix_columns(made)]
+    assert "GPU MB" not in [column.header for column in matrix_columns(report())]  # a CPU evaluation: no such column
+    found, = recommend(made, Budget(1, max_memory_mb=2000))
+    assert found.excluded["torchscript-fp16"] == "peak GPU memory 3400 MB over 2000 MB"
+    found, = recommend(made, Budget(1))
+    assert found.choice.memory_mb == 3400.0 and "peak 3400 MB on the GPU" in describe(found)
+
+
+def test_a_clear_winner_on_a_quiet_host_with_a_steady_baseline_is_a_confident_ranking() -> None:
+    found, = recommend(report(row("onnx-fp32", [60, 61, 59], 0.343), row("openvino-int8", [40, 41, 39], 0.339)),
+                       Budget(1, 1.0))
+    assert found.choice.artifact == "openvino-int8" and not found.tie and found.doubt == ""
+
+
+def test_a_baseline_whose_processes_disagree_beyond_the_tie_margin_makes_the_ranking_not_confident() -> None:
+    """One of the baseline's three processes 30% slower throughout (no fast state in it): the winner is still
+    named, said not to be a confident ranking, with the baseline's disagreement in the host's fast state."""
+    made = report(row("onnx-fp32", [60, 61, 59], 0.343), row("openvino-int8", [40, 41, 39], 0.339))
+    made.rows[0] = row("pytorch-fp32", [100, 130, 99], 0.343)
+    found, = recommend(made, Budget(1, 1.0))
+    assert found.choice.artifact == "openvino-int8"
+    assert found.doubt.startswith("not a confident ranking: the PyTorch baseline's 3 processes disagree by 3")
+    assert "more than the 3% tie margin" in found.doubt
+    assert found.doubt in brief(found) and found.doubt in describe(found)
+
+
+def test_rows_measured_while_other_processes_used_the_cpus_are_marked_and_the_ranking_is_not_confident() -> None:
+    """One process of the runner-up measured while another job used a core and a half of the two its two threads
+    ran on: its line is marked and says how busy, and the ranking names it."""
+    runner_up = row("onnx-fp32", [60, 61, 59], 0.343)
+    runner_up.measurements[1].host = HostUse(2, 2, wall_s=4.0, others_cpu_s=6.0, blocks=20, busy_blocks=18)
+    quiet = HostUse(2, 2, wall_s=4.0, others_cpu_s=0.1, blocks=20)
+    winner = row("openvino-int8", [40, 41, 39], 0.339)
+    for measurement in winner.measurements:
+        measurement.host = quiet
+    made = report(runner_up, winner)
+    lines = {line.artifact: line for line in made.matrix}
+    assert lines["onnx-fp32"].busy_host == ("busy host in 1 of its 3 processes: other processes used 1.50 of 2 CPUs "
+                                            "(this measurement 2 threads), steal 0%, 18 of 20 blocks busy")
+    assert lines["onnx-fp32"].busy_host in lines["onnx-fp32"].note and not lines["openvino-int8"].busy_host
+    assert _speedup_text(made, "onnx-fp32").endswith(" *") and not _speedup_text(made, "openvino-int8").endswith("*")
+    assert busy_warning(made).startswith("warning: the host was busy while 1 of 3 rows measured (onnx-fp32)")
+    found, = recommend(made, Budget(1, 1.0))
+    assert found.choice.artifact == "openvino-int8"
+    assert found.doubt == "not a confident ranking: other processes shared the CPUs while onnx-fp32 measured"
+
+
+def _speedup_text(made: Report, artifact: str) -> str:
+    column = next(column for column in matrix_columns(made) if column.key == "speedup_b1")
+    return column.text(next(line for line in made.matrix if line.artifact == artifact))

@@ -1,0 +1,337 @@
+"""The evaluation protocol: every artifact in its own processes, in interleaved rounds with the baseline.
+
+A process on these hosts runs in a fast mode or a 1.4-1.7x slower one, which on some hosts
+changes every few seconds even within one process (bench/host_speed.py), so one process per
+artifact decides nothing. Each round starts a fresh process per row, the PyTorch baseline first
+and the artifacts' order rotated from round to round, keeps them all alive, and has them take
+turns in short blocks at each batch size (``interleave.py``), so every row's runs are spread over
+the same stretch of time. The slow state slows each runtime by its own factor, so the report
+compares rows in the host's fast state: the runs, over all of a row's processes, of the blocks
+within a span of the row's reference block (``results.fast_state``). Every raw sample is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from yolo_optimize.artifact import scratch_folder
+from yolo_optimize.errors import UserError
+from yolo_optimize.evaluation.facts import ModelFacts, recorded_model_facts
+from yolo_optimize.evaluation.measuring.discover import Candidate
+from yolo_optimize.evaluation.measuring.external import external_record
+from yolo_optimize.evaluation.measuring.interleave import LiveRow, take_turns, turns_for
+from yolo_optimize.evaluation.measuring.measure import MeasureJob
+from yolo_optimize.evaluation.results import BASELINE_TARGET, END_TO_END, INFERENCE, EvalSettings, Row, is_baseline
+from yolo_optimize.families.base import Family
+from yolo_optimize.formats import formats
+from yolo_optimize.host.cpu import has_vnni
+from yolo_optimize.host.processes import one_line
+from yolo_optimize.images import check_input_fits
+from yolo_optimize.machine.peaks import MachineLimits
+from yolo_optimize.metadata import ArtifactMetadata
+from yolo_optimize.runtime.accuracy import (
+    RANDOM_WEIGHTS,
+    Accuracy,
+    task_accuracy,
+    wants_predictions,
+)
+from yolo_optimize.runtime.dataset import (
+    Dataset,
+    PreparedImages,
+    load_dataset,
+    prepare_images,
+)
+
+END_TO_END_IMAGES = 16  # image files the end-to-end path reads in turn (from the evaluation data)
+
+
+@dataclass
+class Progress:
+    """Counted progress for a bar with an ETA: ``show(text, done, total)`` on every step, where a step is one
+    measurement process or one profile."""
+
+    show: Callable[[str, int, int], None]
+    total: int = 0
+    done: int = 0
+
+    def note(self, text: str) -> None:
+        self.show(text, self.done, self.total)
+
+    def step(self, text: str) -> None:
+        """``text`` starts a step: shown with the steps done so far, counted once it is announced."""
+        self.note(text)
+        self.done += 1
+
+
+def evaluate(candidates: list[Candidate], settings: EvalSettings, progress: Progress,
+             limits: MachineLimits | None = None) -> list[Row]:
+    """Measure every candidate (``discover``'s artifacts and baselines, model files added beside them); rows that
+    fail carry their reason, the rest still run. ``limits`` (--profile) gives each profiled layer its utilization."""
+    for imgsz in {_imgsz(c) for c in candidates if c.manifest}:
+        check_input_fits(imgsz, max(settings.batch_sizes), "--batch-sizes")
+    dataset = _dataset(settings, candidates)
+    rows = [_row(c, settings) for c in candidates]
+    progress.total = sum(len(measurement_schedule(_group(rows, candidates, model), settings.repeats))
+                         + (len(_group(rows, candidates, model)) if settings.profile_dir else 0)
+                         for model in dict.fromkeys(r.model for r in rows))
+    with scratch_folder("yolo-optimize-eval-") as work:
+        prepared: dict[int, PreparedImages] = {}
+        for model in dict.fromkeys(r.model for r in rows):
+            group = _group(rows, candidates, model)
+            for imgsz in {_imgsz(c) for _, c in group}:
+                progress.note(f"preprocessing {len(dataset.images)} images for {model} at {imgsz}")
+                prepared[imgsz] = prepare_images(dataset, _family(group[0][1]), imgsz, work, settings.threads)
+                progress.note(f"counting {model}'s operations at {imgsz}")
+                facts = _model_facts(group, imgsz)
+                for row, candidate in group:
+                    row.facts = facts if _imgsz(candidate) == imgsz else row.facts
+            _measure_group(group, prepared, dataset, settings, progress)
+            if settings.profile_dir:
+                _profile_group(group, dataset, settings, progress, limits)
+    progress.done = progress.total
+    progress.note("measured")
+    return rows
+
+
+def _agreement(family: Family, predictions: list[np.ndarray], baseline: list[np.ndarray]) -> dict[str, Any]:
+    """A model file this tool did not build against the PyTorch baseline on the evaluation images: the share of its
+    predictions that agree with the baseline's (``Family.agreement_of``)."""
+    matched, total = family.agreement(predictions, baseline)
+    what = "top-1 classes" if family.task == "classify" else "detections scored 0.25 or more, same class, IoU 0.5"
+    return {"against": "pytorch-fp32", "images": len(baseline),
+            "agreement": round(matched / total, 4) if total else 1.0,
+            "agreement_of": f"the evaluation's predictions: {what}"}
+
+
+def _group(rows: list[Row], candidates: list[Candidate], model: str) -> list[Pair]:
+    """``model``'s measurable rows with their artifacts."""
+    return [(r, c) for r, c in zip(rows, candidates) if r.model == model and not r.error and not r.skipped]
+
+
+def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, progress: Progress,
+                   limits: MachineLimits | None) -> None:
+    """Each measured row profiled at batch 1 (breakdown also at the largest batch size); a failure is the row's note."""
+    from yolo_optimize.evaluation.measuring.profiling import (
+        PROFILE_IMAGES,
+        ProfileRequest,
+        profile_artifact,
+        write_profile,
+    )
+
+    assert settings.profile_dir
+    for row, candidate in group:
+        if row.error or not row.measurements:
+            progress.done += 1
+            continue
+        progress.step(f"profiling {row.model} {row.name}")
+        out = settings.profile_dir / row.model / row.name
+        request = ProfileRequest(candidate.folder, candidate.measurable, tuple(dataset.images[:PROFILE_IMAGES]),
+                                 batch_size=1, largest_batch=max(settings.batch_sizes), threads=settings.threads,
+                                 out=out, min_time_s=settings.min_time_s, limits=limits)
+        try:
+            profile = profile_artifact(request)
+        except Exception as err:  # noqa: BLE001 - the row keeps its measurements
+            row.profile = {"error": one_line(err)}
+            continue
+        write_profile(profile, out)
+        row.profile = {**{k: v for k, v in asdict(profile).items() if k != "layers"},
+                       "folder": str(out.relative_to(settings.profile_dir.parent))}
+
+
+def _dataset(settings: EvalSettings, candidates: list[Candidate]) -> Dataset:
+    if settings.data is None:
+        family = next((_family(c) for c in candidates if c.manifest), None)
+        if family is None:
+            raise UserError("no artifact could be read; pass --data to say which images to measure with")
+        return load_dataset(family.sample_images(), max_images=settings.max_images)
+    dataset = load_dataset(settings.data, max_images=settings.max_images)
+    detectors = any(c.manifest and _family(c).task == "detect" for c in candidates)
+    if settings.accuracy and detectors and dataset.ground_truth is None:
+        raise UserError(f"no labels found for {settings.data} (expected labels/<split>/*.txt beside "
+                        f"images/<split>); pass --no-accuracy to measure speed only")
+    return dataset
+
+
+def _row(candidate: Candidate, settings: EvalSettings) -> Row:
+    manifest = candidate.manifest
+    metadata = candidate.metadata if manifest else None
+    row = Row(candidate.name, candidate.model, candidate.target, candidate.precision, str(candidate.folder),
+              _file_mb(candidate), bool(metadata and metadata.pretrained), error=candidate.error,
+              task=(metadata.task or "") if metadata else "",
+              input_form=metadata.takes.describe() if metadata else "")
+    row.cpu_note = _cpu_note(metadata) if metadata else ""
+    row.entry = _entry(candidate)
+    row.external = external_record(manifest) if manifest else None
+    if manifest and settings.imgsz and _imgsz(candidate) != settings.imgsz:
+        row.error = f"artifact imgsz {_imgsz(candidate)} differs from --imgsz {settings.imgsz}"
+    row.skipped = _skip_reason(candidate, settings.device)
+    return row
+
+
+def _skip_reason(candidate: Candidate, device: str) -> str:
+    """Why a row is not measured in this evaluation on purpose: its runtime cannot run on this device here (a
+    GPU-only format on a CPU evaluation is never measured against a CPU baseline)."""
+    if candidate.manifest is None or candidate.target not in formats():
+        return ""
+    from yolo_optimize.runtime.runners import runner_class
+
+    return runner_class(candidate.target).unavailable_reason(device) or ""
+
+
+def _entry(candidate: Candidate) -> str:
+    """The file a deployment loads: the artifact's entry, or the baseline's checkpoint ("" for random weights)."""
+    manifest = candidate.manifest
+    if manifest is None:
+        return ""
+    if candidate.target == BASELINE_TARGET:
+        return str(manifest.info.get("source", {}).get("checkpoint") or "")
+    return str(candidate.folder / manifest.entry) if manifest.entry else ""
+
+
+def _cpu_note(metadata: ArtifactMetadata) -> str:
+    """The file's own CPU note; a warning instead when it needs VNNI and this CPU lacks it."""
+    if metadata.requires_vnni and not has_vnni():
+        return "built for VNNI CPUs: this CPU has none, so its INT8 sums may saturate"
+    return metadata.cpu_note or ""
+
+
+def _file_mb(candidate: Candidate) -> float | None:
+    if candidate.manifest is None or candidate.manifest.target == BASELINE_TARGET:
+        return None
+    return round(sum(f["bytes"] for f in candidate.manifest.files.values()) / 1e6, 2)
+
+
+def _family(candidate: Candidate) -> Family:
+    return candidate.metadata.model_family()
+
+
+def _imgsz(candidate: Candidate) -> int:
+    return candidate.metadata.side
+
+
+def _model_facts(group: list[Pair], imgsz: int) -> ModelFacts | None:
+    """Counted on the baseline's model (what every artifact was exported from), or read from the cache; None without
+    a build record."""
+    baseline = next((c for r, c in group if r.target == BASELINE_TARGET), None)
+    if baseline is None or baseline.manifest is None:
+        return None
+    try:
+        return recorded_model_facts(baseline.manifest, imgsz)
+    except RuntimeError:
+        return None  # the checkpoint is gone or changed: the baseline's row says so
+
+
+def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], dataset: Dataset,
+                   settings: EvalSettings, progress: Progress) -> None:
+    """``repeats`` rounds; in each, every row's process alive at once, the rows taking turns in blocks at each batch
+    size (interleave.py); accuracy from each row's first measurement.
+
+    The baseline goes first, so its predictions are there for the metrics that compare with it
+    (a classifier's top-1 agreement).
+    """
+    schedule = measurement_schedule(group, settings.repeats)
+    baseline: list[np.ndarray] | None = None
+    for round_ in range(settings.repeats):
+        live = _start_round([pair for r, pair in schedule if r == round_], prepared, settings, progress, round_,
+                            end_to_end_files(dataset, settings))
+        if round_ == 0:
+            _choose_baseline_threads(live, settings, progress)
+        _take_turns(live, settings, progress, round_)
+        for row, candidate, worker in live:
+            progress.note(f"{row.model} {row.name}: finishing round {round_ + 1}"
+                          + (" (predicting every image for accuracy)" if round_ == 0 and settings.accuracy else ""))
+            found = worker.finish()
+            if found is None:
+                row.error = worker.error
+                continue
+            measurement, predictions = found
+            measurement.round, measurement.host = round_, worker.host
+            row.measurements.append(measurement)
+            if predictions is not None:
+                baseline = predictions if is_baseline(row.target, row.precision) else baseline
+                row.accuracy = task_accuracy(_family(candidate), predictions, dataset, prepared[_imgsz(candidate)],
+                                             names=candidate.metadata.names or [],
+                                             pretrained=row.pretrained, baseline=baseline)
+                if row.external is not None and baseline is not None:
+                    row.external["parity"] = _agreement(_family(candidate), predictions, baseline)
+    if settings.accuracy:
+        for row, _ in group:
+            if row.accuracy is None and not row.pretrained:
+                row.accuracy = Accuracy(None, None, len(dataset.images), RANDOM_WEIGHTS)
+
+
+Live = tuple[Row, Candidate, LiveRow]
+
+
+def _choose_baseline_threads(live: list[Live], settings: EvalSettings, progress: Progress) -> None:
+    """The CPU baseline's threads, chosen by measurement in its first process (``LiveRow.choose_threads``, at the
+    smallest batch size) and kept for its later processes; recorded on its row (``Row.threads_choice``)."""
+    if settings.device != "cpu" or settings.threads < 2:
+        return
+    for row, _, worker in live:
+        if is_baseline(row.target, row.precision):
+            progress.note(f"{row.model} {row.name}: choosing its threads ({settings.threads} or 1) by measurement")
+            row.threads_choice = worker.choose_threads(min(settings.batch_sizes))
+
+
+def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], settings: EvalSettings,
+                 progress: Progress, round_: int, files: tuple[Path, ...]) -> list[Live]:
+    """One loaded process per row still measurable, in the round's order; a row whose process fails is marked."""
+    live: list[Live] = []
+    for row, candidate in pairs:
+        if row.error:
+            progress.done += 1  # a step that need not run
+            continue
+        progress.step(f"{row.model} {row.name}: loading (round {round_ + 1} of {settings.repeats})")
+        family = _family(candidate)
+        wants_accuracy = settings.accuracy and row.accuracy is None and wants_predictions(family, row.pretrained)
+        threads = row.threads_choice.chosen if row.threads_choice else settings.threads
+        job = MeasureJob(candidate.folder, candidate.measurable, prepared[_imgsz(candidate)].pixels,
+                         settings.timing(threads), wants_accuracy, files)
+        worker = LiveRow(job, settings.row_timeout_s)
+        if worker.error:
+            row.error = worker.error
+            worker.finish()
+            continue
+        live.append((row, candidate, worker))
+    return live
+
+
+def end_to_end_files(dataset: Dataset, settings: EvalSettings) -> tuple[Path, ...]:
+    """The image files the end-to-end path reads in turn (none when it is not measured)."""
+    return tuple(dataset.images[:END_TO_END_IMAGES]) if settings.end_to_end else ()
+
+
+def _take_turns(live: list[Live], settings: EvalSettings, progress: Progress, round_: int) -> None:
+    """At each batch size, turn after turn, one block per row in the round's order: the runtime's calls at every batch
+    size, then the end-to-end path."""
+    turns = turns_for(settings.min_time_s)
+    workers = [worker for _, _, worker in live]
+    parts = (INFERENCE, END_TO_END) if settings.end_to_end else (INFERENCE,)
+    for part in parts:
+        for batch in settings.batch_sizes:
+            def noted(turn: int, batch: int = batch, part: str = part) -> None:
+                progress.note(f"round {round_ + 1} of {settings.repeats}: {len(live)} rows at batch {batch}, "
+                              f"{part.replace('_', '-')} turn {turn + 1}")
+
+            take_turns(workers, batch, turns, noted, part)
+
+
+Pair = tuple[Row, Candidate]
+
+
+def measurement_schedule(group: list[Pair], repeats: int) -> list[tuple[int, Pair]]:
+    """(round, pair): the baseline first in every round, then the artifacts, starting one further along each round."""
+    baseline = [pair for pair in group if pair[0].target == BASELINE_TARGET]
+    others = [pair for pair in group if pair[0].target != BASELINE_TARGET]
+    schedule: list[tuple[int, Pair]] = []
+    for round_ in range(repeats):
+        shift = round_ % len(others) if others else 0
+        schedule += [(round_, pair) for pair in [*baseline, *others[shift:], *others[:shift]]]
+    return schedule
+

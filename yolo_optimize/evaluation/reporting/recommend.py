@@ -1,0 +1,317 @@
+"""Which artifact to ship: per model and batch size, the fastest one within the accuracy budget and the optional
+latency and memory limits, with its spread, the runner-up, and a tie where the two are within measurement noise.
+
+Speed is each row's throughput in the host's fast state (``Row.fast_state``, the matrix's figure),
+inference alone or the pipelined end-to-end path (``Budget.by``), ranked; its spread is the row's
+throughput per interleaved round (every round one process per artifact). Two candidates are told
+apart only when the faster one wins in every round the two share and by more than TIE_MARGIN at
+the median: on these hosts a process runs in a fast or a
+1.4-1.65x slower mode, so a gap smaller than the rounds' spread is noise and is reported as a tie,
+not as a choice.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from yolo_optimize.evaluation.results import (
+    BASELINE_TARGET,
+    END_TO_END,
+    INFERENCE,
+    TIE_MARGIN,
+    Report,
+    Row,
+    is_baseline,
+)
+from yolo_optimize.families.nms import FOLDER as NMS_FOLDER
+from yolo_optimize.formats import format_named
+from yolo_optimize.runtime.runners.base import THROUGHPUT
+
+RANKINGS = {"inference": INFERENCE, "e2e": END_TO_END}  # --by: what a row's speed is
+
+@dataclass(frozen=True)
+class Budget:
+    batch: int
+    max_accuracy_drop: float = 1.0  # points: mAP50-95 for detectors, top-1 agreement for classifiers
+    max_latency_ms: float | None = None  # p50 at this batch size, in the host's fast state as in the matrix
+    max_memory_mb: float | None = None  # peak memory of the measuring process: on the GPU for a GPU row, else RSS
+    by: str = INFERENCE  # rank on inference alone, or on the pipelined end-to-end path (results.END_TO_END)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    model: str
+    artifact: str
+    path: str  # the file to load
+    runs_in: str
+    mode: str  # the configuration it ran in at this batch size (runners.base.Execution.label)
+    throughput_ips: float  # what it is ranked on (Budget.by), in the host's fast state, as in the matrix
+    throughput_range: tuple[float, float]  # lowest and highest round
+    speedup: float | None  # throughput_ips over the PyTorch baseline's, measured the same way (None: no baseline)
+    inference_ips: float  # inference alone, fast state
+    end_to_end_ips: float | None  # the pipelined deployed path, fast state (None: not measured)
+    p50_ms: float  # fast state, as the matrix
+    p99_ms: float  # over all runs
+    memory_mb: float  # the measuring process's peak: on the GPU for a GPU row (``memory_on``), else host RSS
+    accuracy: str  # the family's metric and its change against FP32
+    snippet: str  # three lines that load it with its plain runtime
+    memory_on: str = "host"  # or "GPU"
+
+
+@dataclass
+class Recommendation:
+    model: str
+    batch: int
+    choice: Candidate | None
+    runner_up: Candidate | None = None
+    tie: bool = False  # the two are within measurement noise
+    verdict: str = ""  # one sentence: why this one, or why none
+    excluded: dict[str, str] = field(default_factory=dict)  # artifact -> why it is not a candidate
+    against_host_nms: str = ""  # a model built with --nms beside the same model without it: which path is faster
+    doubt: str = ""  # why the ranking and its speedups are not to be taken as confident (``_doubt``)
+
+
+def recommend(report: Report, budget: Budget) -> list[Recommendation]:
+    """One recommendation per model in the report."""
+    found = [_for_model(report, model, budget) for model in dict.fromkeys(row.model for row in report.rows)]
+    return [replace(pick, against_host_nms=_against_host_nms(report, pick.model, budget.batch)) for pick in found]
+
+
+def _against_host_nms(report: Report, model: str, batch: int) -> str:
+    """For a model built with NMS inside its artifacts (``<model>-nms``) evaluated beside the same model without it:
+    each deployable artifact's end-to-end speed against its host-NMS twin, and which path to ship (in-graph NMS only
+    where it is faster in every round)."""
+    if NMS_FOLDER not in model:
+        return ""
+    host_model = model.replace(NMS_FOLDER, "", 1)
+    host = {row.name: row for row in report.rows if row.model == host_model}
+    pairs = [(row, host[row.name]) for row in report.rows if row.model == model and row.name in host
+             and row.target != BASELINE_TARGET and _throughput(row, batch, END_TO_END)
+             and _throughput(host[row.name], batch, END_TO_END)]
+    if not pairs:
+        return ""
+    compared = [f"{row.name} {_throughput(row, batch, END_TO_END):.1f} vs {_throughput(twin, batch, END_TO_END):.1f} "
+                f"img/s" for row, twin in pairs]
+    faster = [row.name for row, twin in pairs if _clearly_faster(row, twin, batch, END_TO_END)]
+    slower = [row.name for row, twin in pairs if _clearly_faster(twin, row, batch, END_TO_END)]
+    verdict = (f"NMS inside the graph is faster for {', '.join(faster)}" if faster else
+               f"host NMS ({host_model}) is faster for {', '.join(slower)}" if slower else "within noise")
+    return f"end to end at b{batch}, NMS inside the graph vs host NMS: {'; '.join(compared)}: {verdict}"
+
+
+def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
+    rows = [row for row in report.rows if row.model == model]
+    baseline = next((row for row in rows if is_baseline(row.target, row.precision)), None)
+    eligible: list[Row] = []
+    excluded: dict[str, str] = {}
+    for row in rows:
+        why = _exclusion(row, baseline, budget)
+        if why:
+            excluded[row.name] = why
+        else:
+            eligible.append(row)
+    ranked = sorted(eligible, key=lambda row: -_throughput(row, budget.batch, budget.by))
+    if not ranked:
+        return Recommendation(model, budget.batch, None, verdict="no artifact meets the budget", excluded=excluded)
+    choice, doubt = _candidate(ranked[0], baseline, budget), _doubt(baseline, ranked[:2], budget)
+    if len(ranked) == 1:
+        return Recommendation(model, budget.batch, choice, verdict=f"{choice.artifact}: the only artifact within "
+                              "the budget", excluded=excluded, doubt=doubt)
+    runner_up = _candidate(ranked[1], baseline, budget)
+    tie = not _clearly_faster(ranked[0], ranked[1], budget.batch, budget.by)
+    gap = choice.throughput_ips / runner_up.throughput_ips - 1
+    ranked_on = "" if budget.by == INFERENCE else "end to end "
+    verdict = (f"{choice.artifact} and {runner_up.artifact} are {ranked_on}within measurement noise ({gap:+.1%} at the "
+               f"median; not faster in every round by more than {TIE_MARGIN:.0%}): pick either on other grounds"
+               if tie else f"{choice.artifact}: {gap:.1%} faster {ranked_on}than {runner_up.artifact}, and faster in "
+               "every round")
+    if _accuracy_drop(ranked[0], baseline) is None:
+        verdict += " (accuracy not measured for it: ranked on speed alone)"
+    return Recommendation(model, budget.batch, choice, runner_up, tie, verdict, excluded, doubt=doubt)
+
+
+def _doubt(baseline: Row | None, leading: list[Row], budget: Budget) -> str:
+    """Why a ranking is not to be taken as confident, or "": other processes shared the CPUs while the baseline or
+    the leading rows measured (``Row.busy_host``), or the baseline's own processes disagree by more than
+    TIE_MARGIN in the host's fast state. Each round's ratio cancels a steady drift, but a baseline that cannot
+    agree with itself says the host's speed moved under every row, by as much."""
+    rows = [*([baseline] if baseline else []), *leading]
+    busy = list(dict.fromkeys(row.name for row in rows if row.busy_host()))
+    if busy:
+        return f"not a confident ranking: other processes shared the CPUs while {', '.join(busy)} measured"
+    spread = baseline.process_spread(budget.batch, budget.by) if baseline else None
+    if baseline is None or spread is None or spread <= TIE_MARGIN:
+        return ""
+    return (f"not a confident ranking: the PyTorch baseline's {len(baseline.measurements)} processes disagree by "
+            f"{spread:.0%} at b{budget.batch} in the host's fast state (more than the {TIE_MARGIN:.0%} tie margin), "
+            "so its speedups are uncertain by as much")
+
+
+def _exclusion(row: Row, baseline: Row | None, budget: Budget) -> str:
+    """Why ``row`` cannot be shipped under ``budget``; empty when it can."""
+    if row.error or row.skipped:
+        return row.error or row.skipped
+    if not row.round_throughputs(budget.batch, budget.by):
+        what = "" if budget.by == INFERENCE else " end to end"
+        return f"not measured{what} at batch {budget.batch}"
+    drop = _accuracy_drop(row, baseline)  # None: not measured (random weights, --no-accuracy): speed decides
+    if drop is not None and drop > budget.max_accuracy_drop:
+        return f"loses {drop:.2f} points (budget {budget.max_accuracy_drop:g})"
+    p50 = _p50(row, budget.batch)
+    if budget.max_latency_ms is not None and p50 > budget.max_latency_ms:
+        return f"p50 {p50:.1f} ms over {budget.max_latency_ms:g} ms"
+    memory, where = row.deployed_memory_mb(), "GPU " if row.median_gpu_memory_mb() is not None else ""
+    if budget.max_memory_mb is not None and memory > budget.max_memory_mb:
+        return f"peak {where}memory {memory:.0f} MB over {budget.max_memory_mb:g} MB"
+    return ""
+
+
+def _accuracy_drop(row: Row, baseline: Row | None) -> float | None:
+    """Points lost against PyTorch FP32 in the family's metric; None where it was not measured (random weights)."""
+    if row.target == BASELINE_TARGET:
+        return 0.0
+    accuracy, reference = row.accuracy, baseline.accuracy if baseline else None
+    if accuracy and accuracy.top1_agreement is not None:
+        return (1 - accuracy.top1_agreement) * 100
+    if accuracy and reference and accuracy.map50_95 is not None and reference.map50_95 is not None:
+        return (reference.map50_95 - accuracy.map50_95) * 100
+    return None
+
+
+def _clearly_faster(first: Row, second: Row, batch: int, part: str) -> bool:
+    """``first`` won every round both were measured in, and by more than TIE_MARGIN at the median."""
+    shared = first.round_ratios(second, batch, part)
+    if not shared:
+        return False
+    return min(shared) > 1 and statistics.median(shared) > 1 + TIE_MARGIN
+
+
+def _throughput(row: Row, batch: int, part: str = INFERENCE) -> float:
+    fast = row.fast_state(batch, part)
+    return fast.throughput_ips if fast else 0.0
+
+
+def _p50(row: Row, batch: int) -> float:
+    """The matrix's p50: the fast-state runs' (p99 stays over all runs: the slow state is part of the tail)."""
+    fast = row.fast_state(batch)
+    return fast.latency.p50_ms if fast else 0.0
+
+
+def _candidate(row: Row, baseline: Row | None, budget: Budget) -> Candidate:
+    batch = budget.batch
+    rounds = list(row.round_throughputs(batch, budget.by).values())
+    path = row.entry or row.folder
+    execution = row.execution(batch) or {}
+    end_to_end = _throughput(row, batch, END_TO_END) or None
+    ranked, base = _throughput(row, batch, budget.by), _throughput(baseline, batch, budget.by) if baseline else 0.0
+    return Candidate(row.model, row.name, path, row.measurements[0].executed_precision, execution.get("label", ""),
+                     round(ranked, 2), (round(min(rounds), 2), round(max(rounds), 2)),
+                     round(ranked / base, 3) if base else None,
+                     round(_throughput(row, batch), 2), round(end_to_end, 2) if end_to_end else None,
+                     round(_p50(row, batch), 3), round(row.median_latency(batch, "p99_ms") or 0.0, 3),
+                     round(row.deployed_memory_mb(), 1), _accuracy_text(row, baseline),
+                     snippet(row.target, row.precision, path, execution, row.input_form,
+                             row.facts.imgsz if row.facts else 640),
+                     "GPU" if row.median_gpu_memory_mb() is not None else "host")
+
+
+def _accuracy_text(row: Row, baseline: Row | None) -> str:
+    accuracy = row.accuracy
+    if accuracy is None or (accuracy.map50_95 is None and accuracy.top1_agreement is None):
+        return accuracy.note if accuracy and accuracy.note else "not measured"
+    drop = _accuracy_drop(row, baseline)
+    if accuracy.top1_agreement is not None:
+        return f"top-1 agreement {accuracy.top1_agreement:.1%}"
+    return f"mAP50-95 {accuracy.map50_95:.4f}" + (f" ({-drop:+.2f} points)" if drop else "")
+
+
+def snippet(target: str, precision: str, path: str, execution: dict[str, Any], input_form: str,
+            side: int = 640) -> str:
+    """A few lines that load ``path`` with its plain runtime in the configuration it was measured in (the format
+    table's template for that configuration; ``execution``: the row's ``runners.base.Execution``); a PyTorch row
+    measured on a GPU (``cuda_graph`` in its settings) goes on with how it ran there (``CUDA_GRAPH``)."""
+    form = format_named(target)
+    throughput = execution.get("mode") == THROUGHPUT and form.throughput_snippet
+    template = form.throughput_snippet if throughput else form.snippet
+    streams = execution.get("streams", 1)
+    settings = execution.get("settings", {})
+    loaded = template.format(path=path, config=repr(settings), input=input_form,
+                             threads=streams * execution.get("threads_per_stream", 1),
+                             requests=execution.get("requests", 1),
+                             dtype="float16" if precision == "fp16" else "float32")
+    if "cuda_graph" not in settings:
+        return loaded
+    cast = ".half()" if precision == "fp16" else ""
+    weights = CHANNELS_LAST if settings.get("channels_last") else ""
+    batch = execution.get("request_batch", 1)
+    streams = CUDA_STREAMS.format(streams=settings["cuda_streams"], batch=batch) if settings.get("cuda_streams") else ""
+    return "\n".join(line for line in loaded.splitlines() if not line.startswith("outputs")) + "\n" + \
+        CUDA_GRAPH.format(cast=cast, channels_last=weights, batch=batch, side=side) + streams
+
+
+# How a PyTorch row runs on a GPU (runtime/runners/cuda_graph.py), after the format's lines that load ``model``
+CHANNELS_LAST = ("for weight in model.parameters():  # channels-last convolution weights\n"
+                 "    weight.data = weight.data.contiguous(memory_format=torch.channels_last) if weight.dim() == 4 "
+                 "else weight.data\n")
+CUDA_GRAPH = (
+    "torch.backends.cudnn.benchmark = True\n"
+    "model = model.cuda(){cast}\n{channels_last}"
+    "pixels = torch.empty(({batch}, {side}, {side}, 3), dtype=torch.uint8, device=\"cuda\")  # the prepared batch\n"
+    "forward = lambda: model(pixels.permute(0, 3, 1, 2).float().div(255){cast})\n"
+    "side = torch.cuda.Stream()\nside.wait_stream(torch.cuda.current_stream())\n"
+    "with torch.inference_mode(), torch.cuda.stream(side):\n    for _ in range(3):\n        forward()\n"
+    "torch.cuda.current_stream().wait_stream(side)\ngraph = torch.cuda.CUDAGraph()\n"
+    "with torch.inference_mode(), torch.cuda.graph(graph):\n    outputs = forward()\n"
+    "# each batch: pixels.copy_(pinned_images, non_blocking=True); graph.replay()  (images in pinned memory)\n"
+    "# then NMS on outputs where they are (torchvision.ops.batched_nms); copy back only the detections")
+
+CUDA_STREAMS = ("\n# on {streams} CUDA streams (--mode throughput): the batch split in parts of {batch} images, each "
+                "part's copy, graph and NMS on its own stream, with a graph and buffers per stream")
+
+
+def memory_text(candidate: Candidate) -> str:
+    """Its peak memory, saying when it is on the GPU."""
+    return f"{candidate.memory_mb:g} MB" + (" on the GPU" if candidate.memory_on == "GPU" else "")
+
+
+def describe(recommendation: Recommendation) -> str:
+    """The recommendation as plain text: the verdict, the choice and runner-up with their numbers, the snippet."""
+    lines = [f"{recommendation.model} at batch {recommendation.batch}: {recommendation.verdict}",
+             *([f"  {recommendation.doubt}"] if recommendation.doubt else [])]
+    for label, candidate in (("ship", recommendation.choice), ("runner-up", recommendation.runner_up)):
+        if candidate:
+            low, high = candidate.throughput_range
+            lines.append(f"  {label}: {candidate.artifact} ({candidate.path}), runs in {candidate.runs_in}, "
+                         f"{candidate.mode}: {_rates(candidate)} (rounds {low:g}-{high:g}), p50 "
+                         f"{candidate.p50_ms:g} ms, p99 {candidate.p99_ms:g} ms, peak {memory_text(candidate)}, "
+                         f"{candidate.accuracy}")
+    if recommendation.choice:
+        lines += ["  " + line for line in recommendation.choice.snippet.splitlines()]
+    lines += [f"  not eligible: {artifact}: {why}" for artifact, why in recommendation.excluded.items()]
+    if recommendation.against_host_nms:
+        lines.append(f"  {recommendation.against_host_nms}")
+    return "\n".join(lines)
+
+
+def _rates(candidate: Candidate) -> str:
+    """Inference-only and end-to-end images/s, as far as measured."""
+    text = f"{candidate.inference_ips:g} img/s"
+    return text + (f", {candidate.end_to_end_ips:g} end to end" if candidate.end_to_end_ips else "")
+
+
+def brief(recommendation: Recommendation) -> str:
+    """One line: the pick (or the tie, or why none) with its speed and accuracy."""
+    choice, runner_up = recommendation.choice, recommendation.runner_up
+    head = f"{recommendation.model} b{recommendation.batch}: "
+    if choice is None:
+        return head + recommendation.verdict
+    text = f"{choice.artifact} ({_rates(choice)}, p50 {choice.p50_ms:.1f} ms, {choice.accuracy})"
+    if recommendation.tie and runner_up:
+        text += f", tied within noise with {runner_up.artifact} ({runner_up.throughput_ips:g} img/s)"
+    elif runner_up:
+        text += f", {choice.throughput_ips / runner_up.throughput_ips - 1:.0%} ahead of {runner_up.artifact}"
+    if recommendation.against_host_nms:
+        text += f"; {recommendation.against_host_nms}"
+    return head + text + (f" ({recommendation.doubt})" if recommendation.doubt else "")

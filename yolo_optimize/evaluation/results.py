@@ -1,0 +1,458 @@
+"""Typed results that keep raw samples, statistics and units (optimum-benchmark style)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from yolo_optimize.errors import UserError
+from yolo_optimize.evaluation.facts import ModelFacts
+from yolo_optimize.evaluation.options import ROW_TIMEOUT_S
+from yolo_optimize.machine.host_load import HostUse
+from yolo_optimize.runtime.accuracy import RANGE, SHARE, Accuracy
+from yolo_optimize.runtime.runners.base import AUTO, LATENCY
+
+SCHEMA_VERSION = 9  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
+#                    4: weight bytes per artifact, per-convolution utilization in profiles; 5: GPU rows' copy/compute;
+#                    6: speedups from the host's fast state (Row.fast_state); 7: each batch size's execution
+#                    configuration and the pipelined end-to-end path (BatchResult.execution, .end_to_end);
+#                    8: the matrix typed (MatrixRow: per-batch figures under "batches", keyed by the batch size,
+#                    instead of keys such as "speedup_b8"); rows and settings as in 7; 9: what else ran on the
+#                    measuring CPUs (Measurement.host), the baseline's threads chosen by measurement
+#                    (Row.threads_choice): optional fields, so 7 and 8 read as 9 without them
+READABLE_VERSIONS = (7, 8, SCHEMA_VERSION)  # the matrix is computed again from the rows on reading (report.load_report)
+INFERENCE, END_TO_END = "inference", "end_to_end"  # what a figure times: the runtime's call, or the deployed path
+
+NOT_NEGATIVE = (0.0, math.inf)  # every figure read back (times, rates, sizes) unless its field's RANGE says otherwise
+
+BLOCK_S = 0.2  # a process's consecutive runs are judged in blocks of at least this many seconds
+FAST_STATE_SPAN = 1.1  # blocks slower than this times the row's reference block ran in the host's slow state
+REFERENCE_QUANTILE = 0.1  # the reference block: this quantile of the row's block medians (not its single fastest)
+TIE_MARGIN = 0.03  # a median gap below 3% is never called a win (a recommendation's, the baseline's thread choice)
+BASELINE_TARGET = "pytorch"
+
+
+def is_baseline(target: str, precision: str) -> bool:
+    """The row every speedup is over: PyTorch FP32 eager (a GPU evaluation adds PyTorch FP16 eager beside it)."""
+    return target == BASELINE_TARGET and precision == "fp32"
+
+
+@dataclass
+class LatencyStats:
+    """Per-batch latency of timed runs, in milliseconds; ``samples`` are the raw runs."""
+
+    samples_ms: list[float]
+    mean_ms: float
+    std_ms: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+
+    @classmethod
+    def of(cls, seconds: list[float]) -> LatencyStats:
+        ms = np.asarray(seconds) * 1e3
+        p50, p90, p99 = np.percentile(ms, [50, 90, 99])
+        return cls([round(float(s), 4) for s in ms], round(float(ms.mean()), 4), round(float(ms.std()), 4),
+                   round(float(p50), 4), round(float(p90), 4), round(float(p99), 4))
+
+
+@dataclass
+class BatchResult:
+    batch: int
+    latency: LatencyStats | None = None
+    throughput_ips: float | None = None  # images per second, from the median latency
+    error: str = ""  # e.g. the artifact cannot take this batch size
+    phases_ms: dict[str, LatencyStats] | None = None  # GPU rows: copy_in / compute / copy_out of the same runs
+    execution: dict[str, Any] | None = None  # runners.base.Execution: the configuration these runs used
+    end_to_end: LatencyStats | None = None  # the pipelined deployed path: ms between consecutive batches' predictions
+    end_to_end_ips: float | None = None  # images per second, from their median
+
+    def samples_ms(self, part: str = INFERENCE) -> list[float]:
+        """The raw runs of ``part``: the runtime's calls, or the end-to-end path's intervals."""
+        stats = self.latency if part == INFERENCE else self.end_to_end
+        return stats.samples_ms if stats else []
+
+
+@dataclass(frozen=True)
+class FastState:
+    """A row's runs at one batch size that ran in the host's fast state (``Row.fast_state``)."""
+
+    latency: LatencyStats
+    throughput_ips: float  # images per second, from the median latency of the kept runs
+    runs_kept: int
+    runs: int  # all timed runs of the row at this batch size, in every process
+
+
+def blocks(samples_ms: list[float]) -> list[list[float]]:
+    """One process's runs in time order, cut into consecutive blocks of at least BLOCK_S (a last shorter one too)."""
+    found: list[list[float]] = [[]]
+    for sample in samples_ms:
+        if sum(found[-1]) >= BLOCK_S * 1e3:
+            found.append([])
+        found[-1].append(sample)
+    return [block for block in found if block]
+
+
+def fast_state(processes: list[list[float]], batch: int) -> FastState | None:
+    """The runs of the blocks within FAST_STATE_SPAN of the reference block, over all of a row's processes.
+
+    Why: some hosts switch for seconds at a time into a state where every multi-threaded runtime
+    slows down, by a factor that depends on the runtime (a 2-vCPU Zen 4 VM: PyTorch 1.3x, ONNX
+    Runtime at batch 1 1.7x; single-threaded code not at all, README "Reproducibility"). A
+    speedup taken over all runs then depends on how much of each row's time fell in that state,
+    and moves from one evaluation to the next. The fast state is the host's own speed, so the
+    speedup compares rows there; every run stays in results.json and the matrix says how many
+    were kept. The reference is a low quantile of the block medians rather than the fastest
+    block, so one lucky block does not decide which runs count.
+    """
+    cut = [block for samples in processes for block in blocks(samples)]
+    if not cut:
+        return None
+    medians = sorted(statistics.median(block) for block in cut)
+    reference = medians[int(REFERENCE_QUANTILE * (len(medians) - 1))]
+    kept = [sample for block in cut if statistics.median(block) <= FAST_STATE_SPAN * reference for sample in block]
+    latency = LatencyStats.of([ms / 1e3 for ms in kept])
+    return FastState(latency, round(batch / (latency.p50_ms / 1e3), 3), len(kept), sum(map(len, cut)))
+
+
+@dataclass
+class Measurement:
+    """One process's measurement of one artifact."""
+
+    load_s: float
+    first_inference_s: float
+    batches: list[BatchResult]
+    peak_rss_mb: float
+    cuda_peak_mb: float | None
+    executed_precision: str
+    threads: int
+    weight_bytes: int | None = None  # the weights the runtime loaded, at their stored types (runners/base.py)
+    round: int = 0  # the interleaved round it was taken in
+    host: HostUse | None = None  # what else ran on its CPUs while it timed its blocks (machine/host_load.py)
+
+    def throughput(self, batch: int, part: str = INFERENCE) -> float | None:
+        return next((b.throughput_ips if part == INFERENCE else b.end_to_end_ips
+                     for b in self.batches if b.batch == batch), None)
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    """How many threads the CPU baseline ran on, chosen by measurement in its first process (interleave.py): a
+    loaded host can make PyTorch at several threads many times slower than at one."""
+
+    offered: int  # the evaluation's --threads
+    chosen: int
+    p50_ms_offered: float  # batch 1, alternating blocks at each count
+    p50_ms_one: float
+
+    def describe(self) -> str:
+        ratio = max(self.p50_ms_offered, self.p50_ms_one) / min(self.p50_ms_offered, self.p50_ms_one)
+        slower = f"{self.offered if self.chosen == 1 else 1} measured {ratio:.2f}x slower"
+        return (f"ran on {self.chosen} thread{'s' if self.chosen > 1 else ''}, chosen by measurement (b1 p50 "
+                f"{self.p50_ms_offered:g} ms at {self.offered} threads, {self.p50_ms_one:g} ms at 1: {slower})")
+
+
+@dataclass
+class Row:
+    """One artifact (or the PyTorch baseline) across its repeated measurements."""
+
+    name: str  # target-precision
+    model: str
+    target: str
+    precision: str
+    folder: str
+    file_mb: float | None
+    pretrained: bool
+    entry: str = ""  # the file a deployment loads (the baseline's: its checkpoint; "" for random weights)
+    task: str = ""  # the family's task ("detect", "classify"): which accuracy columns apply
+    measurements: list[Measurement] = field(default_factory=list)
+    accuracy: Accuracy | None = None
+    cpu_note: str = ""  # what the artifact's arithmetic assumes of the CPU, and whether this one has it
+    facts: ModelFacts | None = None  # the model's at the row's input size (None: could not be counted)
+    profile: dict[str, Any] | None = None  # eval --profile: profiling.ArtifactProfile less its layers (profile.json)
+    error: str = ""  # set when the row could not be measured at all
+    skipped: str = ""  # why the row is not measured on purpose (a GPU-only format on a CPU evaluation)
+    input_form: str = ""  # what the artifact takes (metadata.InputSpec.describe of its metadata's input)
+    external: dict[str, Any] | None = None  # a model file this tool did not build: its path, sha256, what was read
+    threads_choice: ThreadChoice | None = None  # the CPU baseline: the threads it ran on, chosen by measurement
+
+    def busy_host(self) -> str:
+        """Why the row's figures cannot be trusted because other processes shared its CPUs: the busiest of its
+        processes measured on a busy host (``HostUse.busy``), or "" when none was."""
+        busy = [m.host for m in self.measurements if m.host and m.host.busy]
+        if not busy:
+            return ""
+        worst = max(busy, key=lambda use: use.others_cores + use.steal_share * use.cpus)
+        return f"busy host in {len(busy)} of its {len(self.measurements)} processes: {worst.describe()}"
+
+    def process_spread(self, batch: int, part: str = INFERENCE) -> float | None:
+        """How far the row's processes disagree on ``part`` at ``batch``: the highest over the lowest of their
+        throughputs in the host's fast state, less one; None with fewer than two processes measured there."""
+        rates = [found.throughput_ips for m in self.measurements
+                 if (found := fast_state([b.samples_ms(part) for b in m.batches
+                                          if b.batch == batch and b.samples_ms(part)], batch))]
+        return max(rates) / min(rates) - 1 if len(rates) > 1 else None
+
+    def round_throughputs(self, batch: int, part: str = INFERENCE) -> dict[int, float]:
+        """Images per second of ``part`` at ``batch`` in each interleaved round the row was measured in."""
+        return {m.round: t for m in self.measurements if (t := m.throughput(batch, part))}
+
+    def round_ratios(self, other: Row, batch: int, part: str = INFERENCE) -> list[float]:
+        """This row's throughput over ``other``'s, round by round (the rounds both were measured in): a host's
+        drift from one round to the next cancels in each ratio."""
+        mine, theirs = self.round_throughputs(batch, part), other.round_throughputs(batch, part)
+        return [mine[r] / theirs[r] for r in sorted(mine) if r in theirs]
+
+    def fast_state(self, batch: int, part: str = INFERENCE) -> FastState | None:
+        """The row's runs of ``part`` at ``batch`` in the host's fast state (results.fast_state); None if never
+        measured."""
+        return fast_state([b.samples_ms(part) for m in self.measurements for b in m.batches
+                           if b.batch == batch and b.samples_ms(part)], batch)
+
+    def execution(self, batch: int) -> dict[str, Any] | None:
+        """The configuration the row's runs at ``batch`` used (the same in every process)."""
+        return next((b.execution for m in self.measurements for b in m.batches if b.batch == batch and b.execution),
+                    None)
+
+    def median_latency(self, batch: int, statistic: str = "p50_ms") -> float | None:
+        """The median over the row's processes of their ``p50_ms``/``p99_ms``... at ``batch``."""
+        values = [getattr(b.latency, statistic) for m in self.measurements for b in m.batches
+                  if b.batch == batch and b.latency]
+        return statistics.median(values) if values else None
+
+    def median_phases(self, batch: int) -> dict[str, float] | None:
+        """GPU rows: the median over the row's processes of each phase's p50 at ``batch`` (copy in, compute, copy
+        out, by CUDA events); None for rows without that split."""
+        splits = [b.phases_ms for m in self.measurements for b in m.batches if b.batch == batch and b.phases_ms]
+        if not splits:
+            return None
+        return {phase: round(statistics.median(s[phase].p50_ms for s in splits), 4) for phase in splits[0]}
+
+    def median_memory_mb(self) -> float:
+        """Peak resident memory of the row's processes (host RSS), median over them."""
+        return statistics.median(m.peak_rss_mb for m in self.measurements)
+
+    def median_gpu_memory_mb(self) -> float | None:
+        """A GPU row's memory on the GPU as the driver counts it per process (NVML), median over its processes;
+        None for a row measured on the CPU."""
+        found = [m.cuda_peak_mb for m in self.measurements if m.cuda_peak_mb is not None]
+        return statistics.median(found) if found else None
+
+    def deployed_memory_mb(self) -> float:
+        """The memory a deployment of the row must budget for: on the GPU its GPU memory, else host RSS."""
+        gpu = self.median_gpu_memory_mb()
+        return gpu if gpu is not None else self.median_memory_mb()
+
+
+@dataclass(frozen=True)
+class BatchCells:
+    """A matrix row's figures at one batch size (matrix.batch_cells, roofline.roofline_cells), in the host's fast
+    state; where the row has none at that size, ``error`` says why and every figure is None."""
+
+    error: str = ""
+    speedup: float | None = None  # throughput over the baseline's (None: no baseline)
+    speedup_range: tuple[float, float] | None = None  # the lowest and highest per-round ratio, over all runs
+    throughput_ips: float | None = None
+    mode: str | None = None  # the label of the execution configuration it ran in (runners.base.Execution)
+    fast_runs: tuple[int, int] | None = None  # runs kept in the fast state, of all
+    end_to_end_ips: float | None = None  # the pipelined deployed path (None: not measured)
+    end_to_end_share: float | None = None  # its share of throughput_ips
+    gpu_ms: dict[str, float] | None = None  # GPU rows: median ms of copy in / compute / copy out (Row.median_phases)
+    achieved_gops: float | None = None  # GFLOPs per image x throughput (None: the model's facts are not known)
+    utilization: float | None = None  # achieved over the measured peak (eval --profile on a CPU)
+    intensity: float | None = None  # operations per byte moved (eval --profile on a CPU)
+    bound: str | None = None  # "memory" or "compute"
+
+    def speedup_or_error(self) -> float | str | None:
+        """What a table shows as the speedup: the figure, or why there is none at this batch size."""
+        return self.error or self.speedup
+
+
+NO_CELLS = BatchCells()
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """One line of the speedup matrix, typed: what matrix.csv, matrix.md, report.html and the console show of a row
+    (matrix.matrix_row). A row not measured (skipped, failed) has its name and status only."""
+
+    model: str
+    artifact: str
+    precision: str
+    task: str
+    note: str  # an experimental format, a model file this tool did not build
+    status: str  # "ok", "skipped: why" or "failed: why"
+    batches: dict[int, BatchCells] = field(default_factory=dict)  # every batch size of the evaluation, if measured
+    executed_precision: str | None = None  # what the runtime reported computing in
+    latency_b1_p50_ms: float | None = None
+    peak_rss_mb: float | None = None
+    gpu_mb: float | None = None  # a GPU row's memory on the GPU (NVML, per process)
+    file_mb: float | None = None
+    weights_mb: float | None = None
+    map50_95: float | None = field(default=None, metadata=SHARE)
+    map50: float | None = field(default=None, metadata=SHARE)
+    map50_95_delta: float | None = field(default=None, metadata={RANGE: (-1.0, 1.0)})  # against the baseline
+    top1_agreement: float | None = field(default=None, metadata=SHARE)
+    top1: float | None = field(default=None, metadata=SHARE)
+    accuracy_note: str = ""
+    cpu_note: str = ""
+    repeats: int = 0  # processes measured
+    unstable: bool = False  # its processes disagree by more than matrix.UNSTABLE_SPREAD
+    busy_host: str = ""  # why its figures are not to be trusted: other processes shared its CPUs (Row.busy_host)
+    gflops_per_image: float | None = None
+    peak_gops: float | None = None  # the measured peak that bounds it (eval --profile on a CPU)
+    peak_of: str | None = None  # whose peak: runtime and precision
+
+    def at(self, batch: int) -> BatchCells:
+        """The row's figures at ``batch``; every one None where it has none (a row not measured)."""
+        return self.batches.get(batch, NO_CELLS)
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """What an evaluation measured with, as results.json records it and every report reads it back."""
+
+    data: Path | None
+    batch_sizes: tuple[int, ...]
+    threads: int
+    device: str
+    min_time_s: float
+    repeats: int
+    max_images: int | None
+    accuracy: bool
+    imgsz: int | None
+    # the defaults below are what a results.json written before the field existed meant (report.load_report)
+    profile_dir: Path | None = None  # eval --profile: every artifact's profile goes to <profile_dir>/<model>/<artifact>
+    mode: str = AUTO  # runners.base.wanted_mode's policy: latency at batch 1 and throughput above, or one of them
+    end_to_end: bool = True  # also time the pipelined deployed path (end_to_end.py) at every batch size
+    row_timeout_s: float = ROW_TIMEOUT_S  # a row's process silent this long is stopped (interleave.LiveRow)
+
+    def timing(self, threads: int | None = None) -> Timing:
+        """The part of these settings a measuring process runs with, on ``threads`` where the row chose its own."""
+        return Timing(self.batch_sizes, self.min_time_s, threads or self.threads, self.device, self.mode)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How one measuring process times its artifact (``measure.MeasureJob``): an evaluation's from its settings
+    (``EvalSettings.timing``), a profile's or a study's as it needs."""
+
+    batch_sizes: tuple[int, ...]
+    min_time_s: float  # timed seconds per batch size
+    threads: int
+    device: str = "cpu"
+    mode: str = LATENCY  # runners.base.wanted_mode's policy (an evaluation's: its --mode)
+
+
+@dataclass
+class Report:
+    schema_version: int
+    environment: dict[str, Any]
+    settings: EvalSettings
+    rows: list[Row]
+    matrix: list[MatrixRow]
+    machine_limits: dict[str, Any] | None = None  # machine/peaks.py's MachineLimits (eval --profile)
+
+    def to_json(self) -> str:
+        """results.json's text: every field as ``dataclasses.asdict`` gives it, the settings' paths as strings."""
+        return json.dumps(dataclasses.asdict(self), indent=2, default=str) + "\n"
+
+
+def read_results(folder: Path) -> dict[str, Any]:
+    """An eval's results.json (``folder`` or the file itself) as parsed JSON of a schema this version reads
+    (READABLE_VERSIONS: version 7 differs from 8 in its matrix only, which report.load_report computes again from
+    the rows, and 8 from 9 in fields 9 added with defaults); anything else is a UserError naming the file."""
+    path = folder / "results.json" if folder.is_dir() else folder
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise UserError(f"{folder} holds no readable results.json of 'optimize eval' ({err.__class__.__name__})") \
+            from None
+    if not isinstance(data, dict) or data.get("schema_version") not in READABLE_VERSIONS:
+        found = data.get("schema_version") if isinstance(data, dict) else None
+        raise UserError(f"{path} has results schema {found}, this version reads "
+                        f"{', '.join(map(str, READABLE_VERSIONS[:-1]))} or {READABLE_VERSIONS[-1]}: evaluate "
+                        "again with this version")
+    return data
+
+
+
+
+def from_json(kind: Any, data: Any, where: str, bounds: tuple[float, float] = NOT_NEGATIVE) -> Any:
+    """Parsed JSON as ``kind`` (a dataclass, ``list[X]``, ``dict[str, X]``, ``X | None``, a plain type), every field
+    checked against its annotation: a file this tool reads back is refused in one line naming the first field that
+    is missing or of the wrong type (a UserError), never a KeyError or TypeError later. ``Path`` fields take a
+    string, ``tuple[X, ...]`` a list, ``dict[int, X]`` integers written as object keys (JSON has none of them).
+    Every float is finite and within ``bounds``: its field's ``RANGE`` metadata, else NOT_NEGATIVE (a NaN mAP would
+    otherwise pass every budget, a negative latency break the statistics)."""
+    origin, arguments = typing.get_origin(kind), typing.get_args(kind)
+    if kind is Any:
+        return data
+    if origin in (typing.Union, types.UnionType):
+        if data is None and type(None) in arguments:
+            return None
+        return from_json(next(a for a in arguments if a is not type(None)), data, where, bounds)
+    if dataclasses.is_dataclass(kind):
+        return _dataclass_from_json(kind, data, where)
+    if origin in (list, tuple):
+        items = _checked(data, list, where, "a list")
+        return origin(from_json(arguments[0], item, f"{where}[{index}]", bounds) for index, item in enumerate(items))
+    if origin is dict:
+        entries = _checked(data, dict, where, "an object")
+        return {_key(arguments[0], key, where): from_json(arguments[1], value, f"{where}.{key}", bounds)
+                for key, value in entries.items()}
+    if kind is Path:
+        return Path(_checked(data, str, where, "a path"))
+    if kind is float:
+        return _in_bounds(_checked(data, (int, float), where, "a number"), bounds, where)
+    return _checked(data, kind, where, {int: "an integer", str: "a string", bool: "true or false"}.get(kind, str(kind)))
+
+
+def _in_bounds(number: float, bounds: tuple[float, float], where: str) -> float:
+    low, high = bounds
+    if not math.isfinite(number) or not low <= number <= high:
+        span = f"at least {low:g}" if high == math.inf else f"within {low:g}..{high:g}"
+        raise UserError(f"{where}: expected a finite number {span}, got {number}")
+    return number
+
+
+def _dataclass_from_json(kind: Any, data: Any, where: str) -> Any:
+    entries = _checked(data, dict, where, "an object")
+    hints = typing.get_type_hints(kind)
+    unknown = sorted(set(entries) - set(hints))
+    if unknown:
+        raise UserError(f"{where}.{unknown[0]}: not a field this version writes")
+    values = {}
+    for found in dataclasses.fields(kind):
+        if found.name in entries:
+            values[found.name] = from_json(hints[found.name], entries[found.name], f"{where}.{found.name}",
+                                           found.metadata.get(RANGE, NOT_NEGATIVE))
+        elif found.default is dataclasses.MISSING and found.default_factory is dataclasses.MISSING:
+            raise UserError(f"{where}.{found.name}: missing")
+    return kind(**values)
+
+
+def _key(kind: Any, key: str, where: str) -> Any:
+    """A JSON object's key as ``kind``: an ``int`` key (a batch size) is written as its digits."""
+    if kind is not int:
+        return key
+    if not key.isdigit():
+        raise UserError(f"{where}.{key}: expected an integer key")
+    return int(key)
+
+
+def _checked(value: Any, kind: type | tuple[type, ...], where: str, wanted: str) -> Any:
+    """``value`` when it is a ``kind`` (a bool is no number here), else a UserError naming ``where``."""
+    if not isinstance(value, kind) or isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else
+                                                                               (kind,)):
+        raise UserError(f"{where}: expected {wanted}, got {json.dumps(value)[:60]}")
+    return value
