@@ -134,7 +134,7 @@ def summary(report_dir: Path) -> dict[str, Any]:
 
 
 def _samples(row: dict[str, Any], process: int, batch_index: int) -> list[float]:
-    return row["measurements"][process]["batches"][batch_index]["latency"]["samples_ms"]  # type: ignore[no-any-return]
+    return list(row["measurements"][process]["batches"][batch_index]["latency"]["samples_ms"])
 
 
 def main() -> None:
