@@ -1,6 +1,6 @@
 """Issue 46's first lever: yolov5's Detect decode rewritten five ways, against yolov5's own, in OpenVINO.
 
-    python bench/head_layout.py --assets ../shared/assets [--repeats 3] [--seconds 5] [--heads plain,chain]
+    python bench/head_layout.py --assets ../shared/assets [--repeats 3] [--seconds 5] [--heads plain,chain] [--batch 8]
 
 yolov5's head permutes each level's ``[B, 255, H, W]`` to ``[B, 3, H, W, 85]`` first, then splits the 85 (x y, w h,
 the rest) along the innermost axis, decodes and concatenates them there. Three rewrites keep the output contract
@@ -21,9 +21,9 @@ difference from yolov5's output is measured on its rows reordered the same way):
 
 Each head is exported from the pretrained yolov5n at 640 (torch's TorchScript-based ONNX exporter for
 all of them, opset 18), converted to OpenVINO FP32 and quantized by NNCF's default recipe (MIXED preset, 32 coco128
-images).
-Each IR is then timed at batch 1 on 2 threads (LATENCY hint), the variants in turns, one fresh process each per
-round, with OpenVINO's per-layer times summed by layer type. Saves the medians and every round under ``--save``.
+images, in batches of ``--batch``). Each IR is then timed at ``--batch`` (1 by default; the graph is exported at that
+batch) on 2 threads (LATENCY hint), the variants in turns, one fresh process each per round, with OpenVINO's
+per-layer times summed by layer type. Saves the medians and every round under ``--save``.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def in_channels_last_order(head: Any, output: Any) -> Any:
     return torch.cat(parts, 1)
 
 
-def make(assets: Path, folder: Path, heads: list[str]) -> dict[str, float]:
+def make(assets: Path, folder: Path, heads: list[str], batch: int) -> dict[str, float]:
     """The heads' FP32 and INT8 IRs in ``folder``; each variant's largest difference from yolov5's output."""
     import nncf
     import numpy as np
@@ -123,13 +123,14 @@ def make(assets: Path, folder: Path, heads: list[str]) -> dict[str, float]:
     from yolo_optimize.images import list_images
 
     model = load_model(resolve_source(str(assets / "weights" / "yolov5n.pt")))
-    image = torch.rand(1, 3, SIZE, SIZE)
+    image = torch.rand(batch, 3, SIZE, SIZE)
     head = next(m for m in model.modules() if isinstance(m, Detect))
     del head.forward  # the export form's channels-last decode (YoloV5.for_export): yolov5's own Detect.forward again
     want = model(image)
     family = family_named("yolov5")
-    calibration = [np.ascontiguousarray(family.preprocess(path, SIZE).pixels.transpose(2, 0, 1)[None],
-                                        dtype=np.float32) / 255 for path in list_images(assets / "coco128")[:32]]
+    images = [np.ascontiguousarray(family.preprocess(path, SIZE).pixels.transpose(2, 0, 1)[None],
+                                   dtype=np.float32) / 255 for path in list_images(assets / "coco128")[:32]]
+    calibration = [np.concatenate(images[start:start + batch]) for start in range(0, len(images), batch)]
     forwards = {"plain": head.forward,
                 "planes": types.MethodType(lambda self, x: decoded_in_planes(self, x, False), head),
                 "one_transpose": types.MethodType(lambda self, x: decoded_in_planes(self, x, True), head),
@@ -151,15 +152,15 @@ def make(assets: Path, folder: Path, heads: list[str]) -> dict[str, float]:
     return differences
 
 
-def timed(path: Path, seconds: float) -> dict[str, Any]:
-    """This process's batch-1 median latency of the IR at ``path`` and its per-layer milliseconds by layer type."""
+def timed(path: Path, seconds: float, batch: int) -> dict[str, Any]:
+    """This process's median latency at ``batch`` of the IR at ``path`` and its per-layer milliseconds by layer type."""
     import numpy as np
     import openvino as ov
 
     compiled = ov.Core().compile_model(str(path), "CPU", {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": 2,
                                                           "PERF_COUNT": True})
     request = compiled.create_infer_request()
-    image = np.random.default_rng(0).random((1, 3, SIZE, SIZE), np.float32)
+    image = np.random.default_rng(0).random((batch, 3, SIZE, SIZE), np.float32)
     for _ in range(5):
         request.infer({0: image})
     runs, end = [], time.perf_counter() + seconds
@@ -180,19 +181,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--save", type=Path, default=Path("bench/results"))
+    parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", default=",".join(VARIANTS), help="which of " + ", ".join(VARIANTS))
     parser.add_argument("--time", type=Path, help=argparse.SUPPRESS)  # one fresh process's timing of this IR
     args = parser.parse_args()
     if args.time:
-        print(json.dumps(timed(args.time, args.seconds)))
+        print(json.dumps(timed(args.time, args.seconds, args.batch)))
         return
     with tempfile.TemporaryDirectory(prefix="head-layout-") as scratch:
         heads = args.heads.split(",")
-        differences = make(args.assets, Path(scratch), heads)
+        differences = make(args.assets, Path(scratch), heads, args.batch)
         rounds = []
         for index in range(args.repeats):
             order = heads if index % 2 == 0 else heads[::-1]
-            rounds.append({f"{name}-{precision}": _fresh(Path(scratch) / f"{name}-{precision}.xml", args.seconds)
+            rounds.append({f"{name}-{precision}": _fresh(Path(scratch) / f"{name}-{precision}.xml", args.seconds,
+                                                         args.batch)
                            for name in order for precision in ("int8", "fp32")})
             print(f"round {index + 1}: " + ", ".join(f"{k} {v['p50_ms']:.1f} ms" for k, v in rounds[-1].items()),
                   flush=True)
@@ -202,11 +205,13 @@ def main() -> None:
     for key, line in medians.items():
         top = ", ".join(f"{kind} {ms}" for kind, ms in list(line["layer_ms"].items())[:6])
         print(f"{key}: p50 {line['p50_ms']} ms ({top})")
-    save(args.save, "head_layout", {"largest_difference": differences, "medians": medians, "rounds": rounds}, 2)
+    save(args.save, "head_layout", {"batch": args.batch, "largest_difference": differences, "medians": medians,
+                                    "rounds": rounds}, 2)
 
 
-def _fresh(path: Path, seconds: float) -> dict[str, Any]:
-    result = subprocess.run([sys.executable, __file__, "--time", str(path), "--seconds", str(seconds)],
+def _fresh(path: Path, seconds: float, batch: int) -> dict[str, Any]:
+    result = subprocess.run([sys.executable, __file__, "--time", str(path), "--seconds", str(seconds),
+                             "--batch", str(batch)],
                             capture_output=True, text=True, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     found: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return found
