@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import onnx
 import openvino as ov
 import pytest
 
@@ -46,3 +47,15 @@ def test_the_ir_records_the_onnx_float_part_in_its_own_names_and_int8_keeps_the_
     tail = [op.get_friendly_name() for op in ops
             if not reaches[op.get_friendly_name()] and op.get_type_name() != "Convolution"]
     assert decode_ops(model, part) == tail and "output0" in tail
+
+
+def test_the_ir_decodes_in_one_chain_with_no_split_and_no_constant_the_size_of_an_output(built: Path) -> None:
+    """export/openvino.py converts the ONNX file with its decode chained (optimize/decode_chain.py); the ONNX file
+    keeps its split, which ONNX Runtime runs faster. The build's parity check held the IR to PyTorch."""
+    model = ov.Core().read_model(str(built / "openvino-fp32" / "yolov5n_openvino_model" / "yolov5n.xml"))
+    types = {op.get_type_name() for op in model.get_ordered_ops()}
+    assert not {"Split", "VariadicSplit"} & types
+    largest = max(int(np.prod(op.get_output_shape(0))) for op in model.get_ordered_ops()
+                  if op.get_type_name() == "Constant" and len(op.get_output_shape(0)) == 5)
+    assert largest <= 80 * 85
+    assert "Split" in {node.op_type for node in onnx.load(str(built / "onnx-fp32" / "yolov5n.onnx")).graph.node}

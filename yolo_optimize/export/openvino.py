@@ -1,4 +1,6 @@
-"""OpenVINO IR converted from the deployable ONNX; metadata in the IR's ``rt_info``.
+"""OpenVINO IR converted from the deployable ONNX, its head's split decode made one elementwise chain
+(optimize/decode_chain.py: OpenVINO fuses that into one kernel, where it copies every output value twice for the
+split and the concatenation); metadata in the IR's ``rt_info``.
 
 OpenVINO names each op after the ONNX node it came from (``node_conv2d_57``, or ``node_conv2d_57/WithoutBiases`` for
 a part of one), so the ONNX file's float part (export/onnx.py) is recorded here in OpenVINO's names."""
@@ -6,7 +8,9 @@ a part of one), so the ONNX file's float part (export/onnx.py) is recorded here 
 from __future__ import annotations
 
 import importlib.util
+import tempfile
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from yolo_optimize.building.stage import (
@@ -34,7 +38,7 @@ class OpenVinoConfig:
 class OpenVinoExport(Stage):
     name = "openvino"
     inputs = (SOURCE, REFERENCE)
-    revision = 3  # 2: the execution hint is in the metadata; 3: the float part recorded
+    revision = 4  # 2: the execution hint is in the metadata; 3: the float part recorded; 4: the decode chained
     tools = ("openvino",)
     target = "openvino"
 
@@ -49,7 +53,7 @@ class OpenVinoExport(Stage):
     def run(self, ctx: StageContext) -> StageOutput:
         import openvino as ov
 
-        model = ov.convert_model(str(ctx.entry(SOURCE)))
+        model = converted_with_chained_decode(ctx.entry(SOURCE))
         metadata = replace(ArtifactMetadata.of(ctx.manifest(SOURCE)), format=self.target,
                            precision=self.config.precision,
                            compile_config={"INFERENCE_PRECISION_HINT": EXECUTION_HINTS[self.config.precision]})
@@ -59,6 +63,23 @@ class OpenVinoExport(Stage):
         float_part = ops_of_nodes(model, recorded_float_part(ctx.manifest(SOURCE)))
         ov.save_model(model, str(ctx.out_dir / entry), compress_to_fp16=self.config.precision == "fp16")
         return StageOutput(entry=entry, metadata=metadata.to_dict(), info={FLOAT_PART: float_part})
+
+
+def converted_with_chained_decode(source: Path) -> Any:
+    """OpenVINO's model of the ONNX file ``source``, its split decodes chained (the file itself is left as it is:
+    ONNX Runtime reads it, and runs a chain slower than the split)."""
+    import onnx
+    import openvino as ov
+
+    from yolo_optimize.optimize.decode_chain import chain_decodes
+
+    model, rewritten = chain_decodes(onnx.load(str(source)))
+    if not rewritten:
+        return ov.convert_model(str(source))
+    with tempfile.TemporaryDirectory(prefix="openvino-source-") as scratch:
+        chained = Path(scratch) / source.name
+        onnx.save(model, str(chained), save_as_external_data=False)
+        return ov.convert_model(str(chained))
 
 
 def ops_of_nodes(model: Any, nodes: list[str]) -> list[str]:
