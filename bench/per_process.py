@@ -1,4 +1,4 @@
-"""An evaluation's INT8 rows against the same artifacts made another way and added as ``--add`` rows (a branch's
+"""An evaluation's rows against the same artifacts made another way and added as ``--add`` rows (a branch's
 files beside main's): per process (round), the ratio of the row's latency to its added twin's, at the median and at
 the 10% quantile of every sample (> 1: the added file is faster).
 
@@ -13,9 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-ROWS = ("onnx-int8", "openvino-int8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path, help="the evaluation's results.json")
@@ -23,8 +20,10 @@ def main() -> None:
     parser.add_argument("--batch-sizes", default="1,8", help="the evaluation's batch sizes, in its order")
     args = parser.parse_args()
     rows = {row["name"]: row for row in json.loads(args.results.read_text())["rows"]}
-    for base in ROWS:
-        added = next(name for name in rows if name.startswith(base + "-external"))
+    for base in rows:  # each built row with a file of the same target and precision added beside it
+        added = next((name for name in rows if name.startswith(f"{base}-external")), None)
+        if added is None:
+            continue
         for index, batch in enumerate(args.batch_sizes.split(",")):
             ratios = []
             for process in range(len(rows[base]["measurements"])):
