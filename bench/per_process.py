@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path, help="the evaluation's results.json")
