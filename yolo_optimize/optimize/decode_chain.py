@@ -171,17 +171,18 @@ def replace_with_chain(model: Any, decode: SplitDecode, chain: Chain) -> None:
              **{f"c{i}": term for i, term in enumerate(chain.tails)}}
     model.graph.initializer.extend(numpy_helper.from_array(value.astype(np.float32), f"{stem}/chain_{key}")
                                    for key, value in named.items())
-    offset = f"{stem}/chain_s_d" if chain.d is not None else s
-    steps = [*((("Add", s, f"{stem}/chain_d", offset),) if chain.d is not None else ()),
-             ("Mul", s, f"{stem}/chain_a", f"{stem}/chain_as"), ("Add", f"{stem}/chain_as", f"{stem}/chain_b",
-                                                                  f"{stem}/chain_asb"),
-             ("Mul", offset, f"{stem}/chain_asb", f"{stem}/chain_q"),
-             *(("Add", None, f"{stem}/chain_c{i}", None) for i in range(len(chain.tails)))]
-    nodes, previous = [], ""
-    for index, (op, left, right, output) in enumerate(steps):
-        output = out if index == len(steps) - 1 else output or f"{stem}/chain_{index}"
-        nodes.append(helper.make_node(op, [left or previous, right], [output], name=f"{stem}/chain_{index}"))
-        previous = output
+    nodes = []
+
+    def step(op: str, left: str, right: str, output: str) -> str:
+        nodes.append(helper.make_node(op, [left, right], [f"{stem}/chain_{output}"], name=f"{stem}/chain_{output}"))
+        return f"{stem}/chain_{output}"
+
+    offset = step("Add", s, f"{stem}/chain_d", "s_plus_d") if chain.d is not None else s
+    value = step("Mul", offset, step("Add", step("Mul", s, f"{stem}/chain_a", "as"), f"{stem}/chain_b", "as_plus_b"),
+                 "product")
+    for i in range(len(chain.tails)):
+        value = step("Add", value, f"{stem}/chain_c{i}", f"plus_c{i}")
+    nodes[-1].output[0] = out
     removed = {node.output[0] for node in (decode.split, decode.concat, *(n for part in decode.branches for n in part))}
     position = next(i for i, node in enumerate(model.graph.node) if node.output[0] == decode.split.output[0])
     kept = [node for node in model.graph.node if node.output[0] not in removed]
@@ -231,9 +232,7 @@ def _smallest(x: np.ndarray, outputs_axis: int) -> np.ndarray:
 
 def _common_shape(shapes: list[tuple[int, ...]], axis: int) -> tuple[int, ...]:
     """The shape every part's coefficient broadcasts to, off the split's axis (where each keeps its width)."""
-    rank = max(len(shape) for shape in shapes)
-    padded = [(1,) * (rank - len(shape)) + tuple(shape) for shape in shapes]
-    return tuple(1 if i == axis else max(shape[i] for shape in padded) for i in range(rank))
+    return tuple(1 if i == axis else max(shape[i] for shape in shapes) for i in range(len(shapes[0])))
 
 
 def _with_width(shape: tuple[int, ...], width: int, axis: int) -> tuple[int, ...]:
