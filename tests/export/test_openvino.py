@@ -50,7 +50,7 @@ def test_the_ir_records_the_onnx_float_part_in_its_own_names_and_int8_keeps_the_
 
 
 def test_the_ir_decodes_in_one_chain_with_no_split_and_no_constant_the_size_of_an_output(built: Path) -> None:
-    """export/openvino.py converts the ONNX file with its decode chained (optimize/decode_chain.py); the ONNX file
+    """export/openvino.py converts the ONNX file with its decode chained (export/decode_chain.py); the ONNX file
     keeps its split, which ONNX Runtime runs faster. The build's parity check held the IR to PyTorch."""
     model = ov.Core().read_model(str(built / "openvino-fp32" / "yolov5n_openvino_model" / "yolov5n.xml"))
     types = {op.get_type_name() for op in model.get_ordered_ops()}

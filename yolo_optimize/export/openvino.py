@@ -1,5 +1,5 @@
 """OpenVINO IR converted from the deployable ONNX, its head's split decode made one elementwise chain
-(optimize/decode_chain.py: OpenVINO fuses that into one kernel, where it copies every output value twice for the
+(export/decode_chain.py: OpenVINO fuses that into one kernel, where it copies every output value twice for the
 split and the concatenation); metadata in the IR's ``rt_info``.
 
 OpenVINO names each op after the ONNX node it came from (``node_conv2d_57``, or ``node_conv2d_57/WithoutBiases`` for
@@ -71,7 +71,7 @@ def converted_with_chained_decode(source: Path) -> Any:
     import onnx
     import openvino as ov
 
-    from yolo_optimize.optimize.decode_chain import chain_decodes
+    from yolo_optimize.export.decode_chain import chain_decodes
 
     model, rewritten = chain_decodes(onnx.load(str(source)))
     if not rewritten:

@@ -1,4 +1,4 @@
-"""The split decode made one elementwise chain (optimize/decode_chain.py): on yolov5n's real export, on a head in
+"""The split decode made one elementwise chain (export/decode_chain.py): on yolov5n's real export, on a head in
 yolov5's own layout, and on a split it must leave alone."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.conftest import VAL_DATA
+from yolo_optimize.export.decode_chain import chain_decodes
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
-from yolo_optimize.optimize.decode_chain import chain_decodes
 
 
 def outputs(model: onnx.ModelProto, feed: dict[str, np.ndarray]) -> np.ndarray:
