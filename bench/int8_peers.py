@@ -18,8 +18,9 @@ calibrates on one half and gates on the other) at the default ``--max-map-drop``
 (onnx-int8 on a CPU without VNNI), it is built again at ``--onnx-max-map-drop`` so that its speed can still be
 compared, and the summary says so. Then one ``optimize eval`` measures every row on all of coco_val128 at batch 1
 and 8 in ``--repeats`` interleaved fresh-process rounds, the peers as ``--add`` rows, and the summary gives each
-pair's throughput, mAP50-95 and per-process ratio of median latencies (peer over ours: > 1, ours faster).
-``--skip-build --skip-eval`` recomputes the summary from the saved report.
+pair's throughput, mAP50-95 and per-process ratio of median latencies (peer over ours: > 1, ours faster). The
+evaluation profiles every row too, so ``bench/ceiling.py --report <the report>`` gives each file's share of its
+convolutions-only ceiling from the same run. ``--skip-build --skip-eval`` recomputes the summary from the saved report.
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ def main() -> None:
     if not args.skip_eval:
         added = [value for path in peers.values() for value in ("--add", f"yolov5={path}")]
         optimize("eval", args.out, "--data", args.assets / "coco_val128", "--batch-sizes", "1,8", "--repeats",
-                 args.repeats, "--out", args.report, *added)
+                 args.repeats, "--profile", "--out", args.report, *added)
     result = {"gated_at": json.loads(gated_file.read_text()), "peers": summary(args.report)}
     (args.report / "peers.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))

@@ -25,7 +25,9 @@ the deployed path reads and prepares the next images on a thread of its own whil
 usable CPU, and spinning threads kept that thread off the cores. On the 2-core AVX2 VM, yolov5n's onnx-int8 at
 batch 1 ran end to end 1.10x and 1.15x as fast sleeping, inference alone 0.97x and 1.07x, in two runs of five
 interleaved rounds; stopping the spinning only when a run returns (``session.force_spinning_stop``) gained nothing
-end to end (bench/ort_spinning.py). The snippets set it as measured.
+end to end (bench/ort_spinning.py). The snippets set it as measured. On the Zen 4 VM stopping the spinning when a
+run returns measured 1.07-1.09x faster than sleeping in both (bench/README.md): the better policy depends on the
+CPU, and choosing it by measurement on the host is still to be done.
 """
 
 from __future__ import annotations
