@@ -14,13 +14,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import platform
 import shutil
 import signal
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
@@ -44,7 +43,7 @@ from yolo_optimize.building.executor import Executor, LocalExecutor
 from yolo_optimize.building.stage import REFERENCE, Stage, StageContext
 from yolo_optimize.checkpoint import ModelSource
 from yolo_optimize.errors import StageSkipped
-from yolo_optimize.host.processes import classified, ended, oom_kills
+from yolo_optimize.host.processes import classified, ended, native_output_to, oom_kills
 from yolo_optimize.versions import tool_versions
 
 BUILT, CACHED, FAILED, SKIPPED, NOT_NEEDED = "built", "cached", "failed", "skipped", "not needed"
@@ -333,7 +332,7 @@ def _build_locked(job: NodeJob, final: Path) -> NodeResult:
     started = time.perf_counter()
     log = job.model_dir / ".logs" / f"{job.node.name}.log"
     try:
-        with _output_to(log):
+        with native_output_to(log):
             manifest = _run_stage(job, staging)
         manifest.build_seconds = round(time.perf_counter() - started, 3)
         manifest.write(staging)
@@ -409,19 +408,3 @@ def _limit_threads(threads: int) -> None:
 
     torch.set_num_threads(threads)
 
-
-@contextlib.contextmanager
-def _output_to(log: Path) -> Iterator[None]:
-    """Send the tools' own prints (C-level too) to the node's log instead of the live display."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    saved = os.dup(1), os.dup(2)
-    with open(log, "w") as handle:
-        os.dup2(handle.fileno(), 1)
-        os.dup2(handle.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])

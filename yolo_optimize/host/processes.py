@@ -166,6 +166,25 @@ def _flush_native_streams() -> None:
         ctypes.CDLL(None).fflush(None)
 
 
+@contextlib.contextmanager
+def native_output_to(log: Path, descriptors: tuple[int, ...] = (1, 2)) -> Iterator[None]:
+    """``descriptors`` (stdout and stderr by default) written to ``log`` for the block, C-level writes included: a
+    tool's own prints go to its node's log instead of the live display, and a runtime's C++ report (NCNN's per-layer
+    timer on stderr) can be read back."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    saved = [os.dup(descriptor) for descriptor in descriptors]
+    with open(log, "w") as handle:
+        for descriptor in descriptors:
+            os.dup2(handle.fileno(), descriptor)
+        try:
+            yield
+        finally:
+            _flush_native_streams()
+            for descriptor, copy in zip(descriptors, saved, strict=True):
+                os.dup2(copy, descriptor)
+                os.close(copy)
+
+
 class _OwnSpawnContext(SpawnContext):
     Process = _OwnProcess
 

@@ -1,6 +1,6 @@
 """The NCNN runner in an evaluation: measured beside the baseline, one image at a time on every thread at batch 1
 and one image per thread at batch 2, scored as PyTorch scores; its snippets run as printed; its threads set on the
-running net; a prepared uint8 image converted by NCNN itself."""
+running net; a prepared uint8 image converted by NCNN itself; its per-layer times read from NCNN's own timer."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluation.reporting.recommend import snippet
 from yolo_optimize.evaluation.results import Report
 from yolo_optimize.runtime.runners import open_runner
-from yolo_optimize.runtime.runners.ncnn import ncnn_input
+from yolo_optimize.runtime.runners.ncnn import benchmark_layers, ncnn_input, read_layers
+
+SAVED_BENCHMARK = Path(__file__).parent / "data" / "ncnn_benchmark_yolov5n_int8_640.txt"
 
 
 def test_ncnn_rows_are_measured_image_by_image_and_score_what_pytorch_scores(edge_evaluated: Report) -> None:
@@ -70,3 +72,33 @@ def test_a_prepared_uint8_image_becomes_in_ncnn_the_float_input_the_float_path_f
     np.testing.assert_allclose(converted, image.transpose(2, 0, 1) / np.float32(255), rtol=0, atol=1e-6)
     float_path = np.ascontiguousarray(image.transpose(2, 0, 1), dtype=np.float32) / 255
     np.testing.assert_array_equal(np.array(ncnn_input(float_path)), float_path)
+
+
+def test_ncnn_benchmark_lines_give_each_layer_its_time_precision_and_operations(built_edge_int8: Path) -> None:
+    """One pass of yolov5n's INT8 file at 640 as an ncnn built with NCNN_BENCHMARK printed it (saved from the build
+    bench/ncnn_layers.py describes), read against the fixture's .param (pnnx names the layers alike in every build):
+    every layer the graph runs timed once, in the order it ran; the 57 convolutions the .param gives int8 scales in
+    int8 and the Detect head's 3 in fp32; their operations summing to yolov5n's 4.5 GFLOPs at 640; two passes read as
+    their mean."""
+    folder = built_edge_int8 / "ncnn-int8"
+    param = folder / str(Manifest.read(folder).entry)
+    printed = SAVED_BENCHMARK.read_text()
+    layers, events = benchmark_layers(printed, param, "fp32", runs=1)
+    assert [layer.name for layer in layers] == [event["name"] for event in events]
+    assert {layer.name for layer in layers} == {layer.name for layer in read_layers(param) if layer.kind != "Input"}
+    assert (layers[0].name, layers[0].kind, layers[0].ms, layers[0].executed) == ("conv_7", "Convolution", 9.36, "int8")
+    convolutions = [layer for layer in layers if layer.gflops is not None]
+    assert len(convolutions) == 60 and all(layer.kind == "Convolution" for layer in convolutions)
+    assert [layer.executed for layer in convolutions].count("int8") == 57
+    assert {layer.name for layer in convolutions if layer.executed == "fp32"} == {"conv_64", "conv_65", "conv_66"}
+    assert 4.4 < sum(layer.gflops or 0 for layer in convolutions) < 4.6
+    assert benchmark_layers(printed * 2, param, "fp32", runs=2)[0] == layers
+
+
+def test_the_pypi_ncnn_has_no_per_layer_timer_and_the_profile_says_how_to_get_one(built_edge: Path,
+                                                                                  tmp_path: Path) -> None:
+    folder = built_edge / "ncnn-fp32"
+    with open_runner(folder, Manifest.read(folder), threads=2) as runner, \
+            pytest.raises(NotImplementedError, match="built without NCNN_BENCHMARK.*bench/README"):
+        runner.profile_layers(np.zeros((1, 3, 320, 320), np.float32), 2, tmp_path / "trace.json")
+    assert not (tmp_path / "trace.json").exists()

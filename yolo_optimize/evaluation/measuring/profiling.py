@@ -188,13 +188,14 @@ def profile_artifact(request: ProfileRequest) -> ArtifactProfile:
     weighted_ms, weighted_gflops = sum(r.ms for r in rates), sum(r.gflops for r in rates)
     precision = peak_precision(executed)
     peak = request.limits.peak_gops(runtime, precision) if request.limits and runtime else None
+    peak_of = f"{runtime} {precision}" if peak else f"not measured: {runtime or manifest.target} {precision}"
     utilization = round(weighted_gflops / weighted_ms * 1e3 / peak, 4) if peak and weighted_ms else None
     return ArtifactProfile(PROFILE_SCHEMA, manifest.model_id, f"{manifest.target}-{manifest.precision}", executed,
                            request.batch_size, timing.forward_ms, _layer_sum(layers), timing.profiled_pass_ms,
                            timing.attempts,
                            timing.reported_attempt, layers,
                            _by_kind(layers), _hotspots(layers), rates, round(weighted_gflops, 4), utilization,
-                           f"{runtime} {precision}" if peak else f"not measured: {runtime} {precision}",
+                           peak_of,
                            "trace.json" if layers else "", timing.trace_note, breakdown, threads, energy,
                            timing.unavailable)
 

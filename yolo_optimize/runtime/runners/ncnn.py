@@ -10,10 +10,14 @@ like ``ncnn-fp32``. An artifact built with ``--input uint8`` is the same graph f
 NCNN's own conversion (``ncnn_input``).
 
 The .param reader (``NcnnLayer``, ``read_layers``) lives here, with the runtime whose format it is: the runner counts
-the convolutions NCNN loaded with int8 scales, the export and ``ncnn-int8`` read and write the same lines."""
+the convolutions NCNN loaded with int8 scales, the export and ``ncnn-int8`` read and write the same lines. Per-layer
+times come from NCNN's own timer, which only an ncnn built with ``NCNN_BENCHMARK`` has (``benchmark_layers``)."""
 
 from __future__ import annotations
 
+import json
+import re
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.runtime.layers import LayerProfile
+from yolo_optimize.host.processes import native_output_to
+from yolo_optimize.runtime.layers import LayerProfile, LayerTime, timed_ms
 from yolo_optimize.runtime.runners.base import THROUGHPUT, Execution, Runner, wanted_mode
 
 
@@ -66,6 +71,11 @@ def write_layers(param: Path, original: str, layers: list[NcnnLayer]) -> None:
 
 
 CONVOLUTIONS = ("Convolution", "ConvolutionDepthWise")  # pnnx writes a grouped nn.Conv2d as the second
+# NCNN_BENCHMARK's line for a layer: "type name 1.23ms | [w, h, c *pack] -> [w, h, c *pack] ..." (the shapes only
+# for one-input layers, benchmark.cpp)
+BENCHMARK_LINE = re.compile(r"^(?P<kind>\S+)\s+(?P<name>\S+)\s+(?P<ms>[\d.]+)ms\s+\|"
+                            r"(?:\s+\[[^\]]*\]\s+->\s+\[(?P<out>[^\]]*)\])?")
+TRACE_NOTE = "NCNN_BENCHMARK's per-layer times, laid end to end in the order the layers ran (not a timeline)"
 UINT8_PREPROCESS = "RGB; uint8 HWC as prepared, one image a call: NCNN's Mat.from_pixels and " \
     "substract_mean_normalize (x 1/255) make the float CHW input, as an app hands NCNN a camera frame"
 
@@ -82,6 +92,42 @@ def ncnn_input(image: np.ndarray) -> Any:
     mat = ncnn.Mat.from_pixels(np.ascontiguousarray(image), ncnn.Mat.PixelType.PIXEL_RGB, width, height)
     mat.substract_mean_normalize([], [1 / 255] * 3)
     return mat
+
+
+def _convolution_gflops(layer: NcnnLayer | None, output: str | None) -> float | None:
+    """2 x multiply-adds of one image through a convolution: every output pixel of every output channel takes one
+    multiply-add per weight of that channel, so its weight count (``6=``, for grouped ones too) x the output's
+    width x height; None for other layers. ``output`` is the printed shape, ``w, h, c *elempack``."""
+    if layer is None or layer.kind not in CONVOLUTIONS or not output:
+        return None
+    width, height = (int(size) for size in output.split(",")[:2])
+    return 2 * layer.param(6) * width * height / 1e9
+
+
+def benchmark_layers(printed: str, param: Path, float_precision: str, runs: int) -> tuple[list[LayerTime],
+                                                                                           list[dict[str, Any]]]:
+    """NCNN_BENCHMARK's lines (``printed``, other text ignored) from ``runs`` passes of the graph in ``param``: each
+    layer's mean time per pass, in the order the layers first ran, with its precision (int8 for a convolution the
+    .param gives int8 scales, else ``float_precision``) and a convolution's operations; and the trace's events, the
+    layers laid end to end (NCNN keeps no timeline)."""
+    loaded = {layer.name: layer for layer in read_layers(param)}
+    totals: dict[str, tuple[str, float, float | None]] = {}
+    events, clock = [], 0.0
+    for match in filter(None, map(BENCHMARK_LINE.match, printed.splitlines())):
+        name, kind, ms = match["name"], match["kind"], float(match["ms"])
+        gflops = _convolution_gflops(loaded.get(name), match["out"])
+        _, total_ms, total_gflops = totals.get(name, (kind, 0.0, None))
+        totals[name] = (kind, total_ms + ms, None if gflops is None else (total_gflops or 0.0) + gflops)
+        events.append({"name": name, "cat": kind, "ph": "X", "ts": clock, "dur": ms * 1e3, "pid": 0, "tid": 0})
+        clock += ms * 1e3
+
+    def precision(name: str) -> str:
+        layer = loaded.get(name)
+        return "int8" if layer is not None and layer.kind in CONVOLUTIONS and layer.param(8) else float_precision
+
+    layers = [LayerTime(name, kind, round(ms / runs, 4), precision(name), "", None if gflops is None else gflops / runs)
+              for name, (kind, ms, gflops) in totals.items()]
+    return layers, events
 
 
 class NcnnRunner(Runner):
@@ -149,9 +195,27 @@ class NcnnRunner(Runner):
             self._concurrent = None
 
     def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
-        raise NotImplementedError("the ncnn wheel is built without NCNN_BENCHMARK, NCNN's per-layer timer, and its "
-                                  "Python API offers no other (timing blobs extracted one by one would time pybind "
-                                  "calls and a graph run out of place, not NCNN's layers)")
+        """NCNN's own per-layer timer: an ncnn built with ``NCNN_BENCHMARK`` prints each layer's type, name, wall time
+        (to 0.01 ms) and output shape to stderr as the layer runs; the PyPI wheel is built without it (bench/README,
+        "Where ncnn-int8's time goes", builds one). The images run one after the other on every thread, the latency
+        configuration, so no two layers' lines interleave."""
+        def one_by_one() -> None:
+            for image in images:
+                self._one(self.net, image)
+
+        with tempfile.TemporaryDirectory(prefix="ncnn-benchmark-") as scratch:
+            with native_output_to(Path(scratch) / "warm-up.log", (2,)):
+                one_by_one()
+            printed = Path(scratch) / "profiled.log"
+            with native_output_to(printed, (2,)):
+                passes = [timed_ms(one_by_one) for _ in range(runs)]
+            layers, events = benchmark_layers(printed.read_text(), self.entry, self.compute_precision, runs)
+        if not layers:
+            raise NotImplementedError("this ncnn is built without NCNN_BENCHMARK, NCNN's per-layer timer (as the PyPI "
+                                      "wheel is: bench/README, \"Where ncnn-int8's time goes\", builds one), and "
+                                      "its Python API offers no other")
+        trace.write_text(json.dumps({"traceEvents": events, "otherData": {"source": TRACE_NOTE}}))
+        return LayerProfile(layers, runs, TRACE_NOTE, passes)
 
     @property
     def runtime_settings(self) -> dict[str, Any]:
