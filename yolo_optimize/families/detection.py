@@ -10,6 +10,7 @@ any detector built with NMS inside) share one layout, one decode and one compari
 from __future__ import annotations
 
 from abc import abstractmethod
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -235,11 +236,23 @@ def coco_names() -> list[str]:
 
 
 def letterbox(bgr: np.ndarray, imgsz: int) -> Preprocessed:
-    """Square ``imgsz`` RGB uint8 image from a decoded BGR one, as YOLOv5's and Ultralytics' validation make it.
+    """Square ``imgsz`` RGB uint8 image from a decoded BGR one, as YOLOv5's and Ultralytics' validation make it
+    (``fitted``), padded with grey 114. The channels are swapped by OpenCV before the padding (grey is the same in
+    every order): the same pixels as the repositories' ``[..., ::-1]`` copy, which NumPy makes element by element. On
+    the Zen 4 VM a COCO image's letterbox took 1.45 ms their way and 0.07 ms this way, on the end-to-end path's one
+    reading thread (bench/letterbox.py)."""
+    import cv2
 
-    The long side is resized to ``imgsz`` (area interpolation down, linear up), then the
-    short side is padded equally on both sides with grey 114, rounding as both repositories do.
-    """
+    fitted, border, preprocessed = fitted_to(bgr, imgsz)
+    boxed = cv2.copyMakeBorder(cv2.cvtColor(fitted, cv2.COLOR_BGR2RGB), *border, cv2.BORDER_CONSTANT,
+                               value=(PAD_VALUE,) * 3)
+    return replace(preprocessed, pixels=boxed)
+
+
+def fitted_to(bgr: np.ndarray, imgsz: int) -> tuple[np.ndarray, tuple[int, int, int, int], Preprocessed]:
+    """The image with its long side resized to ``imgsz`` (area interpolation down, linear up), the border (top,
+    bottom, left, right) that pads its short side equally on both sides, rounded as both repositories do, and what
+    the letterbox records of it (its pixels still the fitted ones)."""
     import cv2
 
     h0, w0 = bgr.shape[:2]
@@ -248,6 +261,5 @@ def letterbox(bgr: np.ndarray, imgsz: int) -> Preprocessed:
         interpolation = cv2.INTER_LINEAR if ratio > 1 else cv2.INTER_AREA
         bgr = cv2.resize(bgr, (round(w0 * ratio), round(h0 * ratio)), interpolation=interpolation)
     pad_w, pad_h = (imgsz - bgr.shape[1]) / 2, (imgsz - bgr.shape[0]) / 2
-    boxed = cv2.copyMakeBorder(bgr, round(pad_h - 0.1), round(pad_h + 0.1), round(pad_w - 0.1), round(pad_w + 0.1),
-                               cv2.BORDER_CONSTANT, value=(PAD_VALUE,) * 3)
-    return Preprocessed(np.ascontiguousarray(boxed[..., ::-1]), (h0, w0), ratio, (pad_w, pad_h))
+    border = (round(pad_h - 0.1), round(pad_h + 0.1), round(pad_w - 0.1), round(pad_w + 0.1))
+    return bgr, border, Preprocessed(bgr, (h0, w0), ratio, (pad_w, pad_h))
