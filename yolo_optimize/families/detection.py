@@ -239,8 +239,8 @@ def letterbox(bgr: np.ndarray, imgsz: int) -> Preprocessed:
     """Square ``imgsz`` RGB uint8 image from a decoded BGR one, as YOLOv5's and Ultralytics' validation make it
     (``fitted``), padded with grey 114. The channels are swapped by OpenCV before the padding (grey is the same in
     every order): the same pixels as the repositories' ``[..., ::-1]`` copy, which NumPy makes element by element. On
-    the Zen 4 VM a COCO image's letterbox took 1.45 ms their way and 0.07 ms this way, on the end-to-end path's one
-    reading thread (bench/letterbox.py)."""
+    the Zen 4 VM a COCO image's letterbox took 1.48 ms their way and 0.08 ms this way, on the end-to-end path's one
+    reading thread (bench/preparation.py)."""
     import cv2
 
     fitted, border, preprocessed = fitted_to(bgr, imgsz)
