@@ -48,9 +48,9 @@ def numpy_copy_letterbox(bgr: np.ndarray, imgsz: int) -> Any:
 
     from yolo_optimize.families.detection import PAD_VALUE, fitted_to
 
-    fitted, border, preprocessed = fitted_to(bgr, imgsz)
-    boxed = cv2.copyMakeBorder(fitted, *border, cv2.BORDER_CONSTANT, value=(PAD_VALUE,) * 3)
-    return replace(preprocessed, pixels=np.ascontiguousarray(boxed[..., ::-1]))
+    fitted, border = fitted_to(bgr, imgsz)
+    boxed = cv2.copyMakeBorder(fitted.pixels, *border, cv2.BORDER_CONSTANT, value=(PAD_VALUE,) * 3)
+    return replace(fitted, pixels=np.ascontiguousarray(boxed[..., ::-1]))
 
 
 def one_pass_input(images: np.ndarray) -> np.ndarray:

@@ -243,16 +243,16 @@ def letterbox(bgr: np.ndarray, imgsz: int) -> Preprocessed:
     reading thread (bench/preparation.py)."""
     import cv2
 
-    fitted, border, preprocessed = fitted_to(bgr, imgsz)
-    boxed = cv2.copyMakeBorder(cv2.cvtColor(fitted, cv2.COLOR_BGR2RGB), *border, cv2.BORDER_CONSTANT,
+    fitted, border = fitted_to(bgr, imgsz)
+    boxed = cv2.copyMakeBorder(cv2.cvtColor(fitted.pixels, cv2.COLOR_BGR2RGB), *border, cv2.BORDER_CONSTANT,
                                value=(PAD_VALUE,) * 3)
-    return replace(preprocessed, pixels=boxed)
+    return replace(fitted, pixels=boxed)
 
 
-def fitted_to(bgr: np.ndarray, imgsz: int) -> tuple[np.ndarray, tuple[int, int, int, int], Preprocessed]:
-    """The image with its long side resized to ``imgsz`` (area interpolation down, linear up), the border (top,
-    bottom, left, right) that pads its short side equally on both sides, rounded as both repositories do, and what
-    the letterbox records of it (its pixels still the fitted ones)."""
+def fitted_to(bgr: np.ndarray, imgsz: int) -> tuple[Preprocessed, tuple[int, int, int, int]]:
+    """The image with its long side resized to ``imgsz`` (area interpolation down, linear up), with what the
+    letterbox records of it, and the border (top, bottom, left, right) that pads its short side equally on both
+    sides, rounded as both repositories do."""
     import cv2
 
     h0, w0 = bgr.shape[:2]
@@ -262,4 +262,4 @@ def fitted_to(bgr: np.ndarray, imgsz: int) -> tuple[np.ndarray, tuple[int, int, 
         bgr = cv2.resize(bgr, (round(w0 * ratio), round(h0 * ratio)), interpolation=interpolation)
     pad_w, pad_h = (imgsz - bgr.shape[1]) / 2, (imgsz - bgr.shape[0]) / 2
     border = (round(pad_h - 0.1), round(pad_h + 0.1), round(pad_w - 0.1), round(pad_w + 0.1))
-    return bgr, border, Preprocessed(bgr, (h0, w0), ratio, (pad_w, pad_h))
+    return Preprocessed(bgr, (h0, w0), ratio, (pad_w, pad_h)), border
