@@ -74,6 +74,15 @@ def test_a_prepared_uint8_image_becomes_in_ncnn_the_float_input_the_float_path_f
     np.testing.assert_array_equal(np.array(ncnn_input(float_path)), float_path)
 
 
+@pytest.mark.parametrize("form", ["transposed view", "float64"])
+def test_a_float_image_in_any_layout_or_type_reaches_ncnn_as_its_values(form: str) -> None:
+    """``ncnn.Mat`` reads the raw buffer as C-ordered float32: a strided view or a float64 array must be made so, and
+    kept alive until NCNN has copied it (a temporary freed first gave garbage)."""
+    chw = np.random.default_rng(0).random((3, 96, 128), dtype=np.float32)
+    image = chw.transpose(0, 2, 1) if form == "transposed view" else chw.astype(np.float64)
+    np.testing.assert_array_equal(np.array(ncnn_input(image)), np.ascontiguousarray(image, dtype=np.float32))
+
+
 def test_ncnn_benchmark_lines_give_each_layer_its_time_precision_and_operations(built_edge_int8: Path) -> None:
     """One pass of yolov5n's INT8 file at 640 as an ncnn built with NCNN_BENCHMARK printed it (saved from the build
     bench/ncnn_layers.py describes), read against the fixture's .param (pnnx names the layers alike in every build):

@@ -83,11 +83,14 @@ UINT8_PREPROCESS = "RGB; uint8 HWC as prepared, one image a call: NCNN's Mat.fro
 def ncnn_input(image: np.ndarray) -> Any:
     """One image as NCNN takes it: a float CHW array as it is; a prepared uint8 HWC RGB image through NCNN's own
     conversion (``UINT8_PREPROCESS``). Why not in the graph, as other formats do it: an NCNN blob is float, so the
-    bytes become floats in NCNN's C++, where a deployment converts them."""
+    bytes become floats in NCNN's C++, where a deployment converts them. ``ncnn.Mat(array)`` only points at the
+    array's buffer, read as C-ordered float32 whatever its strides and type: the float image is made so and held
+    until NCNN has copied it (a temporary freed before the copy gave garbage, or a crash at 640)."""
     import ncnn
 
     if image.dtype != np.uint8:
-        return ncnn.Mat(np.ascontiguousarray(image)).clone()
+        pixels = np.ascontiguousarray(image, dtype=np.float32)
+        return ncnn.Mat(pixels).clone()
     height, width = image.shape[:2]
     mat = ncnn.Mat.from_pixels(np.ascontiguousarray(image), ncnn.Mat.PixelType.PIXEL_RGB, width, height)
     mat.substract_mean_normalize([], [1 / 255] * 3)
