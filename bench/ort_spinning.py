@@ -12,7 +12,9 @@ reader, and the post-processing after each run, may wait for them. ``session.int
 them sleep instead; ``session.force_spinning_stop`` "1" stops their spinning when a run returns (they spin again
 inside the next). Here each child process patches the ONNX Runtime runner's session options before opening it, so
 that the only difference between the variants is these entries. The first two runs (2026-11-29) were made before
-the runner set "0" itself (``runners/onnxruntime.SLEEPING_THREADS``, since then); every variant now sets the entry.
+the runner set "0" itself; since then its default is sleeping (``runners/onnxruntime.IDLE_THREADS``), which the
+children keep, and every variant sets its entries. The evaluator now chooses between sleeping and spinning within
+runs by measurement on the host (``OnnxRuntimeRunner.variants``).
 
 Saves everything under bench/results/ with the environment.
 """

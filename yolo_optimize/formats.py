@@ -130,7 +130,8 @@ _BUILT_IN: tuple[Format, ...] = (
     Format("onnx", (), "{model}.onnx", ("fp32", "fp16", "int8"),
            "yolo_optimize.runtime.runners.onnxruntime:OnnxRuntimeRunner", ONNXRUNTIME,
            "import onnxruntime as ort\noptions = ort.SessionOptions(); options.intra_op_num_threads = {threads}\n"
-           "options.add_session_config_entry(\"session.intra_op.allow_spinning\", \"0\")  # idle threads sleep\n"
+           "for key, value in {config}.items():  # as measured: how idle threads wait, chosen on this host\n"
+           "    if key.startswith(\"session.\"):\n        options.add_session_config_entry(key, value)\n"
            "session = ort.InferenceSession(\"{path}\", options, providers=[\"CPUExecutionProvider\"])\n"
            "outputs = session.run(None, {{session.get_inputs()[0].name: images}})[0]  # images: {input}",
            "import onnxruntime as ort\nfrom concurrent.futures import ThreadPoolExecutor\n"

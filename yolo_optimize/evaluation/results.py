@@ -21,15 +21,16 @@ from yolo_optimize.machine.host_load import HostUse
 from yolo_optimize.runtime.accuracy import RANGE, SHARE, Accuracy
 from yolo_optimize.runtime.runners.base import AUTO, LATENCY
 
-SCHEMA_VERSION = 9  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
+SCHEMA_VERSION = 10  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
 #                    4: weight bytes per artifact, per-convolution utilization in profiles; 5: GPU rows' copy/compute;
 #                    6: speedups from the host's fast state (Row.fast_state); 7: each batch size's execution
 #                    configuration and the pipelined end-to-end path (BatchResult.execution, .end_to_end);
 #                    8: the matrix typed (MatrixRow: per-batch figures under "batches", keyed by the batch size,
 #                    instead of keys such as "speedup_b8"); rows and settings as in 7; 9: what else ran on the
 #                    measuring CPUs (Measurement.host), the baseline's threads chosen by measurement
-#                    (Row.threads_choice): optional fields, so 7 and 8 read as 9 without them
-READABLE_VERSIONS = (7, 8, SCHEMA_VERSION)  # the matrix is computed again from the rows on reading (report.load_report)
+#                    (Row.threads_choice): optional fields, so 7 and 8 read as 9 without them; 10: the
+#                    runtime's variant chosen by measurement (Row.variant_choice, optional)
+READABLE_VERSIONS = (7, 8, 9, SCHEMA_VERSION)  # the matrix is computed again from the rows (report.load_report)
 INFERENCE, END_TO_END = "inference", "end_to_end"  # what a figure times: the runtime's call, or the deployed path
 
 NOT_NEGATIVE = (0.0, math.inf)  # every figure read back (times, rates, sizes) unless its field's RANGE says otherwise
@@ -161,6 +162,24 @@ class ThreadChoice:
                 f"{self.p50_ms_offered:g} ms at {self.offered} threads, {self.p50_ms_one:g} ms at 1: {slower})")
 
 
+@dataclass(frozen=True)
+class VariantChoice:
+    """How a row's runtime ran, chosen by measurement in its first process among the ways its runner offers
+    (``Runner.variants``, interleave.py) and kept for its later processes: which is faster depends on the host (ONNX
+    Runtime's idle threads sleeping or spinning: runners/onnxruntime.py)."""
+
+    batch: int  # the batch size timed: the smallest measured
+    p50_ms: dict[str, float]  # each variant's p50 over alternating blocks, in the runner's order (first: default)
+    chosen: str
+
+    @property
+    def timings(self) -> str:
+        return f"b{self.batch} p50: " + ", ".join(f"{variant} {ms:g} ms" for variant, ms in self.p50_ms.items())
+
+    def describe(self) -> str:
+        return f"ran with {self.chosen}, chosen by measurement ({self.timings})"
+
+
 @dataclass
 class Row:
     """One artifact (or the PyTorch baseline) across its repeated measurements."""
@@ -184,6 +203,7 @@ class Row:
     input_form: str = ""  # what the artifact takes (metadata.InputSpec.describe of its metadata's input)
     external: dict[str, Any] | None = None  # a model file this tool did not build: its path, sha256, what was read
     threads_choice: ThreadChoice | None = None  # the CPU baseline: the threads it ran on, chosen by measurement
+    variant_choice: VariantChoice | None = None  # how its runtime ran, where the runner offers a choice
 
     def busy_host(self) -> str:
         """Why the row's figures cannot be trusted because other processes shared its CPUs: the busiest of its
@@ -336,9 +356,10 @@ class EvalSettings:
     end_to_end: bool = True  # also time the pipelined deployed path (end_to_end.py) at every batch size
     row_timeout_s: float = ROW_TIMEOUT_S  # a row's process silent this long is stopped (interleave.LiveRow)
 
-    def timing(self, threads: int | None = None) -> Timing:
-        """The part of these settings a measuring process runs with, on ``threads`` where the row chose its own."""
-        return Timing(self.batch_sizes, self.min_time_s, threads or self.threads, self.device, self.mode)
+    def timing(self, threads: int | None = None, variant: str = "") -> Timing:
+        """The part of these settings a measuring process runs with, on ``threads`` and as ``variant`` where the row
+        chose them."""
+        return Timing(self.batch_sizes, self.min_time_s, threads or self.threads, self.device, self.mode, variant)
 
 
 @dataclass(frozen=True)
@@ -351,6 +372,7 @@ class Timing:
     threads: int
     device: str = "cpu"
     mode: str = LATENCY  # runners.base.wanted_mode's policy (an evaluation's: its --mode)
+    variant: str = ""  # one of the runner's variants (Runner.variants) to run as; "": its default
 
 
 @dataclass
@@ -370,7 +392,7 @@ class Report:
 def read_results(folder: Path) -> dict[str, Any]:
     """An eval's results.json (``folder`` or the file itself) as parsed JSON of a schema this version reads
     (READABLE_VERSIONS: version 7 differs from 8 in its matrix only, which report.load_report computes again from
-    the rows, and 8 from 9 in fields 9 added with defaults); anything else is a UserError naming the file."""
+    the rows, and 8 and 9 from 10 in fields added since with defaults); anything else is a UserError naming the file."""
     path = folder / "results.json" if folder.is_dir() else folder
     try:
         data = json.loads(path.read_text())

@@ -16,6 +16,7 @@ from yolo_optimize.evaluation.reporting.recommend import Budget, recommend
 from yolo_optimize.evaluation.reporting.report import load_report
 from yolo_optimize.evaluation.results import TIE_MARGIN, MatrixRow
 from yolo_optimize.machine.host_load import HostMeter
+from yolo_optimize.runtime.runners.onnxruntime import IDLE_THREADS, SLEEPING
 
 FP32_EXPORTS = ("onnx-fp32", "openvino-fp32")
 
@@ -154,6 +155,31 @@ def test_the_baseline_runs_on_the_threads_it_measured_faster_and_every_process_r
         for measurement in row.measurements:
             assert measurement.host and measurement.host.blocks >= len(report.settings.batch_sizes) * 2
             assert measurement.host.wall_s > 0 and measurement.host.threads == measurement.threads
+
+
+def test_onnx_rows_run_as_the_variant_their_first_process_measured_faster(evaluated: Path) -> None:
+    """How ONNX Runtime's idle threads wait (sleeping, or spinning within runs) is timed both ways in an ONNX row's
+    first process at the smallest batch size, sleeping kept unless the other is faster by more than the margin;
+    every process then runs so and records it in its configuration, and the matrix says so. No other runtime offers
+    a choice."""
+    report = load_report(evaluated)
+    onnx = [row for row in report.rows if row.target == "onnx"]
+    if report.settings.threads < 2:
+        assert all(row.variant_choice is None for row in onnx)
+        pytest.skip("one thread: ONNX Runtime has no idle threads to choose for (this host gives the evaluation one "
+                    "CPU)")
+    other = next(variant for variant in IDLE_THREADS if variant != SLEEPING)
+    for row in onnx:
+        choice = row.variant_choice
+        assert choice is not None and choice.batch == 1 and list(choice.p50_ms) == list(IDLE_THREADS), row.name
+        faster = choice.p50_ms[other] * (1 + TIE_MARGIN) < choice.p50_ms[SLEEPING]
+        assert choice.chosen == (other if faster else SLEEPING)
+        entries = IDLE_THREADS[choice.chosen]
+        for measurement in row.measurements:
+            ran = next(batch.execution for batch in measurement.batches if batch.batch == 1)
+            assert ran and {key: ran["settings"][key] for key in entries} == entries, row.name
+        assert choice.describe() in matrix(evaluated)[row.name].note
+    assert len(onnx) == 2 and all(row.variant_choice is None for row in report.rows if row.target != "onnx")
 
 
 def test_a_busy_host_marks_every_row_and_no_ranking_is_confident_even_with_one_repeat(small_artifacts: Path,

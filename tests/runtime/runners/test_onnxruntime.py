@@ -1,5 +1,6 @@
 """The ONNX Runtime runner reads back whether an INT8 file's convolutions run in int8 or in float, and its CPU
-sessions' threads sleep between parallel sections, as the printed snippet sets them."""
+sessions' idle threads wait as the variant chosen for them says (sleeping by default), as the printed snippet sets
+them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluation.measuring.measure import execution_of
 from yolo_optimize.evaluation.reporting.recommend import snippet
 from yolo_optimize.runtime.runners.onnxruntime import (
-    SLEEPING_THREADS,
+    IDLE_THREADS,
+    SLEEPING,
     OnnxRuntimeRunner,
     _gflops,
     gpu_providers,
@@ -54,21 +56,39 @@ def test_int8_convolutions_are_read_back_from_onnx_runtime(tmp_path: Path, quant
     assert output.shape == (1, 4, 8, 8)
 
 
-def test_a_cpu_session_s_threads_sleep_as_the_snippet_it_prints_sets_them(tmp_path: Path) -> None:
-    """Spinning threads kept the deployed path's reader off the cores (the runner's docstring): the runner's session,
-    the configuration it records and the latency snippet run as printed all turn it off."""
+@pytest.mark.parametrize("variant", list(IDLE_THREADS))
+def test_a_cpu_session_s_idle_threads_wait_as_its_variant_says_and_as_the_snippet_it_prints_sets_them(
+        tmp_path: Path, variant: str) -> None:
+    """How idle threads wait is chosen by measurement (the runner's docstring): the variant, set on the loaded
+    runner as the evaluator sets it, remakes its session with its config entries; the configuration it records and
+    the latency snippet run as printed set the same."""
     qdq_conv(tmp_path / "model.onnx", quantized_output=True)
     manifest = Manifest("onnx-int8", "onnx-int8", "m", "onnx", "int8", "model.onnx", "k", {}, {}, {}, {})
-    (key, value), = SLEEPING_THREADS.items()
     with OnnxRuntimeRunner(tmp_path, manifest, threads=2) as runner:
-        assert runner.session.get_session_options().get_session_config_entry(key) == value
+        assert runner.variants(1) == tuple(IDLE_THREADS) and runner.idle_threads == SLEEPING
+        runner.use_variant(variant)
+        options = runner.session.get_session_options()
+        assert all(options.get_session_config_entry(key) == value for key, value in IDLE_THREADS[variant].items())
+        assert runner.infer(np.zeros((1, 3, 8, 8), np.float32)).shape == (1, 4, 8, 8)
         execution = execution_of(runner, 1)
-    assert execution["settings"][key] == value
+    assert {key: execution["settings"][key] for key in IDLE_THREADS[variant]} == IDLE_THREADS[variant]
     printed = snippet("onnx", "int8", str(tmp_path / "model.onnx"), execution, "float32 NCHW")
     scope = {"images": np.zeros((1, 3, 8, 8), np.float32)}
     exec(printed, scope)
-    assert scope["session"].get_session_options().get_session_config_entry(key) == value
+    options = scope["session"].get_session_options()
+    assert all(options.get_session_config_entry(key) == value for key, value in IDLE_THREADS[variant].items())
     assert scope["outputs"].shape == (1, 4, 8, 8)
+
+
+def test_idle_threads_are_a_choice_only_where_a_request_runs_on_several_threads(tmp_path: Path) -> None:
+    """The throughput configuration's sessions have one thread each, and so does a one-thread row: nothing waits."""
+    qdq_conv(tmp_path / "model.onnx", quantized_output=True)
+    manifest = Manifest("onnx-int8", "onnx-int8", "m", "onnx", "int8", "model.onnx", "k", {}, {}, {}, {})
+    auto = OnnxRuntimeRunner(tmp_path, manifest, threads=2, mode="auto")
+    assert auto.variants(1) == tuple(IDLE_THREADS) and auto.variants(8) == ()
+    assert OnnxRuntimeRunner(tmp_path, manifest, threads=1).variants(1) == ()
+    with pytest.raises(ValueError, match="is not one of sleeping"):
+        auto.use_variant("spinning")
 
 
 def test_a_cuda_row_prefers_tensorrt_then_cuda_providers_on_the_runners_stream_with_fp32_kept_fp32(

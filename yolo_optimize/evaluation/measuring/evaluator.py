@@ -13,7 +13,7 @@ within a span of the row's reference block (``results.fast_state``). Every raw s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +236,7 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
     """
     schedule = measurement_schedule(group, settings.repeats)
     baseline: list[np.ndarray] | None = None
+    _choose_variants(group, prepared, settings, progress)
     for round_ in range(settings.repeats):
         live = _start_round([pair for r, pair in schedule if r == round_], prepared, settings, progress, round_,
                             end_to_end_files(dataset, settings))
@@ -279,6 +280,40 @@ def _choose_baseline_threads(live: list[Live], settings: EvalSettings, progress:
             row.threads_choice = worker.choose_threads(min(settings.batch_sizes))
 
 
+def _choose_variants(group: list[Pair], prepared: dict[int, PreparedImages], settings: EvalSettings,
+                     progress: Progress) -> None:
+    """How each row's runtime runs where its runner offers variants at the smallest batch size (``Runner.variants``),
+    chosen by measurement in a process of its own before the first round and kept for every round; recorded on its
+    row (``Row.variant_choice``). Not in a measured process: switching remakes the runtime's session, which raised
+    that process's peak memory by 50-80 MB (ONNX Runtime on yolov5n)."""
+    from yolo_optimize.runtime.runners import open_runner
+
+    batch = min(settings.batch_sizes)
+    for row, candidate in group:
+        if row.error:
+            continue
+        job = _job(row, candidate, prepared, replace(settings, batch_sizes=(batch,)), wants_accuracy=False, files=())
+        run = job.timing
+        if not open_runner(job.folder, job.manifest, device=run.device, threads=run.threads, mode=run.mode).variants(
+                batch):
+            continue
+        progress.note(f"{row.model} {row.name}: choosing how its runtime runs by measurement")
+        worker = LiveRow(job, settings.row_timeout_s)
+        row.variant_choice = choice = worker.choose_variant(batch)
+        worker.finish()
+        if choice:
+            progress.note(f"{row.model} {row.name}: runs with {choice.chosen} ({choice.timings})")
+
+
+def _job(row: Row, candidate: Candidate, prepared: dict[int, PreparedImages], settings: EvalSettings, *,
+         wants_accuracy: bool, files: tuple[Path, ...]) -> MeasureJob:
+    """What a process of ``row`` measures, on the threads and as the variant chosen for it."""
+    threads = row.threads_choice.chosen if row.threads_choice else settings.threads
+    variant = row.variant_choice.chosen if row.variant_choice else ""
+    return MeasureJob(candidate.folder, candidate.measurable, prepared[_imgsz(candidate)].pixels,
+                      settings.timing(threads, variant), wants_accuracy, files)
+
+
 def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], settings: EvalSettings,
                  progress: Progress, round_: int, files: tuple[Path, ...]) -> list[Live]:
     """One loaded process per row still measurable, in the round's order; a row whose process fails is marked."""
@@ -290,10 +325,8 @@ def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], setting
         progress.step(f"{row.model} {row.name}: loading (round {round_ + 1} of {settings.repeats})")
         family = _family(candidate)
         wants_accuracy = settings.accuracy and row.accuracy is None and wants_predictions(family, row.pretrained)
-        threads = row.threads_choice.chosen if row.threads_choice else settings.threads
-        job = MeasureJob(candidate.folder, candidate.measurable, prepared[_imgsz(candidate)].pixels,
-                         settings.timing(threads), wants_accuracy, files)
-        worker = LiveRow(job, settings.row_timeout_s)
+        worker = LiveRow(_job(row, candidate, prepared, settings, wants_accuracy=wants_accuracy, files=files),
+                         settings.row_timeout_s)
         if worker.error:
             row.error = worker.error
             worker.finish()

@@ -48,6 +48,7 @@ from yolo_optimize.evaluation.results import (
     BatchResult,
     Measurement,
     ThreadChoice,
+    VariantChoice,
 )
 from yolo_optimize.host.processes import SPAWN, child_environment, configured_child, ended, oom_kills
 from yolo_optimize.machine.host_load import HostMeter
@@ -82,7 +83,7 @@ def take_turns(rows: list[LiveRow], batch: int, turns: int, show: Callable[[int]
 
 
 
-THREAD_TURNS = 2  # blocks at each thread count when the baseline's threads are chosen
+CHOICE_TURNS = 2  # blocks of each option when a row's threads or variant are chosen by measurement
 
 
 class LiveRow:
@@ -118,6 +119,14 @@ class LiveRow:
         if choice is not None:
             self.host.threads = choice.chosen
         return choice
+
+    def choose_variant(self, batch: int) -> VariantChoice | None:
+        """How its runtime runs, chosen by measurement at ``batch`` among its runner's variants
+        (``_Timed.choose_variant``): it runs so from now on. None where the runner offers no choice at ``batch``, or
+        once the row has failed."""
+        if self.error or not self._send(("variant", batch)):
+            return None
+        return self._answer()
 
     def finish(self) -> tuple[Measurement, list[np.ndarray] | None] | None:
         """The process's measurement and predictions (None once it has failed); the process ends."""
@@ -174,7 +183,7 @@ def serve(job: MeasureJob, conn: Connection) -> None:
             ready = True
             while (request := _receive(conn))[0] != "finish":
                 kind, argument = request
-                _send(conn, (kind, timed.block(*argument) if kind == "block" else timed.choose_threads(argument)))
+                _send(conn, (kind, timed.answer(kind, argument)))
             found = finished(job, runner, images, started, timed.results(), timed.inference_peak)
             timed.close()
         _send(conn, ("done", found))
@@ -255,21 +264,44 @@ class _Timed:
                 self.phases[size].setdefault(phase, []).extend(values)
         return taken
 
+    def answer(self, kind: str, argument: Any) -> Any:
+        """What the parent asked for (``LiveRow``): a block, or a choice by measurement."""
+        if kind == "block":
+            return self.block(*argument)
+        return self.choose_threads(argument) if kind == "threads" else self.choose_variant(argument)
+
     def choose_threads(self, size: int) -> ThreadChoice:
-        """Alternating blocks at the runner's threads and at one thread (THREAD_TURNS each), then one thread only when
-        faster by more than the tie margin at the median (``recommend.TIE_MARGIN``: a smaller gap is noise): a loaded
-        host can make PyTorch at several threads many times slower than at one (issue 44: 517 vs 21.7 ms), and a
-        baseline slowed that way inflates every speedup. These runs are not kept."""
+        """The runner's threads or one, whichever measures faster (``_alternating``), one thread only when faster by
+        more than the tie margin at the median (``results.TIE_MARGIN``: a smaller gap is noise): a loaded host can
+        make PyTorch at several threads many times slower than at one (issue 44: 517 vs 21.7 ms), and a baseline
+        slowed that way inflates every speedup."""
         offered = self.runner.threads
-        times: dict[int, list[float]] = {offered: [], 1: []}
-        for _ in range(THREAD_TURNS):
-            for count in times:
-                self.runner.set_threads(count)
-                times[count] += self._inference_block(size)
-        p50 = {count: statistics.median(samples) * 1e3 for count, samples in times.items()}
+        p50 = self._alternating(size, [offered, 1], self.runner.set_threads)
         chosen = 1 if p50[1] * (1 + TIE_MARGIN) < p50[offered] else offered
         self.runner.set_threads(chosen)
         return ThreadChoice(offered, chosen, round(p50[offered], 3), round(p50[1], 3))
+
+    def choose_variant(self, size: int) -> VariantChoice | None:
+        """The fastest of the runner's variants at ``size`` (``_alternating``), its default (the first) kept unless
+        another is faster by more than the tie margin; None where it offers no choice."""
+        variants = list(self.runner.variants(size))
+        if not variants or size in self.errors:
+            return None
+        p50 = self._alternating(size, variants, self.runner.use_variant)
+        fastest = min(variants, key=p50.__getitem__)
+        chosen = fastest if p50[fastest] * (1 + TIE_MARGIN) < p50[variants[0]] else variants[0]
+        self.runner.use_variant(chosen)
+        return VariantChoice(size, {variant: round(p50[variant], 3) for variant in variants}, chosen)
+
+    def _alternating(self, size: int, options: list[Any], apply: Callable[[Any], None]) -> dict[Any, float]:
+        """Each option's p50 (ms) at ``size`` over CHOICE_TURNS blocks, taken in turns in mirrored order (A B B A:
+        a drifting host weighs on each alike, and each switch is made once per turn). These runs are not kept."""
+        times: dict[Any, list[float]] = {option: [] for option in options}
+        for turn in range(CHOICE_TURNS):
+            for option in options if turn % 2 == 0 else reversed(options):
+                apply(option)
+                times[option] += self._inference_block(size)
+        return {option: statistics.median(samples) * 1e3 for option, samples in times.items()}
 
     def results(self) -> list[BatchResult]:
         return [batch_result(size, self.samples[INFERENCE][size], self.phases[size], self.errors.get(size, ""),

@@ -58,7 +58,10 @@ def activated(job: MeasureJob) -> Iterator[tuple[Any, np.ndarray, Started]]:
     images = np.load(job.pixels, mmap_mode="r")
     started = time.perf_counter()
     run = job.timing
-    with open_runner(job.folder, job.manifest, device=run.device, threads=run.threads, mode=run.mode) as runner:
+    runner = open_runner(job.folder, job.manifest, device=run.device, threads=run.threads, mode=run.mode)
+    if run.variant:
+        runner.use_variant(run.variant)  # before it loads: chosen in the row's first process
+    with runner:
         load_s = time.perf_counter() - started
         started = time.perf_counter()
         runner.infer(runner.input_of(images[:1]))

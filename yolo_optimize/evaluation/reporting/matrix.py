@@ -86,13 +86,15 @@ def batch_cells(row: Row, baseline: Row | None, batch: int) -> BatchCells:
 
 def _note(row: Row) -> str:
     """What to know before trusting the row: an experimental format, a model file this tool did not build, the
-    baseline's threads chosen by measurement, other processes on its CPUs."""
+    baseline's threads or the runtime's variant chosen by measurement, other processes on its CPUs."""
     row_format = formats().get(row.target)
     notes = [row_format.experimental] if row_format and row_format.experimental else []
     if row.external:
         notes.append(f"external: {row.external['path']} (sha256 {row.external['sha256'][:12]}...)")
     if row.threads_choice:
         notes.append(row.threads_choice.describe())
+    if row.variant_choice:
+        notes.append(row.variant_choice.describe())
     busy = row.busy_host()
     return "; ".join([*notes, *([busy] if busy else [])])
 

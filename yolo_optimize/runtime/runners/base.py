@@ -98,6 +98,16 @@ class Runner(ABC):
         runner does not report them through its own ``execution``."""
         return {}
 
+    def variants(self, batch: int) -> tuple[str, ...]:
+        """Named ways to run this file at ``batch`` whose speed depends on the host more than a rule can tell, between
+        which the evaluator chooses by measurement in the row's first process (``interleave._Timed.choose_variant``);
+        the first is the one kept on a tie. () where there is nothing to choose."""
+        return ()
+
+    def use_variant(self, variant: str) -> None:
+        """Run as ``variant`` (one of ``variants``) from the next call on, loaded or not."""
+        raise NotImplementedError(f"{type(self).__name__} has no variants to choose between")
+
     def set_threads(self, threads: int) -> None:
         """Compute on ``threads`` threads from the next call on (the evaluator's measured choice of the CPU baseline's
         threads, ``interleave._Timed.choose_threads``); a runtime that fixes them at load refuses."""

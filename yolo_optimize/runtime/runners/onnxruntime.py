@@ -20,14 +20,15 @@ the throughput configuration runs it as concurrent requests of one image each, o
 session with one thread (ONNX Runtime's ``run`` releases the GIL and a session takes concurrent runs),
 each writing its output straight into its slice of the call's output array (I/O binding).
 
-On the CPU the session's threads sleep between parallel sections instead of spinning (ONNX Runtime's default):
-the deployed path reads and prepares the next images on a thread of its own while the session infers on every
-usable CPU, and spinning threads kept that thread off the cores. On the 2-core AVX2 VM, yolov5n's onnx-int8 at
-batch 1 ran end to end 1.10x and 1.15x as fast sleeping, inference alone 0.97x and 1.07x, in two runs of five
-interleaved rounds; stopping the spinning only when a run returns (``session.force_spinning_stop``) gained nothing
-end to end (bench/ort_spinning.py). The snippets set it as measured. On the Zen 4 VM stopping the spinning when a
-run returns measured 1.07-1.09x faster than sleeping in both (bench/README.md): the better policy depends on the
-CPU, and choosing it by measurement on the host is still to be done.
+On the CPU, how the session's idle threads wait between parallel sections is chosen on the host by measurement
+(``IDLE_THREADS``, ``variants``): the deployed path reads and prepares the next images on a thread of its own while
+the session infers on every usable CPU, and ONNX Runtime's default, threads that spin, kept that thread off the
+cores. On the 2-core AVX2 VM, yolov5n's onnx-int8 at batch 1 ran end to end 1.10x and 1.15x as fast with them
+sleeping, inference alone 0.97x and 1.07x; spinning only while a run lasts (``session.force_spinning_stop``) was
+level with sleeping in inference and lost end to end. On the Zen 4 VM spinning only while a run lasts beat sleeping
+by 1.07-1.09x in inference and 1.07-1.08x end to end (bench/ort_spinning.py, bench/README.md). So the two are timed
+against each other at the smallest batch size in the row's first process, sleeping kept on a tie: on both VMs the
+inference-only winner also won end to end. Spinning all the time is not offered: it lost end to end on both.
 """
 
 from __future__ import annotations
@@ -58,7 +59,10 @@ GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")  # prefer
 PROVIDER_LABELS = {"TensorrtExecutionProvider": "TensorRT EP", "CUDAExecutionProvider": "CUDA EP"}
 NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(uint8)": np.uint8}
 THROUGHPUT_REQUEST_BATCH = 1  # images per concurrent request
-SLEEPING_THREADS = {"session.intra_op.allow_spinning": "0"}  # a CPU session's config entries (module docstring)
+# How a CPU session's idle intra-op threads wait, as its config entries (module docstring); the first is kept on a tie
+IDLE_THREADS = {"sleeping": {"session.intra_op.allow_spinning": "0"},
+                "spinning within runs": {"session.intra_op.allow_spinning": "1", "session.force_spinning_stop": "1"}}
+SLEEPING = next(iter(IDLE_THREADS))
 
 # a 1x1 convolution as MatMulIntegerToFloat (optimize/integer_head.py)
 INTEGER_CONVOLUTION_SUFFIX = "_as_integer_matmul"
@@ -72,6 +76,7 @@ class OnnxRuntimeRunner(Runner):
     _concurrent: Any = None  # the throughput configuration's one-thread session and its request threads
     has_throughput_mode = True
     execution_providers: tuple[str, ...] = ()  # pinned by a runtime configuration's subclass; (): by the device
+    idle_threads = SLEEPING  # on the CPU: an IDLE_THREADS key, chosen by measurement (``variants``)
 
     @classmethod
     def unavailable_reason(cls, device: str) -> str | None:
@@ -125,7 +130,27 @@ class OnnxRuntimeRunner(Runner):
 
     def _config_entries(self) -> dict[str, str]:
         """The session config entries this device's sessions get (and the latency configuration records)."""
-        return SLEEPING_THREADS if self.device == "cpu" else {}
+        return IDLE_THREADS[self.idle_threads] if self.device == "cpu" else {}
+
+    def variants(self, batch: int) -> tuple[str, ...]:
+        """How idle threads wait (``IDLE_THREADS``), on the CPU in the latency configuration: the throughput one's
+        sessions have one thread each, with none to wait."""
+        latency = self.device == "cpu" and wanted_mode(self.mode, batch) == LATENCY
+        return tuple(IDLE_THREADS) if latency and self.threads > 1 else ()
+
+    def use_variant(self, variant: str) -> None:
+        """A loaded session is made again (config entries are read when a session is made), the old one freed
+        first so that the process's peak memory holds one."""
+        if variant not in IDLE_THREADS:
+            raise ValueError(f"{variant!r} is not one of {', '.join(IDLE_THREADS)}")
+        if variant == self.idle_threads:
+            return
+        self.idle_threads = variant
+        if self.session is not None and self.device == "cpu":
+            import onnxruntime as ort
+
+            self.session = None
+            self.session = ort.InferenceSession(str(self.entry), self._options(ort), providers=self._providers(ort))
 
     def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
         """ONNX Runtime's own profiler: its JSON is a Chrome trace; node times over the last ``runs`` model runs."""
