@@ -164,9 +164,9 @@ class ThreadChoice:
 
 @dataclass(frozen=True)
 class VariantChoice:
-    """How a row's runtime ran, chosen by measurement in its first process among the ways its runner offers
-    (``Runner.variants``, interleave.py) and kept for its later processes: which is faster depends on the host (ONNX
-    Runtime's idle threads sleeping or spinning: runners/onnxruntime.py)."""
+    """How a row's runtime ran, chosen by measurement among the ways its runner offers (``Runner.variants``,
+    interleave.py) in a process of the row's own before its first round, and kept for every round: which is faster
+    depends on the host (ONNX Runtime's idle threads sleeping or spinning: runners/onnxruntime.py)."""
 
     batch: int  # the batch size timed: the smallest measured
     p50_ms: dict[str, float]  # each variant's p50 over alternating blocks, in the runner's order (first: default)

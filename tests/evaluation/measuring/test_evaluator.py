@@ -157,11 +157,11 @@ def test_the_baseline_runs_on_the_threads_it_measured_faster_and_every_process_r
             assert measurement.host.wall_s > 0 and measurement.host.threads == measurement.threads
 
 
-def test_onnx_rows_run_as_the_variant_their_first_process_measured_faster(evaluated: Path) -> None:
-    """How ONNX Runtime's idle threads wait (sleeping, or spinning within runs) is timed both ways in an ONNX row's
-    first process at the smallest batch size, sleeping kept unless the other is faster by more than the margin;
-    every process then runs so and records it in its configuration, and the matrix says so. No other runtime offers
-    a choice."""
+def test_onnx_rows_run_as_the_variant_a_process_of_their_own_measured_faster(evaluated: Path) -> None:
+    """How ONNX Runtime's idle threads wait (sleeping, or spinning within runs) is timed both ways, before the first
+    round, in a process of the ONNX row's own at the smallest batch size, sleeping kept unless the other is faster by
+    more than the margin; every measured process then runs so and records it in its configuration, and the matrix
+    says so. No other runtime offers a choice."""
     report = load_report(evaluated)
     onnx = [row for row in report.rows if row.target == "onnx"]
     if report.settings.threads < 2:

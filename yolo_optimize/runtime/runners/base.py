@@ -100,8 +100,9 @@ class Runner(ABC):
 
     def variants(self, batch: int) -> tuple[str, ...]:
         """Named ways to run this file at ``batch`` whose speed depends on the host more than a rule can tell, between
-        which the evaluator chooses by measurement in the row's first process (``interleave._Timed.choose_variant``);
-        the first is the one kept on a tie. () where there is nothing to choose."""
+        which the evaluator chooses by measurement in a process of the row's own before its first round
+        (``interleave._Timed.choose_variant``); the first is the one kept on a tie. () where there is nothing to
+        choose. Answered before the runner loads."""
         return ()
 
     def use_variant(self, variant: str) -> None:
