@@ -60,7 +60,7 @@ def activated(job: MeasureJob) -> Iterator[tuple[Any, np.ndarray, Started]]:
     run = job.timing
     runner = open_runner(job.folder, job.manifest, device=run.device, threads=run.threads, mode=run.mode)
     if run.variant:
-        runner.use_variant(run.variant)  # before it loads: chosen in the row's first process
+        runner.use_variant(run.variant)  # before it loads: chosen in a process of the row's own before its first round
     with runner:
         load_s = time.perf_counter() - started
         started = time.perf_counter()
