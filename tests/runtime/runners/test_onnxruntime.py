@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluation.measuring.measure import execution_of
 from yolo_optimize.evaluation.reporting.recommend import snippet
+from yolo_optimize.runtime.runners import open_runner
 from yolo_optimize.runtime.runners.onnxruntime import (
     IDLE_THREADS,
     SLEEPING,
@@ -60,8 +61,9 @@ def test_int8_convolutions_are_read_back_from_onnx_runtime(tmp_path: Path, quant
 def test_a_cpu_session_s_idle_threads_wait_as_its_variant_says_and_as_the_snippet_it_prints_sets_them(
         tmp_path: Path, variant: str) -> None:
     """How idle threads wait is chosen by measurement (the runner's docstring): the variant, set on the loaded
-    runner as the evaluator sets it, remakes its session with its config entries; the configuration it records and
-    the latency snippet run as printed set the same."""
+    runner as the choosing process sets it, remakes its session with its config entries; a runner opened as it (as
+    every measuring process opens it), the configuration it records and the latency snippet run as printed set the
+    same."""
     qdq_conv(tmp_path / "model.onnx", quantized_output=True)
     manifest = Manifest("onnx-int8", "onnx-int8", "m", "onnx", "int8", "model.onnx", "k", {}, {}, {}, {})
     with OnnxRuntimeRunner(tmp_path, manifest, threads=2) as runner:
@@ -72,6 +74,9 @@ def test_a_cpu_session_s_idle_threads_wait_as_its_variant_says_and_as_the_snippe
         assert runner.infer(np.zeros((1, 3, 8, 8), np.float32)).shape == (1, 4, 8, 8)
         execution = execution_of(runner, 1)
     assert {key: execution["settings"][key] for key in IDLE_THREADS[variant]} == IDLE_THREADS[variant]
+    with open_runner(tmp_path, manifest, threads=2, variant=variant) as opened:  # as a measuring process opens it
+        options = opened.session.get_session_options()
+        assert all(options.get_session_config_entry(key) == value for key, value in IDLE_THREADS[variant].items())
     printed = snippet("onnx", "int8", str(tmp_path / "model.onnx"), execution, "float32 NCHW")
     scope = {"images": np.zeros((1, 3, 8, 8), np.float32)}
     exec(printed, scope)

@@ -132,7 +132,8 @@ def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, 
         out = settings.profile_dir / row.model / row.name
         request = ProfileRequest(candidate.folder, candidate.measurable, tuple(dataset.images[:PROFILE_IMAGES]),
                                  batch_size=1, largest_batch=max(settings.batch_sizes), threads=settings.threads,
-                                 out=out, min_time_s=settings.min_time_s, limits=limits)
+                                 out=out, min_time_s=settings.min_time_s, limits=limits,
+                                 variant=row.variant_choice.chosen if row.variant_choice else "")
         try:
             profile = profile_artifact(request)
         except Exception as err:  # noqa: BLE001 - the row keeps its measurements
@@ -294,8 +295,8 @@ def _choose_variants(group: list[Pair], prepared: dict[int, PreparedImages], set
             continue
         job = _job(row, candidate, prepared, replace(settings, batch_sizes=(batch,)), wants_accuracy=False, files=())
         run = job.timing
-        if not open_runner(job.folder, job.manifest, device=run.device, threads=run.threads, mode=run.mode).variants(
-                batch):
+        if not open_runner(job.folder, job.manifest, device=run.device, threads=run.threads,
+                           mode=run.mode).variants(batch):
             continue
         progress.note(f"{row.model} {row.name}: choosing how its runtime runs by measurement")
         worker = LiveRow(job, settings.row_timeout_s)

@@ -58,10 +58,8 @@ def activated(job: MeasureJob) -> Iterator[tuple[Any, np.ndarray, Started]]:
     images = np.load(job.pixels, mmap_mode="r")
     started = time.perf_counter()
     run = job.timing
-    runner = open_runner(job.folder, job.manifest, device=run.device, threads=run.threads, mode=run.mode)
-    if run.variant:
-        runner.use_variant(run.variant)  # before it loads: chosen in a process of the row's own before its first round
-    with runner:
+    with open_runner(job.folder, job.manifest, device=run.device, threads=run.threads, mode=run.mode,
+                     variant=run.variant) as runner:
         load_s = time.perf_counter() - started
         started = time.perf_counter()
         runner.infer(runner.input_of(images[:1]))

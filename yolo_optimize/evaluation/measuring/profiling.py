@@ -55,6 +55,7 @@ class ProfileRequest:
     threads: int
     out: Path  # this artifact's profile folder
     min_time_s: float = 1.0  # timed seconds per forward-time and thread-scaling point
+    variant: str = ""  # how the runtime runs (Runner.variants): the evaluation's choice for the row, else its default
     limits: MachineLimits | None = None  # measured peaks, for each weighted layer's utilization
 
 
@@ -263,7 +264,8 @@ def _row_threads_worker(request: ProfileRequest, pixels_path: Path) -> tuple[Lay
     loads)."""
     from yolo_optimize.runtime.runners import open_runner
 
-    with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
+    with open_runner(request.folder, request.manifest, threads=request.threads,
+                     variant=request.variant) as runner:
         timing = _layer_timing(request, runner, np.load(pixels_path))
         return timing, [_breakdown(request, runner, size) for size in dict.fromkeys((1, request.largest_batch))]
 
@@ -364,7 +366,7 @@ def _forward_point(request: ProfileRequest, timing: LayerTiming) -> ThreadPoint:
 
 
 def _thread_point(request: ProfileRequest, pixels: Path, threads: int) -> ThreadPoint:
-    timing = Timing((request.batch_size,), request.min_time_s, threads)
+    timing = Timing((request.batch_size,), request.min_time_s, threads, variant=request.variant)
     job = MeasureJob(request.folder, request.manifest, pixels, timing, predict=False)
     try:
         measurement, _ = in_own_process(measure, job)
@@ -378,7 +380,8 @@ def _energy_worker(request: ProfileRequest, pixels_path: Path) -> Energy:
     """Joules per image over ENERGY_SECONDS of inference at the profiled batch size."""
     from yolo_optimize.runtime.runners import open_runner
 
-    with open_runner(request.folder, request.manifest, threads=request.threads) as runner:
+    with open_runner(request.folder, request.manifest, threads=request.threads,
+                     variant=request.variant) as runner:
         batch = batch_input(runner, np.load(pixels_path), request.batch_size)
         runner.infer(batch)  # warm-up
 

@@ -16,7 +16,11 @@ def runner_class(target: str) -> type[Runner]:
 
 
 def open_runner(folder: Path, manifest: Manifest, *, device: str = "cpu", threads: int = 1,
-                mode: str = LATENCY) -> Runner:
-    """The runner for ``manifest.target`` (not yet activated; use it as a context manager)."""
+                mode: str = LATENCY, variant: str = "") -> Runner:
+    """The runner for ``manifest.target`` (not yet activated; use it as a context manager), set to run as
+    ``variant`` (``Runner.variants``; "": its default)."""
     assert manifest.target, f"{manifest.node} is not a deployable artifact"
-    return runner_class(manifest.target)(folder, manifest, device=device, threads=threads, mode=mode)
+    runner = runner_class(manifest.target)(folder, manifest, device=device, threads=threads, mode=mode)
+    if variant:
+        runner.use_variant(variant)
+    return runner
