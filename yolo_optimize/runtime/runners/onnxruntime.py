@@ -139,8 +139,9 @@ class OnnxRuntimeRunner(Runner):
         return tuple(IDLE_THREADS) if latency and self.threads > 1 else ()
 
     def use_variant(self, variant: str) -> None:
-        """A loaded session is made again (config entries are read when a session is made), the old one freed
-        first so that the process's peak memory holds one."""
+        """A loaded session is made again (config entries are read when a session is made), the old one dropped
+        first. Remaking still raises the process's peak memory, so the evaluator switches only in a process it
+        discards (``evaluator._choose_variants``)."""
         if variant not in IDLE_THREADS:
             raise ValueError(f"{variant!r} is not one of {', '.join(IDLE_THREADS)}")
         if variant == self.idle_threads:
