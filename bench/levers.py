@@ -19,19 +19,31 @@ process each per round, images/s in the host's fast state over all rounds (resul
   graph with them put back as float convolutions (weights dequantized from the same integers, the head's own
   reshape and permute), at batch 1 and 8;
 - one image per request in the throughput configuration at batch 8 (what the runners ship) against four (two
-  requests, one per stream, each a batch of four), for onnx/openvino fp32 and int8.
+  requests, one per stream, each a batch of four), for onnx/openvino fp32 and int8;
+- OpenVINO INT8's stem as space-to-depth (issue 46): the built IR against a copy whose 6x6 stride-2 stem reads the
+  image moved into 12 channels at half the size, through a 3x3 stride-1 convolution of the same int8 weights
+  rearranged (``ov_stem_as_space_to_depth``), at batch 1, with each variant's stem layers profiled;
+- OpenVINO's threads unpinned (``ENABLE_CPU_PINNING`` false) against pinned, its default, for openvino-int8 at
+  batch 1 (inference and end to end) and 8;
+- the heap on transparent huge pages (glibc's ``glibc.malloc.hugetlb=1``, on top of the measuring processes'
+  allocator settings) against the default pages, for openvino-int8 and onnx-int8 at batch 1 (inference and end to
+  end).
 
-``--only TEXT`` measures the levers whose name contains TEXT.
+``--only TEXT`` measures the levers whose name contains TEXT (and reads only the artifacts those need).
 
 Saves everything under bench/results/ with the environment.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import statistics
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +60,7 @@ from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.runners.base import AUTO, LATENCY
 
 STEM = "node_conv2d"
+HUGE_PAGES = (("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"),)  # glibc >= 2.35: madvise its heap for THP
 
 
 @dataclass(frozen=True)
@@ -59,36 +72,65 @@ class Variant:
     end_to_end: bool = False  # time the pipelined path instead of inference
     single_threaded_helpers: bool = True  # end_to_end: OpenCV and PyTorch on one thread, as eval runs it
     request_batch: int = 1  # images per request in the throughput configuration (the runners' own value is 1)
+    environment: tuple[tuple[str, str], ...] = ()  # set while the measuring process starts
+
+    def compiled_with(self, **entries: Any) -> Variant:
+        """The same artifact with ``entries`` added to the config its runtime is compiled with."""
+        metadata = ArtifactMetadata.of(self.manifest)
+        metadata = replace(metadata, compile_config={**(metadata.compile_config or {}), **entries})
+        return replace(self, manifest=replace(self.manifest, metadata=metadata.to_dict()))
 
 
-def lever_pairs(root: Path, work: Path) -> dict[str, tuple[Variant, Variant]]:
-    """lever name -> (without, with)."""
+Pair = tuple[Variant, Variant]
+
+
+def lever_pairs(root: Path, work: Path) -> dict[str, Callable[[], Pair]]:
+    """lever name -> what makes its (without, with), called only for the levers measured: each reads or rewrites
+    only the artifacts it needs."""
     floats, bytes_ = root / "yolov5n", root / "yolov5n-uint8"
 
     def variant(folder: Path, batch: int, **kwargs: Any) -> Variant:
         return Variant(folder, Manifest.read(folder), batch, **kwargs)
 
-    pairs = {f"throughput configuration, {name} b8": (variant(floats / name, 8, mode=LATENCY),
-                                                       variant(floats / name, 8))
-             for name in ("onnx-fp32", "onnx-int8", "openvino-fp32", "openvino-int8")}
-    ov_int8 = variant(floats / "openvino-int8", 1)
-    pairs["OpenVINO INT8 float parts in bf16, b1"] = (
-        replace(ov_int8, manifest=replace(ov_int8.manifest, metadata=replace(
-            ArtifactMetadata.of(ov_int8.manifest), compile_config={"INFERENCE_PRECISION_HINT": "f32"}).to_dict())),
-        ov_int8)
-    pairs.update({f"uint8 input, {name} b1": (variant(floats / name, 1), variant(bytes_ / name, 1))
-                  for name in ("onnx-int8", "openvino-int8", "aoti-int8")})
-    pairs["stem as space-to-depth, onnx-int8 b1"] = (variant(stem_put_back(floats / "onnx-int8", work), 1),
-                                                     variant(floats / "onnx-int8", 1))
-    float_head = head_put_back(floats / "onnx-int8", work)
-    pairs.update({f"head convolutions as integer GEMMs, onnx-int8 b{batch}": (
-        variant(float_head, batch), variant(floats / "onnx-int8", batch)) for batch in (1, 8)})
-    pairs.update({f"one image per throughput request, {name} b8": (
-        variant(floats / name, 8, request_batch=4), variant(floats / name, 8))
-        for name in ("onnx-fp32", "onnx-int8", "openvino-fp32", "openvino-int8")})
-    fastest = variant(floats / "openvino-int8", 1, end_to_end=True)
-    pairs["end-to-end with single-threaded helpers, openvino-int8 b1"] = (
-        replace(fastest, single_threaded_helpers=False), fastest)
+    def float_parts_in_bf16() -> Pair:
+        ov_int8 = variant(floats / "openvino-int8", 1)
+        return ov_int8.compiled_with(INFERENCE_PRECISION_HINT="f32"), ov_int8
+
+    def end_to_end_helpers() -> Pair:
+        fastest = variant(floats / "openvino-int8", 1, end_to_end=True)
+        return replace(fastest, single_threaded_helpers=False), fastest
+
+    pairs: dict[str, Callable[[], Pair]] = {}
+    for name in ("onnx-fp32", "onnx-int8", "openvino-fp32", "openvino-int8"):
+        pairs[f"throughput configuration, {name} b8"] = partial(
+            lambda name: (variant(floats / name, 8, mode=LATENCY), variant(floats / name, 8)), name)
+    pairs["OpenVINO INT8 float parts in bf16, b1"] = float_parts_in_bf16
+    for name in ("onnx-int8", "openvino-int8", "aoti-int8"):
+        pairs[f"uint8 input, {name} b1"] = partial(
+            lambda name: (variant(floats / name, 1), variant(bytes_ / name, 1)), name)
+    pairs["stem as space-to-depth, onnx-int8 b1"] = lambda: (
+        variant(stem_put_back(floats / "onnx-int8", work), 1), variant(floats / "onnx-int8", 1))
+    for batch in (1, 8):
+        pairs[f"head convolutions as integer GEMMs, onnx-int8 b{batch}"] = partial(
+            lambda batch: (variant(head_put_back(floats / "onnx-int8", work), batch),
+                           variant(floats / "onnx-int8", batch)), batch)
+    for name in ("onnx-fp32", "onnx-int8", "openvino-fp32", "openvino-int8"):
+        pairs[f"one image per throughput request, {name} b8"] = partial(
+            lambda name: (variant(floats / name, 8, request_batch=4), variant(floats / name, 8)), name)
+    pairs["end-to-end with single-threaded helpers, openvino-int8 b1"] = end_to_end_helpers
+    for label, folder in (("float", floats), ("uint8", bytes_)):
+        pairs[f"stem as space-to-depth, openvino-int8 {label} input b1"] = partial(
+            lambda folder: (variant(folder / "openvino-int8", 1),
+                            variant(ov_stem_as_space_to_depth(folder / "openvino-int8", work), 1)), folder)
+    for batch, end_to_end in ((1, False), (1, True), (8, False)):
+        pairs[f"OpenVINO threads unpinned, openvino-int8 b{batch}{' end to end' * end_to_end}"] = partial(
+            lambda batch, end_to_end: (lambda pinned: (pinned, pinned.compiled_with(ENABLE_CPU_PINNING=False)))(
+                variant(floats / "openvino-int8", batch, end_to_end=end_to_end)), batch, end_to_end)
+    for name in ("openvino-int8", "onnx-int8"):
+        for end_to_end in (False, True):
+            pairs[f"heap on huge pages, {name} b1{' end to end' * end_to_end}"] = partial(
+                lambda name, end_to_end: (lambda plain: (plain, replace(plain, environment=HUGE_PAGES)))(
+                    variant(floats / name, 1, end_to_end=end_to_end)), name, end_to_end)
     return pairs
 
 
@@ -118,6 +160,58 @@ def stem_put_back(folder: Path, work: Path) -> Path:
             attribute.ints[:] = [value * block for value in attribute.ints]
     del model.graph.value_info[:]
     onnx.save(model, str(path))
+    return copy
+
+
+def ov_stem_as_space_to_depth(folder: Path, work: Path) -> Path:
+    """A copy of an openvino-int8 artifact whose 6x6 stride-2 stem is a 3x3 stride-1 convolution on the image moved
+    into 12 channels (optimize/space_to_depth.stride_one_weights on the same int8 weights). The move goes before
+    the input's FakeQuantize, which is per tensor, so the stem still reads u8 (after it, OpenVINO's low-precision
+    passes stop at the SpaceToDepth and the stem runs in bf16): on a float input as ``SpaceToDepth``, on a uint8
+    NHWC input as a 6-D transpose of the bytes."""
+    import shutil
+
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    from yolo_optimize.optimize.space_to_depth import stride_one_weights
+
+    copy = shutil.copytree(folder, work / f"{folder.parent.name}-openvino-int8-stem-space-to-depth")
+    path = copy / str(Manifest.read(copy).entry)
+    model = ov.Core().read_model(str(path))
+    stem = next(op for op in model.get_ops() if op.get_friendly_name() == f"{STEM}/WithoutBiases")
+    image = model.get_parameters()[0]
+    first = next(target for target in image.output(0).get_target_inputs())  # FakeQuantize, or uint8's Convert
+    if image.get_element_type() == ov.Type.u8:  # [N, H, W, 3] bytes
+        _, height, width, channels = image.get_partial_shape().get_max_shape()
+        blocks = ops.reshape(image, ops.constant(np.array([-1, height // 2, 2, width // 2, 2, channels], np.int64)),
+                             False)
+        together = ops.transpose(blocks, ops.constant(np.array([0, 1, 3, 2, 4, 5], np.int64)))
+        moved = ops.reshape(together, ops.constant(np.array([-1, height // 2, width // 2, 4 * channels], np.int64)),
+                            False)
+        for step, node in (("blocks", blocks), ("transpose", together)):
+            node.set_friendly_name(f"{STEM}_space_to_depth_{step}")
+    else:
+        moved = ops.space_to_depth(image, "blocks_first", 2)
+    moved.set_friendly_name(f"{STEM}_space_to_depth")  # stem layers to is_stem
+    first.replace_source_output(moved.output(0))
+    node = first.get_node()
+    while node is not stem:  # the per-tensor quantization and layout change between the image and the stem
+        node.validate_and_infer_types()
+        node = next(target.get_node() for target in node.output(0).get_target_inputs())
+    dequantize = stem.input(1).get_source_output().get_node()
+    integers = dequantize.input(0).get_source_output().get_node().input(0).get_source_output().get_node()
+    weights = ops.multiply(ops.convert(ops.constant(stride_one_weights(integers.get_data(), 2)), "f32"),
+                           dequantize.input(1).get_source_output())
+    moved_stem = ops.convolution(stem.input(0).get_source_output(), weights, [1, 1], [1, 1], [1, 1], [1, 1])
+    moved_stem.set_friendly_name(stem.get_friendly_name())
+    for target in list(stem.output(0).get_target_inputs()):
+        target.replace_source_output(moved_stem.output(0))
+    model.validate_nodes_and_infer_types()
+    written = path.with_name(f"rewritten-{path.name}")  # beside it: the model still maps the old .bin
+    ov.save_model(model, str(written), compress_to_fp16=False)
+    for suffix in (".xml", ".bin"):
+        written.with_suffix(suffix).replace(path.with_suffix(suffix))
     return copy
 
 
@@ -185,11 +279,27 @@ def timed(variant: Variant, pixels: Path, files: tuple[Path, ...], seconds: floa
     ``__main__``."""
     from levers import _measure_worker, _path_worker
 
-    if not variant.end_to_end:
-        timing = Timing((variant.batch,), seconds, threads, mode=variant.mode)
-        job = MeasureJob(variant.folder, variant.manifest, pixels, timing, predict=False)
-        return in_own_process(_measure_worker, job, variant.request_batch)
-    return in_own_process(_path_worker, variant, files, seconds, threads)
+    with environment(dict(variant.environment)):
+        if not variant.end_to_end:
+            timing = Timing((variant.batch,), seconds, threads, mode=variant.mode)
+            job = MeasureJob(variant.folder, variant.manifest, pixels, timing, predict=False)
+            return in_own_process(_measure_worker, job, variant.request_batch)
+        return in_own_process(_path_worker, variant, files, seconds, threads)
+
+
+@contextlib.contextmanager
+def environment(settings: dict[str, str]) -> Iterator[None]:
+    """``settings`` in this process's environment while the block runs (a child started in it inherits them)."""
+    before = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _measure_worker(job: MeasureJob, request_batch: int) -> list[float]:
@@ -217,25 +327,45 @@ def _path_worker(variant: Variant, files: tuple[Path, ...], seconds: float, thre
 
 
 def is_stem(layer: str) -> bool:
-    """The stem's layers in ONNX Runtime's profile: ``node_conv2d`` itself, fused (``node_conv2d_token_20``) or
-    rearranged (``node_conv2d_space_to_depth_u8``), never ``node_conv2d_<n>...``, the model's other convolutions."""
-    return re.match(rf"{STEM}(?!_\d)", layer) is not None
+    """The stem's layers in a per-layer profile: ``node_conv2d`` itself, fused (``node_conv2d_token_20``) or
+    rearranged (``node_conv2d_space_to_depth_u8``), never ``node_conv2d_<n>...``, the model's other convolutions;
+    in OpenVINO's also what moves the image to it (``images/fq_output_0...``, uint8's ``node__to_copy``)."""
+    return re.match(rf"({STEM}(?!_\d)|images|node__to_copy)", layer) is not None
 
 
 def stem_profile(variant: Variant, pixels: Path, threads: int) -> dict[str, float]:
-    """The stem's share of an ONNX Runtime per-layer profile (ms and share of the layer sum), at batch 1."""
-    return in_own_process(_stem_worker, variant, pixels, threads)
+    """The stem's share of the runtime's per-layer profile (ms and share of the layer sum), at batch 1."""
+    from levers import _stem_worker
+
+    return in_own_process(_stem_worker, variant.folder, variant.manifest, pixels, threads)
 
 
-def _stem_worker(variant: Variant, pixels: Path, threads: int) -> dict[str, float]:
+def _stem_worker(folder: Path, manifest: Manifest, pixels: Path, threads: int) -> dict[str, Any]:
     from yolo_optimize.runtime.runners import open_runner
 
-    with (open_runner(variant.folder, variant.manifest, threads=threads) as runner,
+    with (open_runner(folder, manifest, threads=threads) as runner,
           tempfile.TemporaryDirectory() as work):
         profile = runner.profile_layers(runner.input_of(np.load(pixels)[:1]), 20, Path(work) / "trace.json")
     total = sum(layer.ms for layer in profile.layers)
-    stem = sum(layer.ms for layer in profile.layers if is_stem(layer.name))
-    return {"stem_ms": round(stem, 3), "stem_share": round(stem / total, 4), "layers_ms": round(total, 3)}
+    stem = {layer.name: round(layer.ms, 3) for layer in profile.layers if is_stem(layer.name)}
+    return {"stem_ms": round(sum(stem.values()), 3), "stem_share": round(sum(stem.values()) / total, 4),
+            "layers_ms": round(total, 3), "stem_layers_ms": stem}
+
+
+def largest_difference(pair: Pair, pixels: Path, threads: int) -> float:
+    """The largest absolute difference between the two variants' raw outputs on the same images, each run as the
+    runner runs it (its compile config)."""
+    from levers import _outputs_worker
+
+    outputs = [in_own_process(_outputs_worker, variant.folder, variant.manifest, pixels, threads) for variant in pair]
+    return float(np.abs(outputs[0] - outputs[1]).max())
+
+
+def _outputs_worker(folder: Path, manifest: Manifest, pixels: Path, threads: int) -> np.ndarray:
+    from yolo_optimize.runtime.runners import open_runner
+
+    with open_runner(folder, manifest, threads=threads) as runner:
+        return np.concatenate([runner.infer(runner.input_of(image[None])) for image in np.load(pixels)])
 
 
 def main() -> None:
@@ -250,7 +380,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="levers-") as work:
         pixels = Path(work) / "pixels.npy"
         np.save(pixels, np.stack([family.preprocess(path, 640).pixels for path in files]))
-        pairs = {name: pair for name, pair in lever_pairs(args.artifacts, Path(work)).items() if args.only in name}
+        from levers import lever_pairs  # the module's Variant, which a spawned child can unpickle
+
+        pairs = {name: make() for name, make in lever_pairs(args.artifacts, Path(work)).items() if args.only in name}
         samples = {lever: ([], []) for lever in pairs}
         for round_ in range(args.repeats):
             for lever, variants in pairs.items():
@@ -264,10 +396,13 @@ def main() -> None:
                               "rounds_ips": {"without": per_round[0], "with": per_round[1]}}
             print(f"{lever}: {rates[0]:.1f} -> {rates[1]:.1f} img/s ({rates[1] / rates[0] - 1:+.1%}); rounds "
                   f"{per_round[0]} / {per_round[1]}")
-        if stem := pairs.get("stem as space-to-depth, onnx-int8 b1"):
-            results["stem profile"] = {"without": stem_profile(stem[0], pixels, args.threads),
-                                       "with": stem_profile(stem[1], pixels, args.threads)}
-            print(f"stem profile (ONNX Runtime's, b1): {results['stem profile']}")
+        for lever in [name for name in pairs if name.startswith("stem as space-to-depth")]:
+            without, with_ = pairs[lever]
+            results[lever]["stem profile"] = {"without": stem_profile(without, pixels, args.threads),
+                                              "with": stem_profile(with_, pixels, args.threads)}
+            results[lever]["largest output difference"] = largest_difference((without, with_), pixels, args.threads)
+            print(f"{lever}, largest output difference: {results[lever]['largest output difference']:.4g}")
+            print(f"{lever}, stem profile (the runtime's, b1): {results[lever]['stem profile']}")
     save(args.save, "levers", {"settings": {k: str(v) for k, v in vars(args).items()}, "levers": results}, args.threads)
 
 
