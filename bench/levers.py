@@ -100,6 +100,14 @@ def lever_pairs(root: Path, work: Path) -> dict[str, Callable[[], Pair]]:
         fastest = variant(floats / "openvino-int8", 1, end_to_end=True)
         return replace(fastest, single_threaded_helpers=False), fastest
 
+    def unpinned(batch: int, end_to_end: bool) -> Pair:
+        pinned = variant(floats / "openvino-int8", batch, end_to_end=end_to_end)
+        return pinned, pinned.compiled_with(ENABLE_CPU_PINNING=False)
+
+    def on_huge_pages(name: str, end_to_end: bool) -> Pair:
+        plain = variant(floats / name, 1, end_to_end=end_to_end)
+        return plain, replace(plain, environment=HUGE_PAGES)
+
     pairs: dict[str, Callable[[], Pair]] = {}
     for name in ("onnx-fp32", "onnx-int8", "openvino-fp32", "openvino-int8"):
         pairs[f"throughput configuration, {name} b8"] = partial(
@@ -124,13 +132,11 @@ def lever_pairs(root: Path, work: Path) -> dict[str, Callable[[], Pair]]:
                             variant(ov_stem_as_space_to_depth(folder / "openvino-int8", work), 1)), folder)
     for batch, end_to_end in ((1, False), (1, True), (8, False)):
         pairs[f"OpenVINO threads unpinned, openvino-int8 b{batch}{' end to end' * end_to_end}"] = partial(
-            lambda batch, end_to_end: (lambda pinned: (pinned, pinned.compiled_with(ENABLE_CPU_PINNING=False)))(
-                variant(floats / "openvino-int8", batch, end_to_end=end_to_end)), batch, end_to_end)
+            unpinned, batch, end_to_end)
     for name in ("openvino-int8", "onnx-int8"):
         for end_to_end in (False, True):
             pairs[f"heap on huge pages, {name} b1{' end to end' * end_to_end}"] = partial(
-                lambda name, end_to_end: (lambda plain: (plain, replace(plain, environment=HUGE_PAGES)))(
-                    variant(floats / name, 1, end_to_end=end_to_end)), name, end_to_end)
+                on_huge_pages, name, end_to_end)
     return pairs
 
 
@@ -333,7 +339,7 @@ def is_stem(layer: str) -> bool:
     return re.match(rf"({STEM}(?!_\d)|images|node__to_copy)", layer) is not None
 
 
-def stem_profile(variant: Variant, pixels: Path, threads: int) -> dict[str, float]:
+def stem_profile(variant: Variant, pixels: Path, threads: int) -> dict[str, Any]:
     """The stem's share of the runtime's per-layer profile (ms and share of the layer sum), at batch 1."""
     from levers import _stem_worker
 

@@ -19,6 +19,7 @@ f32 before the decode reads it. This script:
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import tempfile
 from dataclasses import replace
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import save, timing_parser
+from common import save
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.families import family_named
@@ -95,8 +96,11 @@ def layer_sums(folder: Path, manifest: Manifest, precision: str, pixels: Path, t
 
 
 def main() -> None:
-    parser = timing_parser(__doc__, 0.0)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--artifacts", type=Path, required=True)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5, help="fresh processes per precision, in turns")
+    parser.add_argument("--save", type=Path, default=Path("bench/results"))
     parser.add_argument("--data", type=Path, default=Path("../shared/assets/coco_val128"))
     args = parser.parse_args()
     from openvino_detect_outputs import layer_sums, written_precisions
