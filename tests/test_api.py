@@ -113,8 +113,12 @@ def test_the_api_refuses_bad_input_in_one_sentence_naming_it(tmp_path: Path) -> 
         yo.recommend(tmp_path / "g5")
     with pytest.raises(UserError, match="recommend\\(\\): by: must be one of inference, e2e, got 'g5'"):
         yo.recommend(tmp_path, by="g5")
-    with pytest.raises(UserError, match="recommend\\(\\): max_latency_ms: must be a number > 0, got -1"):
+    with pytest.raises(UserError, match="recommend\\(\\): max_latency_ms: must be a finite number > 0, got -1"):
         yo.recommend(tmp_path, max_latency_ms=-1)
+    with pytest.raises(UserError, match="recommend\\(\\): max_map_drop: must be a finite number >= 0, got nan"):
+        yo.recommend(tmp_path, max_map_drop=float("nan"))
+    with pytest.raises(UserError, match="recommend\\(\\): max_latency_ms: must be a finite number > 0, got nan"):
+        yo.recommend(tmp_path, max_latency_ms=float("nan"))
     with pytest.raises(UserError, match="recommend\\(\\): report: must be a Report or an eval folder, got dict"):
         yo.recommend({})  # type: ignore[arg-type]  # the wrong type on purpose
 

@@ -208,3 +208,34 @@ def test_show_with_replace_publishes_again_a_view_that_verifies(tmp_path: Path) 
     inode = (view / "model.bin").stat().st_ino
     assert show(stored, view, "k1", replace=True) is None
     assert (view / "model.bin").stat().st_ino != inode and read_valid(view, "k1") is not None
+
+
+WRITE_REPORT = """
+import sys
+from pathlib import Path
+from yolo_optimize.artifact import written_whole
+with written_whole(Path(sys.argv[1]), last="results.json") as staging:
+    (staging / "matrix.md").write_text("second run")
+    (staging / "results.json").write_text("second run")
+"""
+
+
+def test_a_run_moves_its_files_in_only_while_no_other_run_writing_the_same_place_does(tmp_path: Path) -> None:
+    """Two evaluations into one --out: while one moves its report in (here: its lock held by this test), the other
+    waits, so that no report is ever half one run's and half the other's; then it moves its files in."""
+    import fcntl
+
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "results.json").write_text("first run")
+    held = os.open(tmp_path, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    second = subprocess.Popen([sys.executable, "-c", WRITE_REPORT, str(out)], cwd=Path(__file__).parents[1])
+    try:
+        time.sleep(3)
+        assert second.poll() is None and (out / "results.json").read_text() == "first run"
+        assert not (out / "matrix.md").exists()
+    finally:
+        os.close(held)
+    assert second.wait(timeout=60) == 0
+    assert (out / "results.json").read_text() == (out / "matrix.md").read_text() == "second run"

@@ -39,8 +39,10 @@ class Example:
 @pytest.mark.parametrize(("given", "message"), [
     ({"count": 0}, "test: count: must be an integer >= 1, got 0"),
     ({"count": True}, "test: count: must be an integer >= 1, got True"),
-    ({"share": 0}, "test: share: must be a number > 0, got 0"),
+    ({"share": 0}, "test: share: must be a finite number > 0, got 0"),
     ({"share": 1.5}, "test: share: must be at most 1, got 1.5"),
+    ({"share": float("nan")}, "test: share: must be a finite number > 0, got nan"),
+    ({"share": float("inf")}, "test: share: must be a finite number > 0, got inf"),
     ({"mode": "c"}, "test: mode: must be one of a, b, got 'c'"),
     ({"quiet": "yes"}, "test: quiet: must be true or false, got 'yes'"),
     ({"sizes": 2.5}, "test: sizes: 2.5 is not a list of batch sizes"),

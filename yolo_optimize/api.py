@@ -61,7 +61,7 @@ def _node_progress(progress: Progress) -> Callable[[str, NodeResult | None], Non
 def evaluate(root: str | Path | None = None, *, config: str | Path | Mapping[str, Any] | None = None,
              progress: Progress | None = None, **options: Any) -> Report:
     """Measure every artifact under ``root`` (and the ``add``-ed model files) with the evaluation protocol; with
-    ``out``, also write the report's files there (in ``<out>-failed`` when nothing could be measured). The options
+    ``out``, also write the report's files there (in ``<out>-failed`` when no artifact could be measured). The options
     are ``EvalOptions``' (evaluation/options.py), as the command names them; ``config=`` as for ``build``."""
     from yolo_optimize.evaluation.options import eval_options
     from yolo_optimize.evaluation.session import EvalRequest, run_evaluation

@@ -168,16 +168,30 @@ def written_whole(out: Path, last: str = "") -> Iterator[Path]:
     staging = staging_dir(inside if out.is_dir() else out)
     try:
         yield staging
-        if not out.exists():
-            os.rename(staging, out)
-            return
-        for entry in sorted(staging.iterdir(), key=lambda entry: entry.name == last):
-            if entry.is_dir():
-                publish(entry, out / entry.name)
-            else:
-                os.replace(entry, out / entry.name)
+        with _held(out.parent):  # another run's files never mix with these: one run moves in at a time
+            if not out.exists():
+                os.rename(staging, out)
+                return
+            for entry in sorted(staging.iterdir(), key=lambda entry: entry.name == last):
+                if entry.is_dir():
+                    publish(entry, out / entry.name)
+                else:
+                    os.replace(entry, out / entry.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _held(folder: Path) -> Iterator[None]:
+    """An exclusive lock on ``folder`` itself (flock on its descriptor: no lock file left behind), held while a run
+    moves its files in, so that two runs writing the same output never interleave their files. Released when the
+    process dies, so a killed run never blocks the next."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 STAGING_NAME = "written"  # the name a staging folder inside an existing output folder is made for
@@ -217,7 +231,7 @@ def show(stored: Path, view: Path, cache_key: str, *, full: bool = False, replac
     if shown is not None and shown.node != wanted.node:
         damage = f"it held {shown.node}'s files (a copy of another artifact's folder)"
     if shown is not None and shown.cache_key == cache_key:
-        damage = verify_files(view, shown, full=full)
+        damage = verify_files(view, shown, full=full) or _edited(shown, wanted)
         if damage is None and not replace:
             return None
     staging = staging_dir(view)
@@ -234,6 +248,20 @@ def show(stored: Path, view: Path, cache_key: str, *, full: bool = False, replac
         raise
     publish(staging, view)
     return damage
+
+
+def _edited(shown: Manifest, stored: Manifest) -> str | None:
+    """What differs between a published manifest and its store entry's, the files' stamps aside (a copy's own): a
+    manifest edited after publishing (its parity, its metadata) no longer vouches for the files beside it."""
+    def said(manifest: Manifest) -> dict[str, Any]:
+        facts = asdict(manifest)
+        files = facts["files"].items()
+        facts["files"] = {path: {k: v for k, v in entry.items() if k != "stamp"} for path, entry in files}
+        return facts
+
+    published, recorded = said(shown), said(stored)
+    changed = sorted(key for key in recorded if published.get(key) != recorded[key])
+    return f"{MANIFEST} edited since it was published ({', '.join(changed)})" if changed else None
 
 
 def _shown(view: Path) -> Manifest | None:

@@ -13,6 +13,7 @@ value is a ``UserError`` naming the key and where it came from.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -124,16 +125,18 @@ class Whole(Kind):
 
 @dataclass(frozen=True)
 class Real(Kind):
-    """A number ``>= low`` (``> low`` with ``above``), at most ``high`` when given."""
+    """A finite number ``>= low`` (``> low`` with ``above``), at most ``high`` when given: NaN compares false with
+    every bound, so a range check alone would take it (and a NaN budget or threshold disables what it limits), and
+    no option here means anything by infinity (an unset limit is None)."""
 
     low: float = 0
     high: float | None = None
     above: bool = False
 
     def __call__(self, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < self.low \
-                or self.above and value == self.low:
-            raise UserError(f"must be a number {'>' if self.above else '>='} {self.low:g}, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value < self.low or self.above and value == self.low:
+            raise UserError(f"must be a finite number {'>' if self.above else '>='} {self.low:g}, got {value!r}")
         if self.high is not None and value > self.high:
             raise UserError(f"must be at most {self.high:g}, got {value!r}")
         return float(value)

@@ -48,7 +48,8 @@ def test_a_config_file_builds_like_the_command_line_and_flags_override_it(built:
     ("batch_size = 2\n", "unknown key 'batch_size'"),
     ("jobs = 'two'\n", "jobs: must be an integer >= 1, got 'two'"),
     ("targets = ['onnx', 'tflite']\n", "targets: unknown target tflite"),
-    ("max-map-drop = -1\n", "max-map-drop: must be a number >= 0, got -1"),
+    ("max-map-drop = -1\n", "max-map-drop: must be a finite number >= 0, got -1"),
+    ("max-map-drop = nan\n", "max-map-drop: must be a finite number >= 0, got nan"),
     ("device = 'tpu'\n", "device: must be one of auto, cpu, cuda, got 'tpu'"),
     ("targets = [onnx\n", "is not valid TOML"),
 ])

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ GATE = GateConfig(ImageSet.of(VAL_DATA, 8), None, "the first 8", 1.0)
 
 def keys(request: BuildRequest) -> dict[str, str]:
     nodes = plan(request)
-    return cache_keys(nodes, request.source, node_facts(nodes, request.source.family))
+    return cache_keys(nodes, request.source, node_facts(nodes, request.source.family), request.contents)
 
 
 def changed(other: BuildRequest) -> set[str]:
@@ -221,6 +222,14 @@ def test_a_build_repairs_published_files_edited_truncated_or_deleted_and_force_r
     assert all(read_valid(model / node) is not None for node in damaged)
     again = optimize(*build_args(out, *fp32, "--verify"))
     assert set(statuses(again).values()) == {"cached"}, again.stdout
+
+    published = Manifest.read(model / "onnx-fp32")
+    published.parity = {**(published.parity or {}), "passed": False}  # its files untouched: they still verify
+    (model / "onnx-fp32" / MANIFEST).write_text(json.dumps(asdict(published)))
+    edited = optimize(*build_args(out, *fp32))
+    assert statuses(edited)["onnx-fp32"] == "repaired", edited.stdout
+    assert "manifest.json edited since it was published (parity)" in " ".join(edited.stdout.split())
+    assert Manifest.read(model / "onnx-fp32").parity["passed"]  # type: ignore[index]  # a built node's parity
 
     shutil.rmtree(model / "onnx-fp32")
     shutil.copytree(model / "onnx-fp16", model / "onnx-fp32")  # one folder copied over another

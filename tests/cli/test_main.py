@@ -123,6 +123,9 @@ def test_killed_build_leaves_no_valid_looking_partial_artifact_and_resumes(built
     (["build", WEIGHTS, "--nms", "--nms-conf", "2"], "error: Invalid value for '--nms-conf': 2.0 is not in the range"),
     (["build", WEIGHTS, "--nms", "--nms-iou", "-1"], "error: Invalid value for '--nms-iou'"),
     (["build", WEIGHTS, "--nms", "--max-det", "0"], "error: Invalid value for '--max-det'"),
+    (["build", WEIGHTS, "--nms", "--nms-conf", "nan"], "error: Invalid value for '--nms-conf': 'nan' is not a finite"),
+    (["build", WEIGHTS, "--max-map-drop", "nan"], "error: Invalid value for '--max-map-drop': 'nan' is not a finite"),
+    (["build", WEIGHTS, "--max-map-drop", "inf"], "error: Invalid value for '--max-map-drop': 'inf' is not a finite"),
     (["build", WEIGHTS, "--jobs", "0"], "error: Invalid value for '--jobs': 0 is not in the range x>=1."),
     (["build", WEIGHTS, "--colour"], "error: No such option '--colour'"),
 ])
@@ -132,6 +135,13 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(args: list[str], messag
     assert result.returncode == 2, brief(result)
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("args", [["--max-map-drop", "nan"], ["--max-latency-ms", "nan"], ["--max-memory-mb", "inf"]])
+def test_recommend_refuses_a_limit_that_is_not_a_finite_number_in_one_line(args: list[str], tmp_path: Path) -> None:
+    result = optimize("recommend", tmp_path, *args)
+    assert result.returncode == 2 and f"Invalid value for '{args[0]}'" in result.stderr, brief(result)
+    assert "is not a finite number" in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 MALICIOUS = """

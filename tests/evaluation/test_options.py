@@ -44,7 +44,7 @@ def test_the_request_carries_the_options_as_settings_without_parsing_them_again(
     ({"repeats": 0}, "test: repeats: must be an integer >= 1, got 0"),
     ({"batch_size": 2}, "test: unknown key 'batch_size' (keys: root, data, out, batch-sizes, device,"),
     ({"mode": "fast"}, "test: mode: must be one of auto, latency, throughput, got 'fast'"),
-    ({"row_timeout": 0.5}, "test: row_timeout: must be a number >= 1, got 0.5"),
+    ({"row_timeout": 0.5}, "test: row_timeout: must be a finite number >= 1, got 0.5"),
 ])
 def test_a_bad_option_is_named_with_where_it_came_from(given: dict[str, object], message: str) -> None:
     with pytest.raises(UserError) as refused:

@@ -15,6 +15,7 @@ import torch
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.parity import REFERENCE_FILE, TOLERANCES
 from yolo_optimize.export.ncnn import refuse_unconverted, scratch_paths
+from yolo_optimize.families import family_named
 
 # A fresh interpreter where torch, the model code and this package cannot be imported: ncnn and numpy only.
 LOAD_WITH_NCNN_ALONE = """
@@ -96,14 +97,34 @@ class TopK(torch.nn.Module):
         return torch.topk(self.conv(images).flatten(1), 5, dim=1).values
 
 
-def test_an_operator_ncnn_lacks_is_named_in_one_line(tmp_path: Path) -> None:
-    """pnnx leaves torch.topk unconverted (YOLO26's and YOLOv10's NMS-free heads, bench/edge_families.py): the export
-    names it, instead of writing a graph NCNN refuses to load."""
+@pytest.fixture
+def topk_graph(tmp_path: Path) -> Path:
+    """The .param pnnx writes for ``TopK``: torch.topk left in it, unconverted."""
     import pnnx
 
     param = tmp_path / "model.ncnn.param"
     with torch.no_grad():
         pnnx.export(TopK().eval(), str(tmp_path / "model.pt"), (torch.rand(1, 3, 16, 16),), check_trace=False,
                     ncnnparam=str(param), ncnnbin=str(tmp_path / "model.ncnn.bin"), **scratch_paths(tmp_path))
-    with pytest.raises(RuntimeError, match=r"NCNN has no layer for torch.topk: pnnx left them unconverted .*--head"):
-        refuse_unconverted(param)
+    return param
+
+
+def test_an_operator_ncnn_lacks_is_named_in_one_line(topk_graph: Path) -> None:
+    """pnnx leaves torch.topk unconverted (YOLO26's and YOLOv10's NMS-free heads, bench/edge_families.py): the export
+    names it, instead of writing a graph NCNN refuses to load, and says which head NCNN runs."""
+    with pytest.raises(RuntimeError, match=r"^NCNN has no layer for torch.topk: pnnx left them unconverted "
+                                           r"\(ultralytics-end2end picks its detections with a top-k: --head "
+                                           r"one-to-many builds its NMS head, which NCNN runs\)$"):
+        refuse_unconverted(topk_graph, family_named("ultralytics-end2end"))
+
+
+def test_the_refusals_hint_fits_a_family_without_another_head(topk_graph: Path) -> None:
+    """RT-DETR's decoder ranks its queries with a top-k too, but it has no NMS head: its hint says to build another
+    target, never to pass a --head it does not have (the refusal comes after pnnx's conversion, so the graph is
+    converted here rather than an RT-DETR built)."""
+    with pytest.raises(RuntimeError) as refused:
+        refuse_unconverted(topk_graph, family_named("rtdetr"))
+    assert str(refused.value) == ("NCNN has no layer for torch.topk: pnnx left them unconverted (rtdetr ranks its "
+                                  "detections with a top-k in its own head and has no head without one: build it for "
+                                  "another target, such as onnx or openvino)")
+    assert "--head" not in str(refused.value) and "YOLO" not in str(refused.value)

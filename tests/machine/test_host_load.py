@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,19 @@ def test_busy_counts_other_work_beyond_the_cpus_left_free_and_steal(cpus: int, t
     use.add(*readings(2.0, others_cores * 2.0, steal * 2.0))
     assert use.others_cores == pytest.approx(others_cores)
     assert use.busy is busy and use.busy_blocks == int(busy)
+
+
+def test_an_unreadable_proc_stat_reads_as_unknown_never_as_a_quiet_host(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    """A container without /proc/stat (here: the path made to name a missing file) knows nothing of other
+    processes: the tally says unknown, and a row measured so is doubted as a busy one is."""
+    from yolo_optimize.evaluation.results import Measurement, Row
+    from yolo_optimize.machine import host_load
+
+    monkeypatch.setattr(host_load, "STAT", str(tmp_path / "missing"))
+    before = host_before(1, 0.05)
+    assert before.use.unknown and not before.use.busy and before.record()["unknown"]
+    assert before.use.describe().startswith("unknown: ") and "could not be read" in before.use.describe()
+    measured = Measurement(0.1, 0.1, [], 100.0, None, "fp32", 1, host=before.use)
+    row = Row("onnx-fp32", "yolov5n", "onnx", "fp32", "", None, True, measurements=[measured])
+    assert row.busy_host().startswith("the host's load is unknown")

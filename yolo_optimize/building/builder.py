@@ -15,9 +15,10 @@ from typing import Any
 
 from yolo_optimize.artifact import check_writable
 from yolo_optimize.building.config import BuildOptions
+from yolo_optimize.building.contents import RECORD, Digests, data_contents
 from yolo_optimize.building.dag import FAILED, Build, NodeResult
 from yolo_optimize.building.executor import Executor, LocalExecutor
-from yolo_optimize.building.request import BuildRequest
+from yolo_optimize.building.request import BuildRequest, GateConfig
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import Family
 from yolo_optimize.families.nms import NmsSettings
@@ -102,7 +103,9 @@ def requests_for(options: BuildOptions, executor: Executor) -> tuple[list[BuildR
     for size in sizes:
         check_input_fits(size, max(options.batch_sizes), "--imgsz and --batch-sizes")
     images = checked_images(list_images(options.parity_data or family.sample_images())[:options.parity_images])
-    int8 = int8_inputs(family, options) if "int8" in options.precisions else {}
+    digests = Digests(options.out / RECORD, full=options.verify)
+    int8 = int8_inputs(family, options, digests) if "int8" in options.precisions else {}
+    contents = request_contents([str(p.resolve()) for p in images], int8, digests)
     host = executor.probe(building_host, options.device, options.precisions)  # bad input is refused before it
     if int8:
         int8.update(int8_vnni=host.int8_vnni, int8_float_precision=host.int8_float_precision)
@@ -110,10 +113,11 @@ def requests_for(options: BuildOptions, executor: Executor) -> tuple[list[BuildR
         source=replace(source, model_id=model_id(source.model_id, size if len(sizes) > 1 else None, options.input)),
         targets=options.targets, precisions=options.precisions, imgsz=size, batch_sizes=options.batch_sizes,
         opset=options.opset, device=host.device,
-        parity_images=tuple(str(p.resolve()) for p in images), input_form=options.input, **int8,
+        parity_images=tuple(str(p.resolve()) for p in images), input_form=options.input, contents=contents, **int8,
     ) for size in sizes]
     for request in requests:
         check_writable(options.out / request.source.model_id)
+    digests.save()  # only once every input is checked: bad input writes nothing
     return requests, host
 
 
@@ -141,7 +145,7 @@ def _run_build(options: BuildOptions, executor: Executor, on_event: OnEvent | No
     dags = []
     for request in requests:
         dag = Build(plan(request), request.source, options.out / request.source.model_id, device=request.device,
-                    executor=executor, force=options.force, verify=options.verify)
+                    executor=executor, force=options.force, verify=options.verify, contents=request.contents)
         if "load" in dag.pending():
             executor.before_nodes(check_loads, request.source)  # a bad checkpoint stops here, nothing written
         dags.append((request, dag))
@@ -274,9 +278,22 @@ def check_nms_targets(nms: NmsSettings | None, targets: tuple[str, ...]) -> None
                         f"without it")
 
 
-def int8_inputs(family: Family, options: BuildOptions) -> dict[str, Any]:
+def request_contents(parity: list[str], int8: dict[str, Any], digests: Digests) -> dict[str, str]:
+    """The content of every data file the build reads (``contents.py``): the parity images, and with INT8 the
+    calibration and gate images with their labels and annotation files (the gate's, and the tuning set's)."""
+    images, annotations = [*parity, *int8.get("calib_images", ())], []
+    gate: GateConfig | None = int8.get("gate")
+    for image_set in (gate.images, gate.tuning) if gate else ():
+        if image_set is not None:
+            images += image_set.images
+            annotations.append(image_set.root)
+    return data_contents(images, annotations, digests)
+
+
+def int8_inputs(family: Family, options: BuildOptions, digests: Digests) -> dict[str, Any]:
     """Calibration images and a gate set that shares none of them (labelled, where the family's gate metric needs
-    labels), checked: half of --calib-data held out (``held_out.py``) unless --gate-data names another set."""
+    labels), checked: half of --calib-data held out (``held_out.py``) unless --gate-data names another set; images
+    compared by content (``digests``)."""
     from yolo_optimize.building.gate import gate_metric_class
     from yolo_optimize.building.held_out import HeldOutSplit, ImageSet, check_disjoint, split_held_out
     from yolo_optimize.building.request import GateConfig
@@ -297,7 +314,12 @@ def int8_inputs(family: Family, options: BuildOptions) -> dict[str, Any]:
                              "given by --gate-data, sharing no image with the calibration images (compared by content)")
     calibration = tuple(str(p.resolve()) for p in split.calibration[:options.calib_images])
     gate = tuple(str(p.resolve()) for p in split.gate[:options.gate_images])
-    check_disjoint([Path(p) for p in calibration], [Path(p) for p in gate], gate_root)
+    if needs_labels and not gate_set.subset(gate).boxes:
+        raise UserError(f"the INT8 accuracy gate's {len(gate)} images from {gate_root} hold not a single labelled "
+                        f"box: no mAP drop can be measured on them, so no INT8 file could pass on evidence; pass "
+                        f"--gate-data with labelled images")
+    check_disjoint([Path(p) for p in calibration], [Path(p) for p in gate], gate_root, digests.of,
+                   held_out=gate_root == calib_root)
     labelled = calibration_set.ground_truth is not None or not needs_labels
     return {"calib_images": calibration,
             "gate": GateConfig(ImageSet(str(gate_root), gate), ImageSet(str(calib_root), calibration) if labelled

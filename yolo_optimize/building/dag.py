@@ -19,7 +19,7 @@ import shutil
 import signal
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
@@ -112,8 +112,13 @@ def node_facts(nodes: list[Node], family: str) -> dict[str, dict[str, Any]]:
     return facts
 
 
-def cache_keys(nodes: list[Node], source: ModelSource, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Key of every node, in topological order; the model's identity, family and the family's tools are the root."""
+def cache_keys(nodes: list[Node], source: ModelSource, facts: dict[str, dict[str, Any]],
+               contents: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Key of every node, in topological order; the model's identity, family and the family's tools are the root.
+    ``contents``: the content of the data files the request names, by path (``contents.data_contents``); each node's
+    key takes those its parameters name, so a calibration, gate or parity image or label edited in place changes the
+    keys of the nodes that read it, and of theirs."""
+    from yolo_optimize.building.contents import named_contents
     from yolo_optimize.families import family_named
 
     model = {"identity": source.identity, "family": source.family, "tools": facts[MODEL_TOOLS]["tools"]}
@@ -133,6 +138,8 @@ def cache_keys(nodes: list[Node], source: ModelSource, facts: dict[str, dict[str
         }
         if facts[node.name]["environment"]:  # only machine-bound outputs carry it, so portable ones keep their keys
             payload["environment"] = facts[node.name]["environment"]
+        if read := named_contents(node.stage.params, contents or {}):
+            payload["contents"] = read
         keys[node.name] = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     return keys
 
@@ -162,7 +169,8 @@ class Build:
     """
 
     def __init__(self, nodes: list[Node], source: ModelSource, model_dir: Path, *, device: str,
-                 executor: Executor | None = None, force: bool = False, verify: bool = False) -> None:
+                 executor: Executor | None = None, force: bool = False, verify: bool = False,
+                 contents: Mapping[str, str] | None = None) -> None:
         validate(nodes)
         self.nodes = {node.name: node for node in nodes}
         self.order = [node.name for node in nodes]
@@ -170,7 +178,7 @@ class Build:
         self.executor = executor or LocalExecutor(jobs=1)
         self.force, self.verify = force, verify
         self.facts = self.executor.probe(node_facts, nodes, source.family)
-        self.keys = cache_keys(nodes, source, self.facts)
+        self.keys = cache_keys(nodes, source, self.facts, contents)
         self._cached: dict[str, Manifest | None] = {}
 
     def cached(self, name: str) -> Manifest | None:

@@ -78,6 +78,8 @@ class MapMetric(GateMetric):
     def score(self, predictions: list[np.ndarray]) -> GateScore:
         from yolo_optimize.runtime.accuracy import coco_results, mean_average_precision
 
+        if not self.dataset.boxes:  # the build refuses such a gate set up front; never a pass on no evidence
+            raise RuntimeError(f"the gate set's {len(self.dataset.images)} images hold no labelled box: no mAP")
         results = coco_results(predictions, self.dataset, self.prepared)
         return GateScore(float(mean_average_precision(results, self.dataset).map50_95 or 0.0), predictions, results)
 

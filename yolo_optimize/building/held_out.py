@@ -15,10 +15,9 @@ calibration on 64 and on 128 images (bench/held_out_gate.py); an even split keep
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,17 +106,29 @@ def split_held_out(dataset: Dataset, seed: int = SPLIT_SEED) -> HeldOutSplit:
     return HeldOutSplit(calibrating, gating, rule)
 
 
-def check_disjoint(calibration: Sequence[Path], gate: Sequence[Path], gate_root: Path) -> None:
-    """Refuse (UserError) a gate that shares an image, by content, with the calibration images."""
-    seen = {_digest(path): path for path in calibration}
-    shared = [(path, seen[digest]) for path in gate if (digest := _digest(path)) in seen]
+def check_disjoint(calibration: Sequence[Path], gate: Sequence[Path], gate_root: Path, digest: Callable[[Path], str],
+                   held_out: bool = False) -> None:
+    """Refuse (UserError) a gate that shares an image, by content (``digest``: a file's sha256), with the calibration
+    images. With ``held_out`` (the gate held out of --calib-data, ``gate_root``) a shared image is one --calib-data
+    holds twice, whose copies the split put on both sides: the message says so, where it would otherwise blame a
+    --gate-data never given."""
+    seen = {digest(path): path for path in calibration}
+    shared = [(path, seen[found]) for path in gate if (found := digest(path)) in seen]
     if shared:
-        gate_image, calib_image = shared[0]
-        example = gate_image if gate_image == calib_image else f"{gate_image} is a copy of {calib_image}"
-        raise UserError(f"--gate-data {gate_root} shares {len(shared)} image(s) with the calibration images "
-                        f"({example}): the gate must score images the quantizer never saw; leave --gate-data out "
-                        f"to hold half of --calib-data out, or pass a disjoint set")
+        raise UserError(_duplicates(shared, gate_root) if held_out else _shared(shared, gate_root))
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _shared(shared: list[tuple[Path, Path]], gate_root: Path) -> str:
+    gate_image, calib_image = shared[0]
+    example = gate_image if gate_image == calib_image else f"{gate_image} is a copy of {calib_image}"
+    return (f"--gate-data {gate_root} shares {len(shared)} image(s) with the calibration images ({example}): the gate "
+            f"must score images the quantizer never saw; leave --gate-data out to hold half of --calib-data out, or "
+            f"pass a disjoint set")
+
+
+def _duplicates(shared: list[tuple[Path, Path]], calib_root: Path) -> str:
+    gate_image, calib_image = shared[0]
+    more = f", and {len(shared) - 1} more such pair(s)" if len(shared) > 1 else ""
+    return (f"--calib-data {calib_root} holds duplicate images ({calib_image} and {gate_image} have the same "
+            f"bytes{more}): the INT8 gate is held out of it and must score images the quantizer never saw; remove "
+            f"the duplicates from --calib-data")

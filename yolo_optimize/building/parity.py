@@ -27,17 +27,23 @@ RANDOM_AGREEMENT = "no: random weights score near-ties, so only the raw outputs'
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Largest score difference, largest SCORE_QUANTILE of the score differences (the same as the largest where not
-    given), and smallest agreement of predictions (detections, top-1 classes) an export may show."""
+    """Largest score difference (None: not held to one), largest SCORE_QUANTILE of the score differences (the same
+    as the largest where not given), and smallest agreement of predictions (detections, top-1 classes) an export may
+    show."""
 
     precision: str
-    max_score_diff: float
+    max_score_diff: float | None
     min_agreement: float
     max_score_diff_quantile: float | None = None
 
     @property
     def quantile_limit(self) -> float:
-        return self.max_score_diff if self.max_score_diff_quantile is None else self.max_score_diff_quantile
+        limit = self.max_score_diff if self.max_score_diff_quantile is None else self.max_score_diff_quantile
+        assert limit is not None, "a tolerance without a largest difference gives its quantile's"
+        return limit
+
+    def within(self, largest: float) -> bool:
+        return self.max_score_diff is None or largest <= self.max_score_diff
 
 
 # From tightest to loosest. bf16 keeps 8 bits of mantissa: OpenVINO's bf16 execution of yolov5n was reported
@@ -47,12 +53,13 @@ class Tolerance:
 # flips), so the largest says little and stays a sanity bound; the 99.9th percentile of the differences stayed at
 # most 0.29 on any 4 of those images (the default parity set), where a file with one convolution's weight scale x8
 # showed 0.26-0.76 per image (median 0.53-0.54) and 0.11-0.12 agreement; sound agreement on any 4 images was at
-# least 0.70.
+# least 0.70. So INT8 holds no largest difference at all (a bound of 1 could never fail on scores in 0..1): its live
+# checks are the quantile and the agreement.
 TOLERANCES = {t.precision: t for t in (
     Tolerance("fp32", 1e-3, 0.95),
     Tolerance("fp16", 0.05, 0.90),
     Tolerance("bf16", 0.15, 0.85),
-    Tolerance("int8", 1.0, 0.60, 0.40),
+    Tolerance("int8", None, 0.60, 0.40),
 )}
 
 
@@ -136,13 +143,15 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
     batch_sizes = ctx.manifest(REFERENCE).params["batch_sizes"]
     metadata = ArtifactMetadata.of(manifest)
     family = metadata.model_family()
-    stats = ParityStats()
+    stats, violations = ParityStats(), 0
     with open_runner(folder, manifest, device=device, threads=ctx.threads) as runner:
         for batch in batch_sizes:
             index = np.arange(max(batch, len(images))) % len(images)
             for start in range(0, len(index), batch):
                 rows = index[start:start + batch]
-                stats = stats.merged(family.compare(runner.infer(runner.input_of(images[rows])), expected[rows]))
+                got = runner.infer(runner.input_of(images[rows]))
+                stats = stats.merged(family.compare(got, expected[rows]))
+                violations += family.violations(got, metadata.to_dict())
         executed, compute = runner.executed_precision, runner.compute_precision
     tolerance = tolerance_for(manifest.precision or "fp32", compute)
     result: dict[str, Any] = {
@@ -152,19 +161,27 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
         "max_abs_diff_scores": round(stats.score_diff, 6),
         f"p{SCORE_QUANTILE * 100:g}_abs_diff_scores": round(stats.score_diff_quantile, 6),
         "agreement": round(stats.agreement, 4),
-        "agreement_of": family.agreement_of, "tolerance": asdict(tolerance),
+        "agreement_of": family.agreement_of, "tolerance": asdict(tolerance), "violations": violations,
     }
     pretrained = bool(metadata.pretrained)
     if not pretrained:
         result["agreement_enforced"] = RANDOM_AGREEMENT
     agrees = result["agreement"] >= tolerance.min_agreement or not pretrained
     quantile = f"{SCORE_QUANTILE * 100:g}th percentile"
-    result["passed"] = (stats.score_diff <= tolerance.max_score_diff
-                        and stats.score_diff_quantile <= tolerance.quantile_limit and agrees)
+    result["passed"] = (tolerance.within(stats.score_diff) and stats.score_diff_quantile <= tolerance.quantile_limit
+                        and agrees and not violations)
+    if violations:
+        raise RuntimeError(f"parity failed (runs in {executed}): {violations} output(s) break a guarantee of the "
+                           f"{family.name} family whatever the reference shows (an in-graph NMS keeping two boxes of "
+                           f"one class overlapping above its IoU)")
     if not result["passed"]:
         raise RuntimeError(f"parity failed (runs in {executed}, {tolerance.precision} tolerance): score diff "
-                           f"{stats.score_diff:.4g} (at most {tolerance.max_score_diff}), its {quantile} "
+                           f"{stats.score_diff:.4g} ({_bound(tolerance.max_score_diff)}), its {quantile} "
                            f"{stats.score_diff_quantile:.4g} (at most {tolerance.quantile_limit:g}), "
                            f"agreement of {family.agreement_of} "
                            f"{result['agreement']:.3f} (at least {tolerance.min_agreement})")
     return result
+
+
+def _bound(largest: float | None) -> str:
+    return "not bounded" if largest is None else f"at most {largest}"

@@ -4,7 +4,8 @@ gate's settings. Apart from the planner (pipeline.py) so that stages configure t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from yolo_optimize.building.held_out import ImageSet
 from yolo_optimize.checkpoint import ModelSource
@@ -39,6 +40,9 @@ class BuildRequest:
     # 7-bit weights (optimize/int8_onnx.py) and AOTInductor INT8 7-bit activations (optimize/int8_aoti.py)
     int8_float_precision: str = "fp32"  # OpenVINO INT8's float parts: bf16 where the CPU has it (int8_openvino.py)
     input_form: str = FLOAT_INPUT  # what every exported artifact takes (loading.INPUT_FORMS)
+    # the content of every data file the request names (images with their labels, annotation files), by path: what
+    # the nodes' cache keys take of them (contents.py)
+    contents: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def int8_gate(self) -> GateConfig:

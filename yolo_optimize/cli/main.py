@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import shlex
 import signal
@@ -20,12 +21,12 @@ from rich.console import Console
 
 from yolo_optimize.artifact import check_writable, written_whole
 from yolo_optimize.building.config import BuildOptions, build_options
-from yolo_optimize.cli.options import options_of
+from yolo_optimize.cli.options import click_type, options_of
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluation.options import COMMAND_OUT, EvalOptions, eval_options
 from yolo_optimize.host.cpu import usable_cpus
 from yolo_optimize.machine.peaks import ROUNDS
-from yolo_optimize.options import RAY
+from yolo_optimize.options import RAY, Real
 from yolo_optimize.versions import __version__
 
 if TYPE_CHECKING:
@@ -203,7 +204,7 @@ def _say(text: str) -> None:
 def evaluate_command(directory: Path | None, config_file: Path | None, **given: Any) -> None:
     """Measure every artifact under DIRECTORY (and any --add model file) and write the speedup matrix."""
     from yolo_optimize.cli.console import progress_bar
-    from yolo_optimize.evaluation.reporting.matrix import busy_warning
+    from yolo_optimize.evaluation.reporting.matrix import report_warnings
     from yolo_optimize.evaluation.reporting.recommend import Budget, brief, recommend
     from yolo_optimize.evaluation.reporting.report import rich_table
     from yolo_optimize.evaluation.session import EvalRequest, measured_anything, report_folder, run_evaluation
@@ -226,13 +227,13 @@ def evaluate_command(directory: Path | None, config_file: Path | None, **given: 
         click.echo("interrupted: nothing was written", err=True)
         sys.exit(130)
     console.print(rich_table(report))
-    if warning := busy_warning(report):
+    for warning in report_warnings(report):
         click.echo(warning, err=True)
     written = report_folder(out, report)
     console.print(f"wrote {written / 'results.json'}, matrix.csv, matrix.md, report.html", highlight=False)
     if not measured_anything(report):
         kept = f"; {out} is as it was" if (out / "results.json").is_file() else ""
-        click.echo(f"error: nothing could be measured (the failed report is in {written}{kept})", err=True)
+        click.echo(f"error: no artifact could be measured (the failed report is in {written}{kept})", err=True)
         sys.exit(1)
     console.print(f"What to ship (within 1.0 point of accuracy; 'optimize recommend {shlex.quote(str(out))}' for "
                   f"limits and code):", highlight=False)
@@ -272,7 +273,7 @@ def info(threads: int | None, refresh: bool, rounds: int, as_json: bool) -> None
               help="Images to run [default: the images bundled with the model's package].")
 @click.option("--images", default=16, show_default=True, type=click.IntRange(1), help="How many of them.")
 @click.option("--threads", type=click.IntRange(1), help="[default: the CPUs this process may use]")
-@click.option("--min-time", default=1.0, show_default=True, type=click.FloatRange(0),
+@click.option("--min-time", default=1.0, show_default=True, type=click_type(Real()),
               help="Timed seconds for the forward time and each thread count.")
 @click.option("--out", default="reports/profile", show_default=True, type=click.Path(path_type=Path))
 @user_errors
@@ -313,11 +314,11 @@ def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | No
 @main.command()
 @click.argument("report_dir", metavar="REPORT", type=click.Path(path_type=Path))
 @click.option("--batch-size", type=click.IntRange(1), help="[default: every batch size the report measured]")
-@click.option("--max-map-drop", default=1.0, show_default=True, type=click.FloatRange(0),
+@click.option("--max-map-drop", default=1.0, show_default=True, type=click_type(Real()),
               help="Points of accuracy an artifact may lose against PyTorch FP32 (mAP50-95 for detectors, "
                    "top-1 agreement for classifiers).")
-@click.option("--max-latency-ms", type=click.FloatRange(0, min_open=True), help="Limit on p50 latency.")
-@click.option("--max-memory-mb", type=click.FloatRange(0, min_open=True),
+@click.option("--max-latency-ms", type=click_type(Real(0, above=True)), help="Limit on p50 latency.")
+@click.option("--max-memory-mb", type=click_type(Real(0, above=True)),
               help="Limit on peak memory: a GPU row's on the GPU, else the peak resident memory of the whole "
                    "measuring process (the runtime, the model, its buffers, and Python with the libraries it "
                    "imported: what a Python service deploying the file would hold), the matrix's 'peak MB'.")
@@ -391,8 +392,8 @@ def _percent(text: str) -> float:
         value = float(text.strip().removesuffix("%"))
     except ValueError:
         raise UserError(f"--fail-on-regression takes a percentage such as 5%, got {text!r}") from None
-    if value < 0:
-        raise UserError(f"--fail-on-regression must not be negative, got {text!r}")
+    if not math.isfinite(value) or value < 0:
+        raise UserError(f"--fail-on-regression must be a finite percentage >= 0, got {text!r}")
     return value / 100
 
 
@@ -412,7 +413,7 @@ def _evaluate_on_hosts(options: EvalOptions) -> None:
     from yolo_optimize.cli.console import progress_bar
     from yolo_optimize.evaluation.hosts import SHIP_COLUMNS, evaluate_on_hosts, ship_where
     from yolo_optimize.evaluation.reporting.report import rich_table
-    from yolo_optimize.evaluation.session import EvalRequest
+    from yolo_optimize.evaluation.session import EvalRequest, measured_anything
 
     if not options.on:
         raise UserError("--executor ray measures on the nodes --on names (label=value, comma list)")
@@ -435,8 +436,8 @@ def _evaluate_on_hosts(options: EvalOptions) -> None:
         table.add_row(*["" if row.get(c) is None else str(row[c]) for c in SHIP_COLUMNS])
     console.print(table)
     console.print(f"wrote {out / 'hosts.csv'}, hosts.md, report.html and one report folder per host")
-    if not all(any(line.status == "ok" for line in run.report.matrix) for run in runs):
-        click.echo("error: a host could measure nothing", err=True)
+    if not all(measured_anything(run.report) for run in runs):
+        click.echo("error: a host could measure no artifact", err=True)
         sys.exit(1)
 
 

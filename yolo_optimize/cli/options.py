@@ -4,6 +4,7 @@ config file and the API."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,12 +49,22 @@ def click_type(kind: Kind) -> Any:
     if isinstance(kind, Whole):
         return click.IntRange(kind.low)
     if isinstance(kind, Real):
-        return click.FloatRange(kind.low, kind.high, min_open=kind.above)
+        return FiniteFloatRange(kind.low, kind.high, min_open=kind.above)
     if isinstance(kind, OneOf):
         return click.Choice(kind.choices)
     if isinstance(kind, FilePath):
         return click.Path(path_type=Path)
     return None  # text: lists and selectors arrive as their comma string
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's float range refusing NaN and infinity, as ``Real`` does: NaN passes every bound click compares."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def help_text(item: Declared) -> str:

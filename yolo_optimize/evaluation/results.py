@@ -21,7 +21,7 @@ from yolo_optimize.machine.host_load import HostUse
 from yolo_optimize.runtime.accuracy import RANGE, SHARE, Accuracy
 from yolo_optimize.runtime.runners.base import AUTO, LATENCY
 
-SCHEMA_VERSION = 10  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
+SCHEMA_VERSION = 11  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
 #                    4: weight bytes per artifact, per-convolution utilization in profiles; 5: GPU rows' copy/compute;
 #                    6: speedups from the host's fast state (Row.fast_state); 7: each batch size's execution
 #                    configuration and the pipelined end-to-end path (BatchResult.execution, .end_to_end);
@@ -29,8 +29,9 @@ SCHEMA_VERSION = 10  # 2: interleaved rounds, per-round speedups; 3: model facts
 #                    instead of keys such as "speedup_b8"); rows and settings as in 7; 9: what else ran on the
 #                    measuring CPUs (Measurement.host), the baseline's threads chosen by measurement
 #                    (Row.threads_choice): optional fields, so 7 and 8 read as 9 without them; 10: the
-#                    runtime's variant chosen by measurement (Row.variant_choice, optional)
-READABLE_VERSIONS = (7, 8, 9, SCHEMA_VERSION)  # the matrix is computed again from the rows (report.load_report)
+#                    runtime's variant chosen by measurement (Row.variant_choice, optional); 11: the evaluation
+#                    images an artifact was calibrated on (Row.calibration_overlap, optional: 0 before)
+READABLE_VERSIONS = (7, 8, 9, 10, SCHEMA_VERSION)  # the matrix is computed again from the rows (report.load_report)
 INFERENCE, END_TO_END = "inference", "end_to_end"  # what a figure times: the runtime's call, or the deployed path
 
 NOT_NEGATIVE = (0.0, math.inf)  # every figure read back (times, rates, sizes) unless its field's RANGE says otherwise
@@ -122,6 +123,8 @@ def fast_state(processes: list[list[float]], batch: int) -> FastState | None:
     reference = medians[int(REFERENCE_QUANTILE * (len(medians) - 1))]
     kept = [sample for block in cut if statistics.median(block) <= FAST_STATE_SPAN * reference for sample in block]
     latency = LatencyStats.of([ms / 1e3 for ms in kept])
+    if latency.p50_ms <= 0:  # runs of 0 ms (a file load_report refuses, ``zero_runs``): no rate can be read
+        return None
     return FastState(latency, round(batch / (latency.p50_ms / 1e3), 3), len(kept), sum(map(len, cut)))
 
 
@@ -154,12 +157,19 @@ class ThreadChoice:
     chosen: int
     p50_ms_offered: float  # batch 1, alternating blocks at each count
     p50_ms_one: float
+    busy_host: str = ""  # other processes shared the CPUs while it was chosen (or that is unknown): why to doubt it
 
     def describe(self) -> str:
         ratio = max(self.p50_ms_offered, self.p50_ms_one) / min(self.p50_ms_offered, self.p50_ms_one)
         slower = f"{self.offered if self.chosen == 1 else 1} measured {ratio:.2f}x slower"
         return (f"ran on {self.chosen} thread{'s' if self.chosen > 1 else ''}, chosen by measurement (b1 p50 "
-                f"{self.p50_ms_offered:g} ms at {self.offered} threads, {self.p50_ms_one:g} ms at 1: {slower})")
+                f"{self.p50_ms_offered:g} ms at {self.offered} threads, {self.p50_ms_one:g} ms at 1: {slower})"
+                + chosen_while(self.busy_host))
+
+
+def chosen_while(busy_host: str) -> str:
+    """What a choice made while the host was busy (``HostUse.describe``) adds to its description."""
+    return "; chosen while the host was busy or its load unknown: doubtful" if busy_host else ""
 
 
 @dataclass(frozen=True)
@@ -171,13 +181,17 @@ class VariantChoice:
     batch: int  # the batch size timed: the smallest measured
     p50_ms: dict[str, float]  # each variant's p50 over alternating blocks, in the runner's order (first: default)
     chosen: str
+    busy_host: str = ""  # as ThreadChoice's
+    failed: str = ""  # why the choosing process gave no answer: the row runs the runner's default (``chosen``)
 
     @property
     def timings(self) -> str:
         return f"b{self.batch} p50: " + ", ".join(f"{variant} {ms:g} ms" for variant, ms in self.p50_ms.items())
 
     def describe(self) -> str:
-        return f"ran with {self.chosen}, chosen by measurement ({self.timings})"
+        if self.failed:
+            return f"ran with {self.chosen}, its runner's default: choosing by measurement failed ({self.failed})"
+        return f"ran with {self.chosen}, chosen by measurement ({self.timings})" + chosen_while(self.busy_host)
 
 
 @dataclass
@@ -204,15 +218,33 @@ class Row:
     external: dict[str, Any] | None = None  # a model file this tool did not build: its path, sha256, what was read
     threads_choice: ThreadChoice | None = None  # the CPU baseline: the threads it ran on, chosen by measurement
     variant_choice: VariantChoice | None = None  # how its runtime ran, where the runner offers a choice
+    calibration_overlap: int = 0  # evaluation images it was calibrated on (by path or content): no accuracy evidence
 
     def busy_host(self) -> str:
         """Why the row's figures cannot be trusted because other processes shared its CPUs: the busiest of its
-        processes measured on a busy host (``HostUse.busy``), or "" when none was."""
+        processes measured on a busy host (``HostUse.busy``), one that could not read the host's load, or its threads
+        or variant chosen on a busy host; "" when none was."""
         busy = [m.host for m in self.measurements if m.host and m.host.busy]
-        if not busy:
+        if busy:
+            worst = max(busy, key=lambda use: use.others_cores + use.steal_share * use.cpus)
+            return f"busy host in {len(busy)} of its {len(self.measurements)} processes: {worst.describe()}"
+        unknown = next((m.host for m in self.measurements if m.host and m.host.unknown), None)
+        if unknown is not None:
+            return f"the host's load is {unknown.describe()}"
+        choice = next((c for c in (self.threads_choice, self.variant_choice) if c and c.busy_host), None)
+        if choice is None:
             return ""
-        worst = max(busy, key=lambda use: use.others_cores + use.steal_share * use.cpus)
-        return f"busy host in {len(busy)} of its {len(self.measurements)} processes: {worst.describe()}"
+        what = "threads were" if choice is self.threads_choice else "variant was"
+        return f"its {what} chosen while the host was busy or its load unknown: {choice.busy_host}"
+
+    def calibration_note(self) -> str:
+        """Why the row's accuracy is no evidence of the artifact's: it was measured on images the artifact was
+        calibrated on (its quantization scales fitted to them); "" when it was not."""
+        if not self.calibration_overlap:
+            return ""
+        of = f" of its {self.accuracy.images}" if self.accuracy else ""
+        return (f"accuracy measured on {self.calibration_overlap}{of} evaluation images that it was calibrated on: "
+                "not evidence of its accuracy")
 
     def process_spread(self, batch: int, part: str = INFERENCE) -> float | None:
         """How far the row's processes disagree on ``part`` at ``batch``: the highest over the lowest of their
@@ -392,7 +424,7 @@ class Report:
 def read_results(folder: Path) -> dict[str, Any]:
     """An eval's results.json (``folder`` or the file itself) as parsed JSON of a schema this version reads
     (READABLE_VERSIONS: version 7 differs from 8 in its matrix only, which report.load_report computes again from
-    the rows, and 8 and 9 from 10 in fields added since with defaults); anything else is a UserError naming the file."""
+    the rows, and 8 to 10 from 11 in fields added since with defaults); anything else is a UserError naming the file."""
     path = folder / "results.json" if folder.is_dir() else folder
     try:
         data = json.loads(path.read_text())
@@ -407,6 +439,17 @@ def read_results(folder: Path) -> dict[str, Any]:
     return data
 
 
+
+
+def zero_runs(rows: list[Row]) -> str:
+    """Where a row's timed runs read 0 ms (a results field's path), or "": LatencyStats keeps 0.0001 ms and no
+    runtime's call or deployed path is that short, so such a file is not one ``optimize eval`` wrote as measured
+    (edited, or broken), and no throughput can be read from it (images over 0 seconds)."""
+    return next((f"rows[{i}].measurements[{j}].batches[{k}].{part}.samples_ms"
+                 for i, row in enumerate(rows) for j, measurement in enumerate(row.measurements)
+                 for k, batch in enumerate(measurement.batches)
+                 for part, stats in (("latency", batch.latency), ("end_to_end", batch.end_to_end))
+                 if stats and min(stats.samples_ms, default=1.0) <= 0), "")
 
 
 def from_json(kind: Any, data: Any, where: str, bounds: tuple[float, float] = NOT_NEGATIVE) -> Any:

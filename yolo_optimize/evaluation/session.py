@@ -17,7 +17,7 @@ from yolo_optimize.evaluation.measuring.discover import (
     with_half_baselines,
     with_runtime_configurations,
 )
-from yolo_optimize.evaluation.measuring.evaluator import Progress, evaluate
+from yolo_optimize.evaluation.measuring.evaluator import Progress, evaluate, evaluation_data
 from yolo_optimize.evaluation.measuring.external import (
     checkpoint_baseline,
     external_candidates,
@@ -71,12 +71,15 @@ FAILED_SUFFIX = "-failed"  # the folder beside --out a report that measured noth
 
 
 def measured_anything(report: Report) -> bool:
-    return any(line.status == "ok" for line in report.matrix)
+    """Whether an artifact (not only a PyTorch baseline) was measured: a run whose every artifact failed measured
+    nothing the user asked about, however well its baseline ran."""
+    baselines = {(row.model, row.name) for row in report.rows if row.target == BASELINE_TARGET}
+    return any(line.status == "ok" and (line.model, line.artifact) not in baselines for line in report.matrix)
 
 
 def report_folder(out: Path, report: Report) -> Path:
-    """Where ``report`` is written for ``--out out``: there when it measured anything, else ``<out>-failed`` beside
-    it, so that a run in which every row failed never replaces the report a good run left in ``out``."""
+    """Where ``report`` is written for ``--out out``: there when it measured an artifact, else ``<out>-failed`` beside
+    it, so that a run in which every artifact failed never replaces the report a good run left in ``out``."""
     return out if measured_anything(report) else out.with_name(out.name + FAILED_SUFFIX)
 
 
@@ -99,17 +102,19 @@ def run_evaluation(request: EvalRequest, progress: Callable[[str, int, int], Non
 
 def _measured(request: EvalRequest, settings: EvalSettings, progress: Callable[[str, int, int], None]) -> Report:
     """The report of every candidate measured with ``settings`` (profiles written where they say), which records
-    the request's own settings."""
+    the request's own settings. The candidates and the data are read and checked first: bad input is refused before
+    anything is measured (the machine's limits included)."""
+    found = candidates(request)
+    dataset = evaluation_data(settings, found)
     limits = None
     if settings.profile_dir:
         from yolo_optimize.machine.peaks import machine_limits
 
         progress("this machine's limits (measured once per machine and tool versions, then cached)", 0, 0)
         limits = machine_limits(settings.threads)
-    found = candidates(request)
     progress("watching the host before measuring (other processes on its CPUs?)", 0, 0)
     before = host_before(settings.threads)
-    rows = evaluate(found, settings, limits=limits, progress=Progress(progress))
+    rows = evaluate(found, settings, dataset, limits=limits, progress=Progress(progress))
     return build_report(rows, request.settings, limits, before)
 
 

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from yolo_optimize.building.loading import warmed_up
 from yolo_optimize.building.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput
+from yolo_optimize.families import family_named
+from yolo_optimize.families.base import Family
 from yolo_optimize.formats import format_named
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata, artifact_metadata
 from yolo_optimize.runtime.runners.ncnn import CONVOLUTIONS, UINT8_PREPROCESS, read_layers
@@ -67,7 +69,7 @@ class NcnnExport(Stage):
                         ncnnparam=str(ctx.out_dir / entry), ncnnbin=str(folder / "model.ncnn.bin"),
                         fp16=self.config.precision == "fp16", **scratch_paths(Path(scratch)))
             modules = convolution_modules(Path(scratch) / "model.pnnx.param", ctx.out_dir / entry)
-        refuse_unconverted(ctx.out_dir / entry)
+        refuse_unconverted(ctx.out_dir / entry, family_named(ctx.source.family))
         metadata = ncnn_metadata(ArtifactMetadata.of(ctx.manifest(MODEL)), self.config)
         (folder / METADATA_FILE).write_text(json.dumps(metadata.to_dict(), indent=1))
         return StageOutput(entry=str(entry), metadata=metadata.to_dict(),
@@ -99,15 +101,28 @@ def layer_types(param: Path) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def refuse_unconverted(param: Path) -> None:
+def refuse_unconverted(param: Path, family: Family) -> None:
     """One line naming the operators pnnx left in the graph for want of an NCNN layer (their pnnx names, such as
-    ``torch.topk``: NCNN's own layer types have no dot), instead of a graph NCNN refuses to load. YOLO26's and
-    YOLOv10's NMS-free heads and RT-DETR's query selection pick with a top-k, which NCNN lacks."""
+    ``torch.topk``: NCNN's own layer types have no dot), instead of a graph NCNN refuses to load, with what ``family``
+    can do about it (``unconverted_hint``)."""
     unconverted = sorted({layer.kind for layer in read_layers(param) if "." in layer.kind})
     if unconverted:
-        hint = (" (YOLO26 and YOLOv10: --head one-to-many builds their NMS head, which NCNN runs)"
-                if "torch.topk" in unconverted else "")
-        raise RuntimeError(f"NCNN has no layer for {', '.join(unconverted)}: pnnx left them unconverted{hint}")
+        raise RuntimeError(f"NCNN has no layer for {', '.join(unconverted)}: pnnx left them unconverted"
+                           f"{unconverted_hint(family, unconverted)}")
+
+
+def unconverted_hint(family: Family, unconverted: list[str]) -> str:
+    """What builds ``family`` into a graph NCNN runs, where a top-k (which NCNN lacks) is what is left: YOLO26's and
+    YOLOv10's NMS-free heads pick with one and have an NMS head to build instead (``--head``); RT-DETR's decoder
+    ranks its queries with one and has no other head, so another target is the way. "" for other operators."""
+    if "torch.topk" not in unconverted:
+        return ""
+    nms_heads = [head for head, made in family.heads.items() if made != family.name]
+    if nms_heads:
+        return f" ({family.name} picks its detections with a top-k: --head {nms_heads[0]} builds its NMS head, " \
+            "which NCNN runs)"
+    return f" ({family.name} ranks its detections with a top-k in its own head and has no head without one: " \
+        "build it for another target, such as onnx or openvino)"
 
 
 PNNX_CONVOLUTION = re.compile(r"^nn\.Conv2d\s+(\S+)\s.*\bout_channels=(\d+)\b", re.MULTILINE)

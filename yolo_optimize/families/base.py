@@ -157,6 +157,11 @@ class Family(ABC):
     family_told_by_model: ClassVar[bool] = False
     recognized_by: ClassVar[str] = ""  # the family that recognizes this one's checkpoints, where another does
 
+    def violations(self, output: np.ndarray, facts: dict[str, Any]) -> int:
+        """How many of ``output``'s predictions break a guarantee of the family's own, whatever the reference shows
+        (``facts``: the artifact's metadata, its family's facts among them): none for most; parity fails on any."""
+        return 0
+
     @abstractmethod
     def model_names(self) -> tuple[str, ...]:
         """Names ``optimize build NAME`` accepts for this family."""

@@ -32,9 +32,10 @@ FOLDER = "-nms"  # and its model folder: "<model>-nms"
 # The inner family's facts an artifact with NMS inside keeps as they are
 INHERITED = ("default_imgsz", "names_hint", "map_conf", "map_iou", "map_max_det", "module_aliases", "module_prefixes",
              "extra_classes", "release_url", "export_warm_up", "graph_revision")
-GRAPH_REVISION = 4  # 2: the best class taken for the candidates above the threshold only (no TopK over all);
+GRAPH_REVISION = 5  # 2: the best class taken for the candidates above the threshold only (no TopK over all);
 #                    3: with an objectness, only the anchors whose objectness is above the threshold looked at;
-#                    4: and only their rows sliced into box and scores (nothing sliced over every anchor)
+#                    4: and only their rows sliced into box and scores (nothing sliced over every anchor);
+#                    5: the per-class regions computed in float32 at every precision
 
 
 class Candidates(NamedTuple):
@@ -135,6 +136,12 @@ class InGraphNms(FinalDetections):
     def float_module(self, model: Any) -> str | None:
         return self.inner.float_module(model)
 
+    def violations(self, output: np.ndarray, facts: dict[str, Any]) -> int:
+        """Kept pairs of one class, in one image, overlapping above the IoU the graph suppresses at: what its NMS must
+        never keep, whatever the reference kept. Reduced precision in the graph's suppression (FP16 or bf16 per-class
+        coordinate regions) shows exactly so."""
+        return sum(unsuppressed(rows[rows[:, 4] > 0], float(facts["nms"]["iou"])) for rows in output)
+
 
 def with_nms(model: torch.nn.Module, family: Family, settings: NmsSettings) -> torch.nn.Module:
     """``model`` (its family's export form) followed by the NMS of ``settings`` inside the same graph."""
@@ -232,15 +239,27 @@ def kept_per_image(candidates: Candidates, settings: NmsSettings, max_candidates
     return [np.ascontiguousarray(rows[:settings.max_det]) for rows in per_image]
 
 
+def unsuppressed(detections: np.ndarray, iou: float) -> int:
+    """Pairs of ``detections`` ([N, 6] x1 y1 x2 y2 score class) of one class overlapping above ``iou``."""
+    import torch
+    from torchvision.ops import box_iou
+
+    boxes = torch.from_numpy(np.ascontiguousarray(detections[:, :4], dtype=np.float32))
+    same = torch.from_numpy(detections[:, 5:6] == detections[:, 5][None])
+    return int(((box_iou(boxes, boxes) > iou) & same).triu(diagonal=1).sum())
+
+
 def _suppressed(box: torch.Tensor, score: torch.Tensor, label: torch.Tensor, image: torch.Tensor, iou: float,
                 side: int) -> torch.Tensor:
     """Indices NMS keeps of boxes that only suppress boxes of the same image and class: each (image, class) pair in a
-    region of its own (``side``: the input's side; boxes clamped to [-side, 2 side])."""
+    region of its own (``side``: the input's side; boxes clamped to [-side, 2 side]). The regions reach 80 classes x
+    (3 side + 1), past FP16's largest number and far past bf16's 8 bits of precision, so they are computed in float32
+    whatever the model runs in (optimize/fp16.py keeps them there in an FP16 ONNX file)."""
     import torch
     import torchvision
 
-    region = torch.stack([label, image, label, image], 1).to(box.dtype) * (3.0 * side + 1.0)
-    return torchvision.ops.nms(box.clamp(-side, 2 * side) + region, score, iou)
+    region = torch.stack([label, image, label, image], 1).to(torch.float32) * (3.0 * side + 1.0)
+    return torchvision.ops.nms(box.float().clamp(-side, 2 * side) + region, score.float(), iou)
 
 
 def _with_placeholders(top: torch.Tensor, label: torch.Tensor, image: torch.Tensor, box: torch.Tensor,

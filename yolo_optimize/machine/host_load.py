@@ -28,6 +28,7 @@ TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 IDLE_FIELDS = (3, 4)  # /proc/stat: idle, iowait
 STEAL_FIELD = 7
 COUNTED_FIELDS = 8  # user nice system idle iowait irq softirq steal (guest time is inside user)
+STAT = "/proc/stat"
 
 
 def measuring_cpus() -> frozenset[int]:
@@ -43,21 +44,24 @@ class CpuTimes:
     busy_s: float  # every CPU's non-idle time less steal
     steal_s: float
     ours_s: float  # the given processes' user and system time, every thread
+    known: bool = True  # False: /proc/stat could not be read, so nothing is known of the other processes
 
     @classmethod
     def now(cls, pids: tuple[int, ...], cpus: frozenset[int]) -> CpuTimes:
-        busy, steal = _stat_ticks(cpus)
-        return cls(time.perf_counter(), busy * TICK_S, steal * TICK_S, sum(map(_process_ticks, pids)) * TICK_S)
+        ticks = _stat_ticks(cpus)
+        busy, steal = ticks or (0, 0)
+        return cls(time.perf_counter(), busy * TICK_S, steal * TICK_S, sum(map(_process_ticks, pids)) * TICK_S,
+                   ticks is not None)
 
 
-def _stat_ticks(cpus: frozenset[int]) -> tuple[int, int]:
+def _stat_ticks(cpus: frozenset[int]) -> tuple[int, int] | None:
     """Busy (non-idle, non-steal) and steal ticks summed over ``cpus``' lines of /proc/stat (every CPU's when the
-    mask is unknown); zeros where /proc/stat cannot be read."""
+    mask is unknown); None where /proc/stat cannot be read."""
     busy = steal = 0
     try:
-        lines = Path("/proc/stat").read_text().splitlines()
+        lines = Path(STAT).read_text().splitlines()
     except OSError:
-        return 0, 0
+        return None
     for line in lines:
         name, *fields = line.split()
         if not name.startswith("cpu") or name == "cpu" or (cpus and int(name[3:]) not in cpus):
@@ -89,9 +93,11 @@ class HostUse:
     steal_s: float = 0.0
     blocks: int = 0
     busy_blocks: int = 0  # blocks in which the host was busy on their own
+    unknown: bool = False  # /proc/stat could not be read: whether other processes ran is unknown, not "none"
 
     def add(self, before: CpuTimes, after: CpuTimes) -> None:
         """One block, between two readings."""
+        self.unknown = self.unknown or not (before.known and after.known)
         wall = after.at - before.at
         others = max(0.0, (after.busy_s - before.busy_s) - (after.ours_s - before.ours_s))
         steal = max(0.0, after.steal_s - before.steal_s)
@@ -124,6 +130,8 @@ class HostUse:
 
     def describe(self) -> str:
         """'other processes used 1.20 of 2 CPUs (this measurement 2 threads), steal 0%, 9 of 12 blocks busy'."""
+        if self.unknown:
+            return f"unknown: {STAT} could not be read, so whether other processes shared the CPUs is not known"
         return (f"other processes used {self.others_cores:.2f} of {self.cpus} CPUs (this measurement "
                 f"{self.threads} threads), steal {self.steal_share:.0%}, {self.busy_blocks} of {self.blocks} "
                 "blocks busy")

@@ -6,7 +6,6 @@ time per input size into one ``.npy`` that every measurement process memory-maps
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ import numpy as np
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import Family
 from yolo_optimize.images import IMAGE_SUFFIXES, checked_images
+from yolo_optimize.runtime.coco_annotations import read_annotations
 
 COCO_CLASSES = 80
 
@@ -32,6 +32,11 @@ class Dataset:
     ground_truth: dict[str, Any] | None
     category_ids: list[int]
     image_classes: list[str] | None = None  # an ImageFolder's class folder per image (classifiers' labels)
+
+    @property
+    def boxes(self) -> int:
+        """Labelled boxes in the set: 0 means no mAP can be scored on it (COCOeval's -1 on both sides of a drop)."""
+        return len(self.ground_truth["annotations"]) if self.ground_truth is not None else 0
 
     def subset(self, images: Collection[str | Path]) -> Dataset:
         """The images of this set named in ``images`` (resolved paths), in this set's order, with their labels only;
@@ -71,7 +76,7 @@ def _yolo_dataset(root: Path, max_images: int | None, nc: int) -> Dataset:
     from yolo_optimize.images import list_images
 
     images = checked_images(list_images(root)[:max_images])
-    labels = [_label_path(image) for image in images]
+    labels = [label_path(image) for image in images]
     if not any(label.is_file() for label in labels):
         return Dataset(root, images, list(range(len(images))), None, list(range(nc)), _class_folders(root, images))
     gt: dict[str, Any] = {"images": [], "annotations": [], "categories": [{"id": i, "name": str(i)} for i in range(nc)]}
@@ -93,7 +98,7 @@ def _class_folders(root: Path, images: list[Path]) -> list[str] | None:
     return classes if len(set(classes)) > 1 else None
 
 
-def _label_path(image: Path) -> Path:
+def label_path(image: Path) -> Path:
     """yolov5's rule: the last ``images`` folder of the path becomes ``labels``, suffix .txt."""
     parts = list(image.parts)
     index = len(parts) - 1 - parts[::-1].index("images") if "images" in parts else None
@@ -133,12 +138,7 @@ def _image_size(path: Path) -> tuple[int, int]:
 def _coco_dataset(annotations: Path, max_images: int | None) -> Dataset:
     if not annotations.is_file():
         raise UserError(f"annotation file not found: {annotations}")
-    try:
-        gt = json.loads(annotations.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise UserError(f"{annotations} is not a JSON file: {err}") from None
-    if not {"images", "annotations", "categories"} <= set(gt):
-        raise UserError(f"{annotations} is not a COCO instances file (needs images, annotations, categories)")
+    gt = read_annotations(annotations)  # every entry checked: a bad one is refused before anything is measured
     folder = _coco_images_folder(annotations)
     entries = sorted(gt["images"], key=lambda e: e["file_name"])
     entries = [e for e in entries if (folder / e["file_name"]).is_file()][:max_images]

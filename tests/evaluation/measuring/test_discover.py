@@ -37,3 +37,20 @@ def test_a_folder_copied_over_another_and_one_without_its_manifest_are_failed_ro
     assert found["onnx-fp32"].error.startswith("holds onnx-fp16's files, not onnx-fp32's (a copy of another folder?)")
     assert found["openvino-fp16"].manifest is None and found["openvino-fp16"].name == "openvino-fp16"
     assert found["openvino-fp16"].error == "no manifest.json: rebuild it with optimize build"
+
+
+def test_an_artifact_whose_manifest_records_no_passed_parity_is_a_failed_row(built: Path, tmp_path: Path) -> None:
+    """A manifest edited after publishing (its files still verify) to say its parity failed, or with none: no build
+    publishes such a file, so the evaluation refuses to measure and rank it as if it were checked."""
+    root = tmp_path / "artifacts"
+    shutil.copytree(built.parent, root)
+    for node, parity in (("onnx-fp32", {"passed": False}), ("onnx-fp16", None)):
+        folder = root / "yolov5n" / node
+        recorded = Manifest.read(folder)
+        recorded.parity = None if parity is None else {**(recorded.parity or {}), **parity}
+        recorded.write(folder)
+    found = {c.folder.name: c for c in discover(root)}
+    assert found["onnx-fp32"].manifest is None and found["onnx-fp16"].manifest is None
+    assert found["onnx-fp32"].error == "its manifest records a failed parity check: rebuild it with optimize build"
+    assert found["onnx-fp16"].error == "its manifest records no parity check: rebuild it with optimize build"
+    assert found["openvino-fp32"].manifest is not None

@@ -201,6 +201,9 @@ def test_a_busy_host_marks_every_row_and_no_ranking_is_confident_even_with_one_r
     assert all(pick.doubt.startswith("not a confident ranking: other processes shared the CPUs")
                for pick in recommend(report, Budget(1)))
     assert "not a confident ranking" in result.stdout
+    choices = [row.threads_choice or row.variant_choice for row in report.rows]  # the baseline's, ONNX Runtime's
+    assert len(choices) == 2 and all(choice and choice.busy_host for choice in choices), choices
+    assert all("chosen while the host was busy" in line.note for line in measured)
 
 
 def test_the_schedule_rotates_the_artifacts_behind_the_baseline() -> None:
@@ -260,29 +263,36 @@ def test_an_imgsz_no_artifact_was_built_at_is_refused_before_anything_runs(small
     assert not (tmp_path / "report").exists()
 
 
-def test_a_run_that_measures_nothing_leaves_the_good_report_in_place_and_says_where_it_wrote(
-        small_artifacts: Path, tmp_path: Path) -> None:
-    """A good report in --out, then a run in which every row fails (each artifact's bytes changed, the baseline's
-    checkpoint gone): its report goes to <out>-failed, and the good one is as it was, byte for byte."""
+@pytest.mark.parametrize("baseline", ["gone", "measured"])
+def test_a_run_that_measures_no_artifact_leaves_the_good_report_in_place_and_says_where_it_wrote(
+        small_artifacts: Path, tmp_path: Path, baseline: str) -> None:
+    """A good report in --out, then a run in which every artifact fails to load (each one's bytes cut short; the
+    baseline's checkpoint gone, or the baseline measured as usual): its report goes to <out>-failed, exit 1, and the
+    good one is as it was, byte for byte. A measured baseline alone is no evaluation of the artifacts."""
     root, report = tmp_path / "artifacts", tmp_path / "report"
     shutil.copytree(small_artifacts, root)
     assert optimize(*eval_args(root, report, *QUICK_EVAL)).returncode == 0
     good = (report / "results.json").read_bytes()
-    for node in ("onnx-fp32", "openvino-fp32"):
-        for path in (root / "yolov5n" / node).rglob("*"):
+    for node in ("onnx-fp32", "openvino-fp32"):  # files that verify against their manifests but do not load
+        folder = root / "yolov5n" / node
+        for path in folder.rglob("*"):
             if path.is_file() and path.name != "manifest.json":
                 path.write_bytes(path.read_bytes()[:100])
-    load = root / "yolov5n" / ".cache" / "load"
-    recorded = Manifest.read(load)
-    source = {**recorded.info["source"], "checkpoint": str(tmp_path / "gone.pt")}
-    replace(recorded, info={**recorded.info, "source": source}).write(load)
+        Manifest.read(folder).write(folder)
+    if baseline == "gone":
+        load = root / "yolov5n" / ".cache" / "load"
+        recorded = Manifest.read(load)
+        source = {**recorded.info["source"], "checkpoint": str(tmp_path / "gone.pt")}
+        replace(recorded, info={**recorded.info, "source": source}).write(load)
     result = optimize(*eval_args(root, report, *QUICK_EVAL))
     assert result.returncode == 1, brief(result)
     failed = tmp_path / "report-failed"
-    assert f"nothing could be measured (the failed report is in {failed}; {report} is as it was)" in " ".join(
+    assert f"no artifact could be measured (the failed report is in {failed}; {report} is as it was)" in " ".join(
         result.stderr.split())
     assert (report / "results.json").read_bytes() == good
-    assert {line.status.split(":")[0] for line in written_matrix(failed)} == {"failed"}
+    statuses = {line.artifact: line.status.split(":")[0] for line in written_matrix(failed)}
+    assert statuses == {"onnx-fp32": "failed", "openvino-fp32": "failed",
+                        "pytorch-fp32": "failed" if baseline == "gone" else "ok"}
 
 
 @pytest.mark.parametrize("make", ["missing", "empty"])
@@ -302,6 +312,21 @@ def test_dataset_without_labels(small_artifacts: Path, tmp_path: Path) -> None:
         shutil.copy(image, images)
     result = optimize("eval", small_artifacts, "--data", tmp_path / "unlabelled", "--out", tmp_path / "report")
     assert result.returncode == 2 and "no labels found" in result.stderr and "--no-accuracy" in result.stderr
+
+
+def test_a_dataset_whose_label_files_hold_no_box_is_refused_before_measuring(small_artifacts: Path,
+                                                                            tmp_path: Path) -> None:
+    """Label files, every one empty: no mAP can be scored (COCOeval's -1), so the evaluation says so up front."""
+    data = tmp_path / "boxless"
+    for image in sorted((VAL_DATA / "images").rglob("*.jpg"))[:2]:
+        for folder, name in (("images", image.name), ("labels", f"{image.stem}.txt")):
+            (data / folder / "val").mkdir(parents=True, exist_ok=True)
+            (shutil.copy(image, data / folder / "val") if folder == "images"
+             else (data / folder / "val" / name).write_text(""))
+    result = optimize("eval", small_artifacts, "--data", data, "--out", tmp_path / "report")
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, brief(result)
+    assert "has labels but not a single labelled box in its 2 images" in result.stderr
+    assert not (tmp_path / "report").exists()
 
 
 @pytest.mark.parametrize(("line", "message"), [("91 0.5 0.5 0.1 0.1", "class 91 is outside 0..79"),

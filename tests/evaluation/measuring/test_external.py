@@ -8,12 +8,18 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.conftest import VAL_DATA, WEIGHTS, brief, optimize, written_matrix
-from yolo_optimize.evaluation.measuring.external import file_labels
+from tests.runtime.runners.handmade import CHANNELS, ncnn_model
+from yolo_optimize.errors import UserError
+from yolo_optimize.evaluation.measuring.external import external_candidates, file_labels, inspect_entries
+from yolo_optimize.runtime.runners import open_runner
 
 EXPORTS = """
 import os, sys
@@ -91,6 +97,55 @@ def test_a_file_of_no_known_family_or_format_is_refused_in_one_line(tmp_path: Pa
                           ((tmp_path, "--add", f"yolo9={unnamed}"), "unknown model family 'yolo9'")):
         result = optimize("eval", *args, "--out", tmp_path / "report")
         assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_a_whole_ncnn_folder_passes_the_check_and_runs_in_ncnn(tmp_path: Path) -> None:
+    """The hand-written graph the broken ones below are made from is one NCNN loads and runs."""
+    param = ncnn_model(tmp_path / "model")
+    [candidate] = external_candidates(inspect_entries((str(param.parent),), "yolov5", 32), {})
+    assert candidate.manifest is not None
+    with open_runner(candidate.folder, candidate.manifest) as runner:
+        outputs = runner.infer(np.full((1, 3, 32, 32), 0.5, np.float32))
+    assert outputs.shape == (1, CHANNELS, 32, 32) and np.allclose(outputs, 1.5)  # 3 channels x weight 1 x 0.5
+
+
+def layer_lines(param: Path, count: int) -> None:
+    param.write_text("\n".join(param.read_text().splitlines()[:2 + count]) + "\n")
+
+
+NCNN_DAMAGE = {
+    "no .bin": (lambda param: param.with_suffix(".bin").unlink(), "its weights model.ncnn.bin are missing beside it"),
+    "empty .bin": (lambda param: param.with_suffix(".bin").write_bytes(b""),
+                   "its weights model.ncnn.bin are empty, and its layers have weights"),
+    "nonsense .param": (lambda param: param.write_text("layers: [conv]\n"),
+                        "its first line is not NCNN's magic number 7767517: not an NCNN .param"),
+    "no counts": (lambda param: param.write_text(param.read_text().replace("\n2 2\n", "\ntwo layers\n")),
+                  "its second line is not '<layer count> <blob count>'"),
+    "a layer short": (lambda param: layer_lines(param, 1), "it counts 2 layers but has 1 layer lines (cut short?)"),
+    "a short layer line": (lambda param: param.write_text(param.read_text().replace("in0 out0", "in0")),
+                           "line 4 is not '<type> <name> <inputs> <outputs> <input names> <output names>"),
+}
+
+
+@pytest.mark.parametrize(("damage", "message"), NCNN_DAMAGE.values(), ids=NCNN_DAMAGE.keys())
+def test_a_broken_ncnn_folder_is_refused_in_one_line_before_ncnn_loads_it(
+        tmp_path: Path, damage: Callable[[Path], Any], message: str) -> None:
+    """Without its .bin NCNN crashed the row (SIGSEGV); with a nonsense .param the row failed with an IndexError."""
+    param = ncnn_model(tmp_path / "model")
+    damage(param)
+    with pytest.raises(UserError) as refused:
+        inspect_entries((str(param.parent),), "yolov5", 32)
+    assert str(refused.value).startswith(f"--add {param}: {message}") and "\n" not in str(refused.value)
+
+
+def test_eval_refuses_an_ncnn_folder_without_its_weights_in_one_line(tmp_path: Path) -> None:
+    param = ncnn_model(tmp_path / "model")
+    param.with_suffix(".bin").unlink()
+    result = optimize("eval", param.parent, "--family", "yolov5", "--imgsz", "32", "--out", tmp_path / "report")
+    assert result.returncode == 2, brief(result)
+    assert result.stderr.strip().splitlines() == [f"error: --add {param}: its weights model.ncnn.bin are missing "
+                                                  f"beside it"], result.stderr
+    assert not (tmp_path / "report").exists()
 
 
 def test_files_of_one_name_are_told_apart_by_their_folders() -> None:

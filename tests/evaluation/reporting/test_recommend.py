@@ -3,14 +3,22 @@ when two are within noise, limits that exclude, and the command's output and exi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
+import yolo_optimize as yo
 from tests.conftest import optimize
 from tests.evaluation.handmade import report, row
-from yolo_optimize.evaluation.reporting.matrix import busy_warning, matrix_columns
+from tests.evaluation.reporting.test_report import VERSION_7
+from yolo_optimize.errors import UserError
+from yolo_optimize.evaluation.reporting.matrix import busy_warning, calibration_warning, matrix_columns
 from yolo_optimize.evaluation.reporting.recommend import Budget, brief, describe, recommend
-from yolo_optimize.evaluation.results import Report
+from yolo_optimize.evaluation.reporting.report import load_report, write_report
+from yolo_optimize.evaluation.results import LatencyStats, Report
 from yolo_optimize.machine.host_load import HostUse
+from yolo_optimize.runtime.accuracy import RANDOM_WEIGHTS, Accuracy
 
 
 def test_the_fastest_artifact_within_the_accuracy_budget_is_picked_over_a_faster_inaccurate_one() -> None:
@@ -165,3 +173,87 @@ def test_rows_measured_while_other_processes_used_the_cpus_are_marked_and_the_ra
 def _speedup_text(made: Report, artifact: str) -> str:
     column = next(column for column in matrix_columns(made) if column.key == "speedup_b1")
     return column.text(next(line for line in made.matrix if line.artifact == artifact))
+
+
+def test_without_the_baseline_s_accuracy_the_budget_holds_every_row_to_the_most_accurate_fp32_artifact() -> None:
+    """The PyTorch baseline failed: the budget is not dropped (an INT8 file scoring 0.01 is not shipped over one
+    scoring 0.335) but counted from the most accurate FP32 artifact's mAP, and the recommendation says so; with no
+    FP32 accuracy at all there is no reference, and nothing whose accuracy counts is recommended."""
+    made = report(row("onnx-fp32", [60, 61, 59], 0.343), row("openvino-fp32", [55, 56, 54], 0.341),
+                  row("openvino-int8", [20, 21, 19], 0.010), row("onnx-int8", [30, 31, 29], 0.335))
+    made.rows[0].error, made.rows[0].accuracy = "crashed: RuntimeError: out of file handles", None
+    found, = recommend(made, Budget(1, 1.0))
+    assert found.choice.artifact == "onnx-int8" and found.excluded["openvino-int8"] == "loses 33.30 points (budget 1)"
+    assert found.reference == ("onnx-fp32's mAP50-95 0.3430, the most accurate FP32 artifact's, since the PyTorch "
+                               "baseline failed (crashed: RuntimeError: out of file handles)")
+    assert found.verdict.endswith(f"(accuracy held to {found.reference})") and found.reference in describe(found)
+    assert found.choice.accuracy == "mAP50-95 0.3350 (-0.80 points)"
+    made.rows = [made.rows[0], *made.rows[3:]]  # the INT8 rows alone: no reference
+    found, = recommend(made, Budget(1, 1.0))
+    why = ("no reference accuracy: the PyTorch baseline failed (crashed: RuntimeError: out of file handles) and no "
+           "FP32 artifact's was measured")
+    assert found.choice is None and found.excluded == {"pytorch-fp32": made.rows[0].error, "openvino-int8": why,
+                                                       "onnx-int8": why}
+    assert found.verdict == f"no artifact meets the budget ({why})"
+
+
+def test_a_row_whose_accuracy_is_unknown_is_not_recommended_where_the_others_was_measured() -> None:
+    """Accuracy measured for the model: a faster row without it cannot be held to the budget and is left out, with
+    why. Measured for no row (random weights, --no-accuracy): speed alone decides, and the verdict says so."""
+    unknown = row("openvino-int8", [20, 21, 19], 0.0)
+    unknown.accuracy = None
+    made = report(row("onnx-fp32", [60, 61, 59], 0.343), unknown)
+    found, = recommend(made, Budget(1, 1.0))
+    assert found.choice.artifact == "onnx-fp32" and found.reference == "the PyTorch FP32 baseline"
+    assert found.excluded["openvino-int8"] == ("accuracy unknown (not measured) where the others' was measured: "
+                                               "cannot be held to the accuracy budget")
+    for each in made.rows:
+        each.accuracy = Accuracy(None, None, 128, RANDOM_WEIGHTS)
+    found, = recommend(made, Budget(1, 1.0))
+    assert found.choice.artifact == "openvino-int8" and not found.excluded and found.reference == ""
+    assert found.verdict.endswith("(accuracy not measured: ranked on speed alone)")
+    assert found.choice.accuracy == RANDOM_WEIGHTS
+
+
+def test_a_row_whose_accuracy_was_measured_on_its_calibration_images_is_not_counted_within_the_budget(
+        tmp_path: Path) -> None:
+    """24 of the evaluation's images calibrated the INT8 file: its mAP there is no evidence, so it is left out under
+    the accuracy budget with why, its note and the eval's warning say it, and results.json keeps it."""
+    seen = row("openvino-int8", [20, 21, 19], 0.343)
+    seen.calibration_overlap = 24
+    made = report(row("onnx-fp32", [60, 61, 59], 0.343), seen)
+    found, = recommend(made, Budget(1, 1.0))
+    note = ("accuracy measured on 24 of its 128 evaluation images that it was calibrated on: not evidence of its "
+            "accuracy")
+    assert found.choice.artifact == "onnx-fp32"
+    assert found.excluded["openvino-int8"] == f"{note}, so it is not counted within the accuracy budget"
+    assert next(line for line in made.matrix if line.artifact == "openvino-int8").note == note
+    assert calibration_warning(made).startswith("warning: accuracy measured on images the artifact was calibrated "
+                                                "on: yolov5n openvino-int8 (24 images): not evidence of its accuracy")
+    write_report(made, tmp_path)
+    assert load_report(tmp_path).rows[2].calibration_overlap == 24
+    assert calibration_warning(made) in (tmp_path / "report.html").read_text()
+
+
+def test_results_whose_timed_runs_read_zero_ms_are_refused_in_one_line_and_never_crash_recommend(
+        tmp_path: Path) -> None:
+    """A results.json edited to all-zero latencies: no throughput can be read from it (images over 0 s), so the
+    command and the API refuse it as malformed (exit 2, one line); a report built in memory with such a row leaves
+    that row out instead of dividing by zero."""
+    data = json.loads((VERSION_7 / "results.json").read_text())
+    for measurement in (m for each in data["rows"] for m in each["measurements"]):
+        for stats in (s for batch in measurement["batches"] for s in (batch["latency"], batch["end_to_end"]) if s):
+            stats.update(samples_ms=[0.0] * len(stats["samples_ms"]), mean_ms=0.0, std_ms=0.0, p50_ms=0.0,
+                         p90_ms=0.0, p99_ms=0.0)
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    refused = optimize("recommend", tmp_path)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'results.json'}: results.rows[0].measurements[0].batches[0].latency.samples_ms: timed "
+        "runs of 0 ms are not a measurement: evaluate again"]
+    with pytest.raises(UserError, match="timed runs of 0 ms are not a measurement"):
+        yo.recommend(tmp_path)
+    zero = row("openvino-int8", [20, 21, 19], 0.343)
+    for measurement in zero.measurements:
+        measurement.batches[0].latency = LatencyStats([0.0] * 20, 0.0, 0.0, 0.0, 0.0, 0.0)
+    found, = recommend(report(row("onnx-fp32", [60, 61, 59], 0.343), zero), Budget(1, 1.0))
+    assert found.choice.artifact == "onnx-fp32" and found.excluded["openvino-int8"] == "not measured at batch 1"

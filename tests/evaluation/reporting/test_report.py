@@ -75,11 +75,11 @@ def test_a_version_7_results_file_loads_and_gives_the_matrix_files_version_7_wro
     """Version 8 only typed the matrix, which is computed again from the rows on reading: a version-7 file loads as
     a report of this version, and its matrix.csv and matrix.md come out as version 7 wrote them."""
     loaded = load_report(VERSION_7)
-    assert loaded.schema_version == SCHEMA_VERSION == 10
+    assert loaded.schema_version == SCHEMA_VERSION == 11
     write_report(loaded, tmp_path)
     for name in ("matrix.csv", "matrix.md"):
         assert (tmp_path / name).read_text() == (VERSION_7 / name).read_text(), name
-    assert json.loads((tmp_path / "results.json").read_text())["schema_version"] == 10
+    assert json.loads((tmp_path / "results.json").read_text())["schema_version"] == 11
     assert load_report(tmp_path) == loaded
 
 
@@ -97,7 +97,7 @@ def test_a_matrix_row_reads_back_from_results_json_as_the_same_typed_row() -> No
 
 @pytest.mark.parametrize(("change", "message"), [
     (lambda data: {"schema_version": SCHEMA_VERSION}, "results.environment: missing"),
-    (lambda data: {**data, "schema_version": 11}, "this version reads 7, 8, 9 or 10: evaluate again"),
+    (lambda data: {**data, "schema_version": 12}, "this version reads 7, 8, 9, 10 or 11: evaluate again"),
     (lambda data: {**data, "rows": "x"}, 'results.rows: expected a list, got "x"'),
     (lambda data: {**data, "settings": {**data["settings"], "batch_sizes": ["1"]}},
      'results.settings.batch_sizes[0]: expected an integer, got "1"'),

@@ -4,13 +4,16 @@ running net; a prepared uint8 image converted by NCNN itself; its per-layer time
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.runtime.runners.handmade import ncnn_model
 from yolo_optimize.artifact import Manifest
+from yolo_optimize.evaluation.measuring.external import external_candidates, inspect_entries
 from yolo_optimize.evaluation.reporting.recommend import snippet
 from yolo_optimize.evaluation.results import Report
 from yolo_optimize.runtime.runners import open_runner
@@ -111,3 +114,29 @@ def test_the_pypi_ncnn_has_no_per_layer_timer_and_the_profile_says_how_to_get_on
             pytest.raises(NotImplementedError, match="built without NCNN_BENCHMARK.*bench/README"):
         runner.profile_layers(np.zeros((1, 3, 320, 320), np.float32), 2, tmp_path / "trace.json")
     assert not (tmp_path / "trace.json").exists()
+
+
+def cut_short(param: Path) -> None:
+    weights = param.with_suffix(".bin")
+    weights.write_bytes(weights.read_bytes()[:20])
+
+
+def unknown_layer(param: Path) -> None:
+    param.write_text(param.read_text().replace("Convolution", "Convolution3000"))
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (cut_short, "NCNN could not read the weights model.ncnn.bin (missing, cut short, or not this graph's)"),
+    (unknown_layer, "NCNN could not read the graph model.ncnn.param (malformed .param)")], ids=["weights", "graph"])
+def test_files_ncnn_cannot_read_fail_the_runner_in_one_line_instead_of_crashing_the_process(
+        tmp_path: Path, damage: Callable[[Path], None], message: str) -> None:
+    """NCNN returns -1 for a graph or weights it could not read and goes on: the first image then crashed the row's
+    process (SIGSEGV). These pass the files' check before loading (``files_problem``: the .bin is there and not empty,
+    the .param well formed), so the runner itself refuses them."""
+    param = ncnn_model(tmp_path / "model")
+    damage(param)
+    [candidate] = external_candidates(inspect_entries((str(param.parent),), "yolov5", 32), {})
+    assert candidate.manifest is not None
+    with pytest.raises(RuntimeError) as refused, open_runner(candidate.folder, candidate.manifest) as runner:
+        runner.infer(np.zeros((1, 3, 32, 32), np.float32))
+    assert str(refused.value) == message

@@ -103,7 +103,7 @@ def _candidate(path: Path) -> Candidate | None:
     if manifest.target is None:
         return None
     misplaced = _misplaced(folder, manifest)
-    problem = misplaced or verify_files(folder, manifest) or _missing_family(manifest)
+    problem = misplaced or verify_files(folder, manifest) or _missing_family(manifest) or _unchecked(manifest)
     name = folder.name if misplaced else f"{manifest.target}-{manifest.precision}"
     return Candidate(folder, None if problem else manifest, name, manifest.model_id, problem or "", manifest.target,
                      manifest.precision or "")
@@ -120,6 +120,17 @@ def _misplaced(folder: Path, manifest: Manifest) -> str | None:
 def _node_names() -> set[str]:
     """The names of the folders a build publishes artifacts in (``<target>-<precision>``)."""
     return {f"{target}-{precision}" for target in formats() for precision in PRECISIONS}
+
+
+def _unchecked(manifest: Manifest) -> str | None:
+    """Why a manifest does not vouch for its file: it records no passed parity check. A build publishes only files
+    that passed, so this is a manifest edited or written by hand, whose file must not be measured and ranked as if
+    checked."""
+    parity = manifest.parity or {}
+    if parity.get("passed") is True:
+        return None
+    said = "records no parity check" if not parity else "records a failed parity check"
+    return f"its manifest {said}: rebuild it with optimize build"
 
 
 def _missing_family(manifest: Manifest) -> str | None:

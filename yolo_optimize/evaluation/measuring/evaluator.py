@@ -22,11 +22,20 @@ import numpy as np
 from yolo_optimize.artifact import scratch_folder
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluation.facts import ModelFacts, recorded_model_facts
+from yolo_optimize.evaluation.measuring.calibrated import calibration_overlap
 from yolo_optimize.evaluation.measuring.discover import Candidate
 from yolo_optimize.evaluation.measuring.external import external_record
 from yolo_optimize.evaluation.measuring.interleave import LiveRow, take_turns, turns_for
 from yolo_optimize.evaluation.measuring.measure import MeasureJob
-from yolo_optimize.evaluation.results import BASELINE_TARGET, END_TO_END, INFERENCE, EvalSettings, Row, is_baseline
+from yolo_optimize.evaluation.results import (
+    BASELINE_TARGET,
+    END_TO_END,
+    INFERENCE,
+    EvalSettings,
+    Row,
+    VariantChoice,
+    is_baseline,
+)
 from yolo_optimize.families.base import Family
 from yolo_optimize.formats import formats
 from yolo_optimize.host.cpu import has_vnni
@@ -68,14 +77,14 @@ class Progress:
         self.done += 1
 
 
-def evaluate(candidates: list[Candidate], settings: EvalSettings, progress: Progress,
+def evaluate(candidates: list[Candidate], settings: EvalSettings, dataset: Dataset, progress: Progress,
              limits: MachineLimits | None = None) -> list[Row]:
-    """Measure every candidate (``discover``'s artifacts and baselines, model files added beside them); rows that
-    fail carry their reason, the rest still run. ``limits`` (--profile) gives each profiled layer its utilization."""
+    """Measure every candidate (``discover``'s artifacts and baselines, model files added beside them) on ``dataset``
+    (``evaluation_data``); rows that fail carry their reason, the rest still run. ``limits`` (--profile) gives each
+    profiled layer its utilization."""
     for imgsz in {_imgsz(c) for c in candidates if c.manifest}:
         check_input_fits(imgsz, max(settings.batch_sizes), "--batch-sizes")
-    dataset = _dataset(settings, candidates)
-    rows = [_row(c, settings) for c in candidates]
+    rows = [_row(c, settings, dataset.images) for c in candidates]
     progress.total = sum(len(measurement_schedule(_group(rows, candidates, model), settings.repeats))
                          + (len(_group(rows, candidates, model)) if settings.profile_dir else 0)
                          for model in dict.fromkeys(r.model for r in rows))
@@ -144,7 +153,9 @@ def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, 
                        "folder": str(out.relative_to(settings.profile_dir.parent))}
 
 
-def _dataset(settings: EvalSettings, candidates: list[Candidate]) -> Dataset:
+def evaluation_data(settings: EvalSettings, candidates: list[Candidate]) -> Dataset:
+    """The images (and labels) the candidates are measured on, read and checked before anything is measured: --data,
+    else the first artifact's family's sample images; a UserError for bad data, or for none where accuracy needs it."""
     if settings.data is None:
         family = next((_family(c) for c in candidates if c.manifest), None)
         if family is None:
@@ -155,10 +166,13 @@ def _dataset(settings: EvalSettings, candidates: list[Candidate]) -> Dataset:
     if settings.accuracy and detectors and dataset.ground_truth is None:
         raise UserError(f"no labels found for {settings.data} (expected labels/<split>/*.txt beside "
                         f"images/<split>); pass --no-accuracy to measure speed only")
+    if settings.accuracy and detectors and not dataset.boxes:
+        raise UserError(f"{settings.data} has labels but not a single labelled box in its {len(dataset.images)} "
+                        f"images: no mAP can be scored on it; pass a labelled set, or --no-accuracy")
     return dataset
 
 
-def _row(candidate: Candidate, settings: EvalSettings) -> Row:
+def _row(candidate: Candidate, settings: EvalSettings, images: list[Path]) -> Row:
     manifest = candidate.manifest
     metadata = candidate.metadata if manifest else None
     row = Row(candidate.name, candidate.model, candidate.target, candidate.precision, str(candidate.folder),
@@ -168,6 +182,7 @@ def _row(candidate: Candidate, settings: EvalSettings) -> Row:
     row.cpu_note = _cpu_note(metadata) if metadata else ""
     row.entry = _entry(candidate)
     row.external = external_record(manifest) if manifest else None
+    row.calibration_overlap = calibration_overlap(manifest, images) if settings.accuracy else 0
     if manifest and settings.imgsz and _imgsz(candidate) != settings.imgsz:
         row.error = f"artifact imgsz {_imgsz(candidate)} differs from --imgsz {settings.imgsz}"
     row.skipped = _skip_reason(candidate, settings.device)
@@ -295,15 +310,16 @@ def _choose_variants(group: list[Pair], prepared: dict[int, PreparedImages], set
             continue
         job = _job(row, candidate, prepared, replace(settings, batch_sizes=(batch,)), wants_accuracy=False, files=())
         run = job.timing
-        if not open_runner(job.folder, job.manifest, device=run.device, threads=run.threads,
-                           mode=run.mode).variants(batch):
+        variants = open_runner(job.folder, job.manifest, device=run.device, threads=run.threads,
+                               mode=run.mode).variants(batch)
+        if not variants:
             continue
         progress.note(f"{row.model} {row.name}: choosing how its runtime runs by measurement")
         worker = LiveRow(job, settings.row_timeout_s)
-        row.variant_choice = choice = worker.choose_variant(batch)
+        choice = worker.choose_variant(batch)
         worker.finish()
-        if choice:
-            progress.note(f"{row.model} {row.name}: runs with {choice.chosen} ({choice.timings})")
+        row.variant_choice = choice or VariantChoice(batch, {}, variants[0], failed=worker.error or "no answer")
+        progress.note(f"{row.model} {row.name}: {row.variant_choice.describe()}")
 
 
 def _job(row: Row, candidate: Candidate, prepared: dict[int, PreparedImages], settings: EvalSettings, *,

@@ -107,7 +107,7 @@ def inspect_file(path: Path, imgsz: int | None) -> ExternalFile:
     target = foreign_suffixes().get(path.suffix.lower())
     if target is None:
         raise UserError(f"--add {path}: not a model file this tool runs ({foreign_files_help()})")
-    reader = {"onnx": _onnx_facts, "openvino": _openvino_facts, "ncnn": _sidecar_facts,
+    reader = {"onnx": _onnx_facts, "openvino": _openvino_facts, "ncnn": _ncnn_facts,
               "executorch": _sidecar_facts}.get(target, _torch_facts)
     precision, shape, dtype, names = reader(path)
     input_form = UINT8_INPUT if dtype == "uint8" else FLOAT_INPUT
@@ -176,6 +176,17 @@ def _openvino_facts(path: Path) -> tuple[str, list[int], str, list[str] | None]:
 
 def _torch_facts(path: Path) -> tuple[str, list[int], str, list[str] | None]:
     return "fp32", [-1], "float32", None  # a TorchScript or AOTInductor file does not say: fp32, --imgsz needed
+
+
+def _ncnn_facts(path: Path) -> tuple[str, list[int], str, list[str] | None]:
+    """An NCNN .param whose text and .bin look whole (``files_problem``: NCNN itself would crash the row or fail it
+    with an IndexError), then what the metadata beside it says."""
+    from yolo_optimize.runtime.runners.ncnn import files_problem
+
+    problem = files_problem(path)
+    if problem:
+        raise UserError(f"--add {path}: {problem}")
+    return _sidecar_facts(path)
 
 
 def _sidecar_facts(path: Path) -> tuple[str, list[int], str, list[str] | None]:

@@ -21,6 +21,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -113,20 +114,31 @@ class LiveRow:
     def choose_threads(self, batch: int) -> ThreadChoice | None:
         """Its threads or one, whichever measures faster at ``batch`` (``_Timed.choose_threads``): it runs on that
         from now on. None once the row has failed."""
-        if self.error or not self._send(("threads", batch)):
+        if self.error:
             return None
-        choice = self._answer()
+        choice, busy = self._watched(("threads", batch))
         if choice is not None:
             self.host.threads = choice.chosen
+            choice = replace(choice, busy_host=busy)
         return choice
 
     def choose_variant(self, batch: int) -> VariantChoice | None:
         """How its runtime runs, chosen by measurement at ``batch`` among its runner's variants
         (``_Timed.choose_variant``): it runs so from now on. None where the runner offers no choice at ``batch``, or
         once the row has failed."""
-        if self.error or not self._send(("variant", batch)):
+        if self.error:
             return None
-        return self._answer()
+        choice, busy = self._watched(("variant", batch))
+        return replace(choice, busy_host=busy) if choice is not None else None
+
+    def _watched(self, message: tuple[str, Any]) -> tuple[Any, str]:
+        """The process's answer to ``message`` and, where other processes shared its CPUs meanwhile (or that could
+        not be read), what ran: a choice timed on a busy host may be the host's, not the runtime's."""
+        meter = HostMeter((self.pid,) if self.pid else ())
+        use, before = meter.use(self.host.threads), meter.read()
+        answer = self._answer() if self._send(message) else None
+        use.add(before, meter.read())
+        return answer, use.describe() if use.busy or use.unknown else ""
 
     def finish(self) -> tuple[Measurement, list[np.ndarray] | None] | None:
         """The process's measurement and predictions (None once it has failed); the process ends."""

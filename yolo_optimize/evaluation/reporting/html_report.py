@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from yolo_optimize.evaluation.reporting.compare import Comparison, caveats
-from yolo_optimize.evaluation.reporting.matrix import Column, busy_warning
+from yolo_optimize.evaluation.reporting.matrix import Column, report_warnings
 from yolo_optimize.evaluation.reporting.plots import report_figures, save_figure
 from yolo_optimize.evaluation.reporting.recommend import Budget, Recommendation, memory_text, recommend
 from yolo_optimize.evaluation.results import Report
@@ -90,7 +90,7 @@ def html_page(report: Report, columns: list[Column], figures: dict[str, Path], r
              f"<style>{STYLE}</style></head><body>",
              f"<h1>yolo-optimize report</h1><p class='note'>{_e(env['cpu'])}, {env['threads']} threads, "
              f"{_e(env['date'])}; every number is in results.json beside this page.</p>",
-             *([f"<p class='warning'>{_e(warning)}</p>"] if (warning := busy_warning(report)) else []),
+             *[f"<p class='warning'>{_e(warning)}</p>" for warning in report_warnings(report)],
              _recommendation_section(recommendations)]
     if comparison:
         parts.append(_comparison_section(comparison))

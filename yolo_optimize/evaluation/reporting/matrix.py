@@ -95,8 +95,8 @@ def _note(row: Row) -> str:
         notes.append(row.threads_choice.describe())
     if row.variant_choice:
         notes.append(row.variant_choice.describe())
-    busy = row.busy_host()
-    return "; ".join([*notes, *([busy] if busy else [])])
+    busy, calibrated = row.busy_host(), row.calibration_note()
+    return "; ".join([*notes, *([busy] if busy else []), *([calibrated] if calibrated else [])])
 
 
 def _batch_error(row: Row, batch: int) -> str:
@@ -269,14 +269,35 @@ def console_columns(report: Report) -> list[Column]:
             _field("status", "status")]
 
 
+def report_warnings(report: Report) -> list[str]:
+    """The lines the console and the page open with: a busy host (``busy_warning``), accuracy measured on
+    calibration images (``calibration_warning``)."""
+    return [warning for warning in (busy_warning(report), calibration_warning(report)) if warning]
+
+
+def calibration_warning(report: Report) -> str:
+    """One line naming the rows whose accuracy was measured on images they were calibrated on (``Row.
+    calibration_note``), else ""."""
+    seen = [f"{row.model} {row.name} ({row.calibration_overlap} images)" for row in report.rows
+            if row.calibration_overlap]
+    if not seen:
+        return ""
+    return (f"warning: accuracy measured on images the artifact was calibrated on: {', '.join(seen)}: not evidence "
+            "of its accuracy, and recommend does not count it within an accuracy budget; evaluate on images held "
+            "out of calibration")
+
+
 def busy_warning(report: Report) -> str:
     """One line when other processes shared the CPUs before or while measuring (``host_load.py``), else ""."""
     before = report.environment.get("host_before") or {}
     busy = [line.artifact for line in report.matrix if line.busy_host]
-    if not busy and not before.get("busy"):
+    doubted_before = before.get("busy") or before.get("unknown")
+    if not busy and not doubted_before:
         return ""
     during = f"while {len(busy)} of {len(report.matrix)} rows measured ({', '.join(busy)})" if busy else ""
-    ahead = f"before measuring ({before['describe']})" if before.get("busy") else ""
-    return (f"warning: the host was busy {' and '.join(part for part in (ahead, during) if part)}: other processes "
-            "shared the CPUs, so these speedups and rankings are not to be trusted (rows marked *); evaluate again "
-            "on a quiet host")
+    ahead = f"before measuring ({before['describe']})" if doubted_before else ""
+    unknown = before.get("unknown") or any("unknown" in line.busy_host for line in report.matrix)
+    state = "busy, or its load could not be read," if unknown else "busy"
+    return (f"warning: the host was {state} {' and '.join(part for part in (ahead, during) if part)}: other "
+            "processes may have shared the CPUs, so these speedups and rankings are not to be trusted (rows marked "
+            "*); evaluate again on a quiet host")

@@ -71,6 +71,7 @@ class Recommendation:
     excluded: dict[str, str] = field(default_factory=dict)  # artifact -> why it is not a candidate
     against_host_nms: str = ""  # a model built with --nms beside the same model without it: which path is faster
     doubt: str = ""  # why the ranking and its speedups are not to be taken as confident (``_doubt``)
+    reference: str = ""  # what the accuracy budget held each row to (``Reference``); "": speed alone decided
 
 
 def recommend(report: Report, budget: Budget) -> list[Recommendation]:
@@ -104,22 +105,25 @@ def _against_host_nms(report: Report, model: str, batch: int) -> str:
 def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
     rows = [row for row in report.rows if row.model == model]
     baseline = next((row for row in rows if is_baseline(row.target, row.precision)), None)
+    reference = _reference(rows, baseline)
     eligible: list[Row] = []
     excluded: dict[str, str] = {}
     for row in rows:
-        why = _exclusion(row, baseline, budget)
+        why = _exclusion(row, reference, budget)
         if why:
             excluded[row.name] = why
         else:
             eligible.append(row)
     ranked = sorted(eligible, key=lambda row: -_throughput(row, budget.batch, budget.by))
+    held_to = reference.describe()
     if not ranked:
-        return Recommendation(model, budget.batch, None, verdict="no artifact meets the budget", excluded=excluded)
-    choice, doubt = _candidate(ranked[0], baseline, budget), _doubt(baseline, ranked[:2], budget)
+        return Recommendation(model, budget.batch, None, verdict="no artifact meets the budget" + _aside(reference),
+                              excluded=excluded, reference=held_to)
+    choice, doubt = _candidate(ranked[0], baseline, reference, budget), _doubt(baseline, ranked[:2], budget)
     if len(ranked) == 1:
         return Recommendation(model, budget.batch, choice, verdict=f"{choice.artifact}: the only artifact within "
-                              "the budget", excluded=excluded, doubt=doubt)
-    runner_up = _candidate(ranked[1], baseline, budget)
+                              "the budget" + _aside(reference), excluded=excluded, doubt=doubt, reference=held_to)
+    runner_up = _candidate(ranked[1], baseline, reference, budget)
     tie = not _clearly_faster(ranked[0], ranked[1], budget.batch, budget.by)
     gap = choice.throughput_ips / runner_up.throughput_ips - 1
     ranked_on = "" if budget.by == INFERENCE else "end to end "
@@ -127,9 +131,60 @@ def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
                f"median; not faster in every round by more than {TIE_MARGIN:.0%}): pick either on other grounds"
                if tie else f"{choice.artifact}: {gap:.1%} faster {ranked_on}than {runner_up.artifact}, and faster in "
                "every round")
-    if _accuracy_drop(ranked[0], baseline) is None:
-        verdict += " (accuracy not measured for it: ranked on speed alone)"
-    return Recommendation(model, budget.batch, choice, runner_up, tie, verdict, excluded, doubt=doubt)
+    return Recommendation(model, budget.batch, choice, runner_up, tie, verdict + _aside(reference), excluded,
+                          doubt=doubt, reference=held_to)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What the accuracy budget holds a model's rows to (``_reference``). A budget needs a reference: the PyTorch
+    baseline's accuracy where it was measured, else the most accurate FP32 artifact's (the same weights, unquantized),
+    else none, and then no row whose accuracy counts can pass it. Only where no row of the model has its accuracy
+    measured (random weights, --no-accuracy) does speed alone decide."""
+
+    row: Row | None  # whose accuracy a drop is counted from; None: no accuracy to count it from
+    measured: bool  # some row of the model has its accuracy measured: the budget applies
+    instead: str = ""  # why it is not the PyTorch baseline's accuracy
+
+    def describe(self) -> str:
+        """The reference in words ("" where speed alone decides)."""
+        if not self.measured:
+            return ""
+        if self.row is None:
+            return f"no reference accuracy: {self.instead} and no FP32 artifact's was measured"
+        if not self.instead:
+            return "the PyTorch FP32 baseline"
+        return f"{self.row.name}'s {_metric_text(self.row)}, the most accurate FP32 artifact's, since {self.instead}"
+
+
+def _reference(rows: list[Row], baseline: Row | None) -> Reference:
+    measured = any(_measured(row) for row in rows)
+    if baseline is not None and _measured(baseline):
+        return Reference(baseline, measured)
+    fp32 = [row for row in rows if row.precision == "fp32" and _score(row) is not None]
+    return Reference(max(fp32, key=lambda row: _score(row) or 0.0, default=None), measured, _no_baseline(baseline))
+
+
+def _no_baseline(baseline: Row | None) -> str:
+    """Why the PyTorch baseline gives no reference accuracy."""
+    if baseline is None:
+        return "the PyTorch baseline was not evaluated"
+    if baseline.error:
+        return f"the PyTorch baseline failed ({baseline.error})"
+    if baseline.skipped:
+        return f"the PyTorch baseline was skipped ({baseline.skipped})"
+    note = baseline.accuracy.note if baseline.accuracy and baseline.accuracy.note else "not measured"
+    return f"the PyTorch baseline's accuracy is unknown ({note})"
+
+
+def _aside(reference: Reference) -> str:
+    """What a verdict adds about the accuracy budget: that speed alone decided, or that the reference is not the
+    PyTorch baseline's accuracy (the budget is never dropped without saying so)."""
+    if not reference.measured:
+        return " (accuracy not measured: ranked on speed alone)"
+    if reference.row is None:
+        return f" ({reference.describe()})"
+    return f" (accuracy held to {reference.describe()})" if reference.instead else ""
 
 
 def _doubt(baseline: Row | None, leading: list[Row], budget: Budget) -> str:
@@ -149,16 +204,16 @@ def _doubt(baseline: Row | None, leading: list[Row], budget: Budget) -> str:
             "so its speedups are uncertain by as much")
 
 
-def _exclusion(row: Row, baseline: Row | None, budget: Budget) -> str:
+def _exclusion(row: Row, reference: Reference, budget: Budget) -> str:
     """Why ``row`` cannot be shipped under ``budget``; empty when it can."""
     if row.error or row.skipped:
         return row.error or row.skipped
-    if not row.round_throughputs(budget.batch, budget.by):
+    if not row.round_throughputs(budget.batch, budget.by) or not _throughput(row, budget.batch, budget.by):
         what = "" if budget.by == INFERENCE else " end to end"
         return f"not measured{what} at batch {budget.batch}"
-    drop = _accuracy_drop(row, baseline)  # None: not measured (random weights, --no-accuracy): speed decides
-    if drop is not None and drop > budget.max_accuracy_drop:
-        return f"loses {drop:.2f} points (budget {budget.max_accuracy_drop:g})"
+    why = _accuracy_exclusion(row, reference, budget)
+    if why:
+        return why
     p50 = _p50(row, budget.batch)
     if budget.max_latency_ms is not None and p50 > budget.max_latency_ms:
         return f"p50 {p50:.1f} ms over {budget.max_latency_ms:g} ms"
@@ -168,16 +223,55 @@ def _exclusion(row: Row, baseline: Row | None, budget: Budget) -> str:
     return ""
 
 
-def _accuracy_drop(row: Row, baseline: Row | None) -> float | None:
-    """Points lost against PyTorch FP32 in the family's metric; None where it was not measured (random weights)."""
-    if row.target == BASELINE_TARGET:
+def _accuracy_exclusion(row: Row, reference: Reference, budget: Budget) -> str:
+    """Why ``row``'s accuracy does not pass the budget, where the model's accuracy was measured: no reference to count
+    a drop from, measured on images it was calibrated on (not evidence), unknown, or too low; "" when it passes."""
+    if not reference.measured:
+        return ""
+    if reference.row is None:
+        return reference.describe()
+    if row.calibration_overlap and _measured(row):
+        return f"{row.calibration_note()}, so it is not counted within the accuracy budget"
+    drop = _accuracy_drop(row, reference)
+    if drop is None:
+        note = row.accuracy.note if row.accuracy and row.accuracy.note else "not measured"
+        return f"accuracy unknown ({note}) where the others' was measured: cannot be held to the accuracy budget"
+    if drop > budget.max_accuracy_drop:
+        return f"loses {drop:.2f} points (budget {budget.max_accuracy_drop:g})"
+    return ""
+
+
+def _accuracy_drop(row: Row, reference: Reference) -> float | None:
+    """Points lost against the reference in the family's metric (top-1 agreement: against the PyTorch baseline's
+    predictions); None where the row's accuracy or the reference's is unknown."""
+    if row is reference.row:
         return 0.0
-    accuracy, reference = row.accuracy, baseline.accuracy if baseline else None
+    accuracy, score, base = row.accuracy, _score(row), _score(reference.row) if reference.row else None
     if accuracy and accuracy.top1_agreement is not None:
         return (1 - accuracy.top1_agreement) * 100
-    if accuracy and reference and accuracy.map50_95 is not None and reference.map50_95 is not None:
-        return (reference.map50_95 - accuracy.map50_95) * 100
-    return None
+    return (base - score) * 100 if score is not None and base is not None else None
+
+
+def _score(row: Row) -> float | None:
+    """The row's own accuracy, which a drop is counted in: mAP50-95 (detectors), top-1 on labelled images
+    (classifiers); None where not measured."""
+    accuracy = row.accuracy
+    if accuracy is None:
+        return None
+    return accuracy.map50_95 if accuracy.map50_95 is not None else accuracy.top1
+
+
+def _measured(row: Row) -> bool:
+    """The row has an accuracy figure: its own (``_score``) or its top-1 agreement with the baseline."""
+    return _score(row) is not None or bool(row.accuracy and row.accuracy.top1_agreement is not None)
+
+
+def _metric_text(row: Row) -> str:
+    """The row's own accuracy as a report shows it ("" where not measured)."""
+    score, accuracy = _score(row), row.accuracy
+    if score is None or accuracy is None:
+        return ""
+    return f"{'mAP50-95' if accuracy.map50_95 is not None else 'top-1'} {score:.4f}"
 
 
 def _clearly_faster(first: Row, second: Row, batch: int, part: str) -> bool:
@@ -199,7 +293,7 @@ def _p50(row: Row, batch: int) -> float:
     return fast.latency.p50_ms if fast else 0.0
 
 
-def _candidate(row: Row, baseline: Row | None, budget: Budget) -> Candidate:
+def _candidate(row: Row, baseline: Row | None, reference: Reference, budget: Budget) -> Candidate:
     batch = budget.batch
     rounds = list(row.round_throughputs(batch, budget.by).values())
     path = row.entry or row.folder
@@ -211,20 +305,19 @@ def _candidate(row: Row, baseline: Row | None, budget: Budget) -> Candidate:
                      round(ranked / base, 3) if base else None,
                      round(_throughput(row, batch), 2), round(end_to_end, 2) if end_to_end else None,
                      round(_p50(row, batch), 3), round(row.median_latency(batch, "p99_ms") or 0.0, 3),
-                     round(row.deployed_memory_mb(), 1), _accuracy_text(row, baseline),
+                     round(row.deployed_memory_mb(), 1), _accuracy_text(row, reference),
                      snippet(row.target, row.precision, path, execution, row.input_form,
                              row.facts.imgsz if row.facts else 640),
                      "GPU" if row.median_gpu_memory_mb() is not None else "host")
 
 
-def _accuracy_text(row: Row, baseline: Row | None) -> str:
-    accuracy = row.accuracy
-    if accuracy is None or (accuracy.map50_95 is None and accuracy.top1_agreement is None):
-        return accuracy.note if accuracy and accuracy.note else "not measured"
-    drop = _accuracy_drop(row, baseline)
-    if accuracy.top1_agreement is not None:
+def _accuracy_text(row: Row, reference: Reference) -> str:
+    accuracy, drop = row.accuracy, _accuracy_drop(row, reference)
+    if accuracy and accuracy.top1_agreement is not None:
         return f"top-1 agreement {accuracy.top1_agreement:.1%}"
-    return f"mAP50-95 {accuracy.map50_95:.4f}" + (f" ({-drop:+.2f} points)" if drop else "")
+    if not _metric_text(row):
+        return accuracy.note if accuracy and accuracy.note else "not measured"
+    return _metric_text(row) + (f" ({-drop:+.2f} points)" if drop else "")
 
 
 def snippet(target: str, precision: str, path: str, execution: dict[str, Any], input_form: str,
@@ -279,7 +372,8 @@ def memory_text(candidate: Candidate) -> str:
 def describe(recommendation: Recommendation) -> str:
     """The recommendation as plain text: the verdict, the choice and runner-up with their numbers, the snippet."""
     lines = [f"{recommendation.model} at batch {recommendation.batch}: {recommendation.verdict}",
-             *([f"  {recommendation.doubt}"] if recommendation.doubt else [])]
+             *([f"  {recommendation.doubt}"] if recommendation.doubt else []),
+             *([f"  accuracy against: {recommendation.reference}"] if recommendation.reference else [])]
     for label, candidate in (("ship", recommendation.choice), ("runner-up", recommendation.runner_up)):
         if candidate:
             low, high = candidate.throughput_range

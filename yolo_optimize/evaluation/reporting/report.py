@@ -36,6 +36,7 @@ from yolo_optimize.evaluation.results import (
     Row,
     from_json,
     read_results,
+    zero_runs,
 )
 from yolo_optimize.formats import formats
 from yolo_optimize.host.cpu import cpu_facts, cpu_model, usable_cpus
@@ -75,6 +76,8 @@ def load_report(folder: Path) -> Report:
         if any(size < 1 for size in sizes) or not sizes:
             raise UserError(f"results.settings.batch_sizes: expected positive batch sizes, got {list(sizes)}")
         limits = from_json(MachineLimits | None, report.machine_limits, "results.machine_limits")
+        if zeros := zero_runs(report.rows):
+            raise UserError(f"results.{zeros}: timed runs of 0 ms are not a measurement: evaluate again")
     except UserError as err:
         raise UserError(f"{folder / 'results.json' if folder.is_dir() else folder}: {err}") from None
     report.matrix = matrix_of(report.rows, report.settings, limits)

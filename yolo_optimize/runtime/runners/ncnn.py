@@ -65,6 +65,48 @@ def read_layers(param: Path) -> list[NcnnLayer]:
     return [NcnnLayer.parse(line) for line in param.read_text().splitlines()[2:] if line.strip()]
 
 
+NCNN_MAGIC = "7767517"  # the first line of every .param NCNN loads
+# Layer types that read weights from the .bin (an empty .bin cannot serve a graph holding one)
+WEIGHTED = ("Convolution", "ConvolutionDepthWise", "Deconvolution", "DeconvolutionDepthWise", "InnerProduct",
+            "BatchNorm", "MemoryData")
+
+
+def files_problem(param: Path) -> str | None:
+    """What keeps NCNN from loading ``param`` and the .bin beside it, found before it tries (None: they look whole).
+    NCNN reads a malformed .param into a net without inputs (an IndexError later) and runs a graph whose weights it
+    could not read into a SIGSEGV: so the text is checked (the magic line, the counts line, as many layer lines as
+    it counts, each with its inputs and outputs) and the .bin too (there; not empty where a layer has weights)."""
+    lines = [line for line in param.read_text(errors="replace").splitlines() if line.strip()]
+    if not lines or lines[0].strip() != NCNN_MAGIC:
+        return f"its first line is not NCNN's magic number {NCNN_MAGIC}: not an NCNN .param"
+    counts = lines[1].split() if len(lines) > 1 else []
+    if len(counts) != 2 or not all(count.isdigit() for count in counts):
+        return "its second line is not '<layer count> <blob count>'"
+    if int(counts[0]) != len(lines) - 2:
+        return f"it counts {counts[0]} layers but has {len(lines) - 2} layer lines (cut short?)"
+    bad = next((number for number, line in enumerate(lines[2:], 3) if not _layer_line(line)), None)
+    if bad is not None:
+        return f"line {bad} is not '<type> <name> <inputs> <outputs> <input names> <output names> <k=v>...'"
+    return _weights_problem(param.with_suffix(".bin"), read_layers(param))
+
+
+def _layer_line(line: str) -> bool:
+    """Whether ``line`` has a type, a name, its input and output counts and as many blob names (no ``k=v``)."""
+    fields = line.split()
+    if len(fields) < 4 or not (fields[2].isdigit() and fields[3].isdigit()):
+        return False
+    blobs = fields[4:4 + int(fields[2]) + int(fields[3])]
+    return len(blobs) == int(fields[2]) + int(fields[3]) and not any("=" in blob for blob in blobs)
+
+
+def _weights_problem(weights: Path, layers: list[NcnnLayer]) -> str | None:
+    if not weights.is_file():
+        return f"its weights {weights.name} are missing beside it"
+    if weights.stat().st_size == 0 and any(layer.kind in WEIGHTED for layer in layers):
+        return f"its weights {weights.name} are empty, and its layers have weights"
+    return None
+
+
 def write_layers(param: Path, original: str, layers: list[NcnnLayer]) -> None:
     """``layers`` written as a .param with ``original``'s first two lines (same layers and blobs)."""
     param.write_text("\n".join([*original.splitlines()[:2], *(layer.line() for layer in layers)]) + "\n")
@@ -155,8 +197,11 @@ class NcnnRunner(Runner):
         net = ncnn.Net()
         for option, value in settings.items():
             setattr(net.opt, option, value)
-        net.load_param(str(self.entry))
-        net.load_model(str(self.weights))
+        if net.load_param(str(self.entry)):  # NCNN says -1 and goes on: a net it could not load crashes the process
+            raise RuntimeError(f"NCNN could not read the graph {self.entry.name} (malformed .param)")
+        if net.load_model(str(self.weights)):
+            raise RuntimeError(f"NCNN could not read the weights {self.weights.name} (missing, cut short, or not "
+                               f"this graph's)")
         return net
 
     @property
