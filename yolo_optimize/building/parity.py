@@ -5,7 +5,7 @@ What "the same" means is the family's hook (``Family.compare``); the tolerance d
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -61,12 +61,23 @@ TOLERANCES = {t.precision: t for t in (
     Tolerance("bf16", 0.15, 0.85),
     Tolerance("int8", None, 0.60, 0.40),
 )}
+# INT8's agreement floor by input size, measured (bench/results/xeon-amx/int8_parity/, 32 coco_val128 images in groups
+# of 4, yolov5n's ONNX Runtime, OpenVINO, AOTInductor and NCNN INT8 files): a smaller input keeps fewer detections,
+# so one that moves weighs more. At 640 sound files agreed on at least 0.78 (0.70 on the AVX2 host), at 320 on 0.57
+# (4 of 7), under the 0.60 set at 640; a file with one weight scale x8 agreed on 0.13 at both. Each size takes the
+# floor of the largest measured size it reaches (below 320: 320's, unmeasured there).
+INT8_AGREEMENT_BY_SIZE = {320: 0.45, 640: 0.60}
 
 
-def tolerance_for(file_precision: str, compute_precision: str) -> Tolerance:
-    """The looser of the file's and the arithmetic's tolerance: an FP32 IR run in bf16 is held to bf16's."""
+def tolerance_for(file_precision: str, compute_precision: str, imgsz: int = 640) -> Tolerance:
+    """The looser of the file's and the arithmetic's tolerance (an FP32 IR run in bf16 is held to bf16's), INT8's
+    agreement floor the one measured for the input size (INT8_AGREEMENT_BY_SIZE)."""
     order = list(TOLERANCES)
-    return TOLERANCES[max(file_precision, compute_precision, key=order.index)]
+    tolerance = TOLERANCES[max(file_precision, compute_precision, key=order.index)]
+    if tolerance.precision != "int8":
+        return tolerance
+    measured = max((size for size in INT8_AGREEMENT_BY_SIZE if size <= imgsz), default=min(INT8_AGREEMENT_BY_SIZE))
+    return replace(tolerance, min_agreement=INT8_AGREEMENT_BY_SIZE[measured])
 
 
 @dataclass(frozen=True)
@@ -153,7 +164,7 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
                 stats = stats.merged(family.compare(got, expected[rows]))
                 violations += family.violations(got, metadata.to_dict())
         executed, compute = runner.executed_precision, runner.compute_precision
-    tolerance = tolerance_for(manifest.precision or "fp32", compute)
+    tolerance = tolerance_for(manifest.precision or "fp32", compute, metadata.side)
     result: dict[str, Any] = {
         "images": len(images), "batch_sizes": list(batch_sizes), "executed_precision": executed,
         "compute_precision": compute, "device": device, "cpu": cpu_facts(),
