@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-import onnx
+from typing import TYPE_CHECKING
 
 from yolo_optimize.metadata import ArtifactMetadata
+
+if TYPE_CHECKING:
+    import onnx
 
 MAX_IR_VERSION = 10  # onnxruntime 1.2x refuses newer IR versions that recent onnx writes by default
 
 
 def save_onnx(model: onnx.ModelProto, path: Path, metadata: ArtifactMetadata) -> None:
-    """Embed ``metadata`` as ``metadata_props`` (JSON values), check the graph, save one self-contained file."""
+    """Embed ``metadata`` as ``metadata_props`` (JSON values), check the graph, save one self-contained file. onnx is
+    imported here, not with the module: the planner imports every stage, and a cached build saves nothing."""
+    import onnx
+
     del model.metadata_props[:]
     for key, value in metadata.as_strings().items():
         entry = model.metadata_props.add()
