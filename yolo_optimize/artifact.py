@@ -231,7 +231,7 @@ def show(stored: Path, view: Path, cache_key: str, *, full: bool = False, replac
     if shown is not None and shown.node != wanted.node:
         damage = f"it held {shown.node}'s files (a copy of another artifact's folder)"
     if shown is not None and shown.cache_key == cache_key:
-        damage = verify_files(view, shown, full=full) or _edited(shown, wanted)
+        damage = verify_files(view, shown, full=full) or (None if replace else _edited(shown, wanted))
         if damage is None and not replace:
             return None
     staging = staging_dir(view)

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from tests.conftest import WEIGHTS
+from tests.conftest import WEIGHTS, brief, build_args, optimize, statuses
 from yolo_optimize.artifact import Manifest, store_folder
 from yolo_optimize.building.parity import TOLERANCES, check_parity, tolerance_for
 from yolo_optimize.building.stage import StageContext
@@ -90,3 +90,15 @@ def test_int8_agreement_floor_is_the_one_measured_for_the_input_size(imgsz: int,
     assert tolerance_for("int8", "fp32", imgsz).min_agreement == floor
     assert tolerance_for("int8", "fp32", imgsz).quantile_limit == TOLERANCES["int8"].quantile_limit
     assert tolerance_for("fp16", "fp32", imgsz) == TOLERANCES["fp16"]
+
+
+@pytest.mark.slow
+def test_final_detections_that_both_sides_left_empty_are_no_evidence_and_fail_parity(tmp_path: Path) -> None:
+    """NMS inside the graph keeping only scores of 0.99 or more: neither PyTorch nor the file keeps a detection on
+    the parity images, so their outputs agree only in being empty; the file is not published as checked."""
+    result = optimize(*build_args(tmp_path, "--targets", "onnx", "--precisions", "fp32", "--nms", "--nms-conf", "0.99",
+                                  "--imgsz", "320", "--batch-sizes", "1"))
+    assert result.returncode == 1 and statuses(result)["onnx-fp32"] == "failed", brief(result)
+    said = " ".join(result.stdout.split())
+    assert "parity has no evidence: neither PyTorch nor the artifact kept a detection" in said
+    assert not (tmp_path / "yolov5n-nms" / "onnx-fp32").exists()

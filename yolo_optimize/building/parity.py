@@ -16,6 +16,7 @@ from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.stage import MODEL, REFERENCE, Stage, StageContext, StageOutput, without_cpu_device
 from yolo_optimize.families import family_named
 from yolo_optimize.families.base import SCORE_QUANTILE, ParityStats
+from yolo_optimize.families.detection import PARITY_CONF, FinalDetections
 from yolo_optimize.host.cpu import cpu_facts
 from yolo_optimize.metadata import ArtifactMetadata
 
@@ -181,6 +182,10 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
     quantile = f"{SCORE_QUANTILE * 100:g}th percentile"
     result["passed"] = (tolerance.within(stats.score_diff) and stats.score_diff_quantile <= tolerance.quantile_limit
                         and agrees and not violations)
+    if pretrained and isinstance(family, FinalDetections) and not stats.total:
+        raise RuntimeError(f"parity has no evidence: neither PyTorch nor the artifact kept a detection scored "
+                           f"{PARITY_CONF} or more on the {len(images)} parity images, so their outputs agree only in "
+                           f"being empty (a score threshold too high?); pass --parity-data with images it detects in")
     if violations:
         raise RuntimeError(f"parity failed (runs in {executed}): {violations} output(s) break a guarantee of the "
                            f"{family.name} family whatever the reference shows (an in-graph NMS keeping two boxes of "

@@ -232,7 +232,8 @@ def test_matrix_files_agree_with_results_json(evaluated: Path) -> None:
 def test_every_failure_is_its_rows_own_and_the_rest_still_run(small_artifacts: Path, tmp_path: Path) -> None:
     """In one evaluation: a corrupted IR (refused by its manifest), an ONNX file that crashes its runtime under a
     consistent manifest (only the runtime can find the fault), and a TensorRT engine and a torch-tensorrt program
-    among CPU artifacts (never run, nor compared with the CPU baseline); the baseline is still measured."""
+    among CPU artifacts (never run, nor compared with the CPU baseline); the baseline is still measured, and the run,
+    which measured no artifact, exits 1 with its report beside --out."""
     root = shutil.copytree(small_artifacts, tmp_path / "artifacts")
     for target, entry in (("tensorrt", "yolov5n.engine"), ("torch-tensorrt", "yolov5n_torchtrt.ep")):
         folder = shutil.copytree(root / "yolov5n" / "onnx-fp32", root / "yolov5n" / f"{target}-fp32")
@@ -244,8 +245,8 @@ def test_every_failure_is_its_rows_own_and_the_rest_still_run(small_artifacts: P
     (folder / "yolov5n.onnx").write_bytes(b"\x08\x07not a protobuf graph")
     Manifest.read(folder).write(folder)
     result = optimize(*eval_args(root, tmp_path / "report", *QUICK_EVAL))
-    assert result.returncode == 0, brief(result)
-    rows = matrix(tmp_path / "report")
+    assert result.returncode == 1, brief(result)  # no artifact measured: a failed run, its report beside --out
+    rows = matrix(tmp_path / "report-failed")
     assert rows["openvino-fp32"].status == "failed: sha256 mismatch for yolov5n_openvino_model/yolov5n.bin"
     assert rows["onnx-fp32"].status.startswith("failed: could not load: InvalidProtobuf")
     assert rows["tensorrt-fp32"].status == ("skipped: TensorRT engines run on a CUDA GPU; this evaluation runs on "

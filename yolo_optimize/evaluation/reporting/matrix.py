@@ -296,8 +296,7 @@ def busy_warning(report: Report) -> str:
         return ""
     during = f"while {len(busy)} of {len(report.matrix)} rows measured ({', '.join(busy)})" if busy else ""
     ahead = f"before measuring ({before['describe']})" if doubted_before else ""
-    unknown = before.get("unknown") or any("unknown" in line.busy_host for line in report.matrix)
-    state = "busy, or its load could not be read," if unknown else "busy"
+    state = "of unknown load (its CPU times could not be read)" if before.get("unknown") else "busy"
     return (f"warning: the host was {state} {' and '.join(part for part in (ahead, during) if part)}: other "
             "processes may have shared the CPUs, so these speedups and rankings are not to be trusted (rows marked "
             "*); evaluate again on a quiet host")
