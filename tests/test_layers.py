@@ -104,6 +104,60 @@ def test_no_two_modules_of_the_package_import_each_other() -> None:
     assert not pairs
 
 
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    """A module's dotted name (a package's ``__init__`` as the package)."""
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_cycles(paths: list[Path], package: Path = PACKAGE) -> list[list[str]]:
+    """The modules of ``paths`` that reach each other through their imports (any length of chain), grouped: the
+    strongly connected components of the import graph with more than one module (Tarjan's algorithm)."""
+    names = {module_name(path, package): path for path in paths}
+    graph = {name: sorted(found for found in dotted_imports(path) if found in names and found != name)
+             for name, path in names.items()}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(name: str) -> None:
+        order[name] = low[name] = len(order)
+        stack.append(name)
+        for other in graph[name]:
+            if other not in order:
+                visit(other)
+                low[name] = min(low[name], low[other])
+            elif other in stack:
+                low[name] = min(low[name], order[other])
+        if low[name] == order[name]:
+            component = stack[stack.index(name):]
+            del stack[stack.index(name):]
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for name in graph:
+        if name not in order:
+            visit(name)
+    return cycles
+
+
+def test_no_modules_of_the_package_import_each_other_through_any_chain() -> None:
+    """Cycles between modules, not only between top-level parts (families/detection.py, nms.py and modules.py
+    imported each other until the NMS arithmetic moved to suppression.py): each module can be read after the ones it
+    imports."""
+    assert not import_cycles(MODULES)
+
+
+def test_the_cycle_check_finds_a_chain_of_three(tmp_path: Path) -> None:
+    package = tmp_path / "yolo_optimize"
+    package.mkdir()
+    for name, imported in (("a", "b"), ("b", "c"), ("c", "a"), ("d", "a")):
+        (package / f"{name}.py").write_text(f"def f():\n    from yolo_optimize.{imported} import x\n")
+    assert import_cycles(sorted(package.glob("*.py")), package) == [["yolo_optimize.a", "yolo_optimize.b",
+                                                                      "yolo_optimize.c"]]
+
+
 def test_the_check_sees_lazy_imports(tmp_path: Path) -> None:
     """A function-level import counts as much as a module-level one."""
     module = tmp_path / "m.py"

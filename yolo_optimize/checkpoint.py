@@ -30,7 +30,8 @@ from yolo_optimize.families import (
 from yolo_optimize.families.base import RANDOM_SEED, Family
 from yolo_optimize.families.detection import Detector
 from yolo_optimize.families.nms import FOLDER as NMS_FOLDER
-from yolo_optimize.families.nms import SUFFIX, NmsSettings, with_nms
+from yolo_optimize.families.nms import SUFFIX, with_nms
+from yolo_optimize.families.suppression import NmsSettings
 from yolo_optimize.files import file_sha256, write_atomically
 from yolo_optimize.host.environment import user_cache_dir
 
@@ -105,7 +106,7 @@ def with_output(source: ModelSource, head: str, nms: NmsSettings | None) -> Mode
             raise UserError(f"--nms: {name} has no NMS to put inside the artifact: {why}"
                             + ("; build it with --head one-to-many to have one" if family.heads else ""))
         changed = replace(changed, family=changed.family + SUFFIX, model_id=changed.model_id + NMS_FOLDER,
-                          nms=nms.for_family(family))
+                          nms=nms.resolved(family.map_iou))
     return changed if changed.family != source.family else source
 
 

@@ -16,7 +16,7 @@ from yolo_optimize.checkpoint import load_model, resolve_source
 from yolo_optimize.errors import UserError
 from yolo_optimize.families import family_named
 from yolo_optimize.families.host_nms import HostNms
-from yolo_optimize.families.nms import NmsSettings
+from yolo_optimize.families.suppression import NmsSettings
 from yolo_optimize.formats import nms_targets
 from yolo_optimize.images import list_images, to_input
 from yolo_optimize.runtime.runners import open_runner

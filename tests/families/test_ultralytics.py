@@ -18,7 +18,7 @@ from yolo_optimize.artifact import Manifest
 from yolo_optimize.checkpoint import load_model, pickle_globals, resolve_source
 from yolo_optimize.errors import UserError
 from yolo_optimize.families import family_named
-from yolo_optimize.families.nms import NmsSettings
+from yolo_optimize.families.suppression import NmsSettings
 from yolo_optimize.images import list_images, to_input
 from yolo_optimize.optimize.int8_openvino import DEFAULT_RANGES_ROUTE, OpenVinoInt8
 from yolo_optimize.runtime.runners import open_runner

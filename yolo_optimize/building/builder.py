@@ -21,7 +21,7 @@ from yolo_optimize.building.executor import Executor, LocalExecutor
 from yolo_optimize.building.request import BuildRequest, GateConfig
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import Family
-from yolo_optimize.families.nms import NmsSettings
+from yolo_optimize.families.suppression import NmsSettings
 from yolo_optimize.files import write_atomically
 from yolo_optimize.formats import nms_targets, uint8_targets
 from yolo_optimize.machine.choices import (

@@ -12,7 +12,7 @@ from typing import Any
 from yolo_optimize.building.executor import JOBS, SMALL_HOST_CPUS, SMALL_HOST_JOBS
 from yolo_optimize.cluster.nodes import parse_selectors
 from yolo_optimize.errors import UserError
-from yolo_optimize.families.nms import NmsSettings
+from yolo_optimize.families.suppression import NmsSettings
 from yolo_optimize.families.ultralytics import ONE_TO_MANY, ONE_TO_ONE
 from yolo_optimize.formats import (
     DEFAULT_TARGETS,

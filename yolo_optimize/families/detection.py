@@ -23,10 +23,9 @@ if TYPE_CHECKING:
     import torch
 
     from yolo_optimize.families.host_nms import HostNms
-    from yolo_optimize.families.nms import Candidates
+    from yolo_optimize.families.suppression import Candidates
 
 PARITY_CONF, PARITY_IOU, MATCH_IOU = 0.25, 0.45, 0.5
-DEPLOY_CONF = 0.25  # the confidence YOLOv5 detect.py and Ultralytics predict keep by default
 PAD_VALUE = 114
 FINAL_LAYOUT = ("x1, y1, x2, y2 (input pixels), score, class; rows by descending score, unused rows all zero "
                 "(keep rows scored at least your threshold)")
@@ -55,8 +54,8 @@ class Detector(Family):
 
     def nms_candidates(self, raw: torch.Tensor) -> Candidates:
         """The exported raw output (a torch tensor, inside the graph) -> the boxes and scores the family's NMS
-        compares (``nms.Candidates``): what NMS inside the artifact (``optimize build --nms``: families/nms.py) and
-        on a GPU (``kept_on_device``) suppresses. Only heads that need NMS have it."""
+        compares (``suppression.Candidates``): what NMS inside the artifact (``optimize build --nms``) and on a GPU
+        (``kept_on_device``) suppresses. Only heads that need NMS have it."""
         raise NotImplementedError(f"{self.name} has no NMS head")
 
     def describe(self, model: Any) -> dict[str, Any]:
@@ -81,20 +80,23 @@ class Detector(Family):
         return letterbox(image, imgsz)
 
     def postprocess(self, raw: np.ndarray) -> list[np.ndarray]:
+        from yolo_optimize.families.suppression import DEPLOY_CONF
+
         return self.decode(raw, DEPLOY_CONF, self.map_iou, multi_label=False, max_det=300)
 
     def kept_on_device(self, raw: torch.Tensor, side: int) -> list[np.ndarray]:
         """What ``postprocess`` keeps, suppressed on the device for every image of the batch in one NMS call (the
-        arithmetic of the NMS inside ``--nms`` artifacts: families/nms.py), and only the kept rows copied back. The
+        arithmetic of the NMS inside ``--nms`` artifacts: suppression.py), and only the kept rows copied back. The
         families' own NMS functions loop over the images in Python: on a GPU that bounded yolov5n at ~1,400 img/s
         from batch 8 on, whatever the batch. Heads without NMS copy their final rows (a few) and decode them on the
         host."""
         from yolo_optimize.families.host_nms import MAX_CANDIDATES
-        from yolo_optimize.families.nms import NmsSettings, kept_per_image
+        from yolo_optimize.families.suppression import NmsSettings, kept_per_image
 
         if not self.needs_nms:
             return super().kept_on_device(raw, side)
-        return kept_per_image(self.nms_candidates(raw.float()), NmsSettings().for_family(self), MAX_CANDIDATES, side)
+        settings = NmsSettings().resolved(self.map_iou)
+        return kept_per_image(self.nms_candidates(raw.float()), settings, MAX_CANDIDATES, side)
 
     def input_spec(self) -> dict[str, Any]:
         return {"name": "images", "layout": "NCHW", "dtype": "float32",
@@ -214,17 +216,9 @@ class AnchorDetector(Detector):
 
     def nms_candidates(self, raw: torch.Tensor) -> Candidates:
         """Class scores times objectness, as YOLOv5's and YOLOv7's NMS score them."""
-        from yolo_optimize.families.nms import Candidates
+        from yolo_optimize.families.suppression import Candidates, to_corners
 
-        return Candidates(xywh_to_xyxy(raw[..., :4]), raw[..., 5:], raw[..., 4], raw)
-
-
-def xywh_to_xyxy(boxes: torch.Tensor) -> torch.Tensor:
-    """Centre, width and height -> corners (torch, inside an exported graph)."""
-    import torch
-
-    half = boxes[..., 2:4] / 2
-    return torch.cat([boxes[..., :2] - half, boxes[..., :2] + half], -1)
+        return Candidates(to_corners(raw[..., :4]), raw[..., 5:], raw[..., 4], raw)
 
 
 def coco_names() -> list[str]:

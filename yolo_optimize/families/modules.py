@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from yolo_optimize.families.nms import Candidates
+    from yolo_optimize.families.suppression import Candidates
 
 
 class FirstOutput(torch.nn.Module):
@@ -110,7 +110,7 @@ def _float32(value: Any) -> Any:
 
 
 class WithNms(torch.nn.Module):
-    """A detector's export form followed by NMS inside the graph (families/nms.py): [B, max_det, 6] out."""
+    """A detector's export form followed by NMS inside the graph (families/suppression.py): [B, max_det, 6] out."""
 
     def __init__(self, model: torch.nn.Module, candidates: Callable[[torch.Tensor], Candidates],
                  settings: Any, max_candidates: int) -> None:
@@ -123,7 +123,7 @@ class WithNms(torch.nn.Module):
         self.stride: Any = getattr(model, "stride", None)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        from yolo_optimize.families.nms import in_graph_nms
+        from yolo_optimize.families.suppression import in_graph_nms
 
         return in_graph_nms(self.candidates(self.model(images)), self.nms_settings, self.max_candidates,
                             images.shape[-1])
@@ -180,7 +180,7 @@ class DetrInPixels(torch.nn.Module):
         self.stride: Any = model.stride
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        from yolo_optimize.families.detection import xywh_to_xyxy
+        from yolo_optimize.families.suppression import to_corners
 
         found = self.model(images)
-        return torch.cat([xywh_to_xyxy(found[..., :4]) * images.shape[-1], found[..., 4:]], -1)
+        return torch.cat([to_corners(found[..., :4]) * images.shape[-1], found[..., 4:]], -1)

@@ -25,13 +25,13 @@ import numpy as np
 
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import RANDOM_SEED, package_dir
-from yolo_optimize.families.detection import Detector, FinalDetections, coco_names, xywh_to_xyxy
+from yolo_optimize.families.detection import Detector, FinalDetections, coco_names
 from yolo_optimize.families.host_nms import HostNms
 
 if TYPE_CHECKING:
     import torch
 
-    from yolo_optimize.families.nms import Candidates
+    from yolo_optimize.families.suppression import Candidates
 
 SIZES = "nsmlx"
 SCALED = {"yolov6": "v6/yolov6.yaml", "yolov8": "v8/yolov8.yaml", "yolo11": "11/yolo11.yaml",
@@ -122,10 +122,10 @@ class Ultralytics(Detector):
         return model
 
     def nms_candidates(self, raw: torch.Tensor) -> Candidates:
-        from yolo_optimize.families.nms import Candidates
+        from yolo_optimize.families.suppression import Candidates, to_corners
 
         rows = raw.transpose(1, 2)
-        return Candidates(xywh_to_xyxy(rows[..., :4]), rows[..., 4:])
+        return Candidates(to_corners(rows[..., :4]), rows[..., 4:])
 
     def describe(self, model: Any) -> dict[str, Any]:
         """The Detect facts; for YOLO26 and YOLOv10 built with their NMS head, which head that is."""

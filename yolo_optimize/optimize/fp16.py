@@ -68,8 +68,8 @@ def named_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def nms_box_nodes(model: onnx.ModelProto) -> list[str]:
-    """The nodes that compute every NonMaxSuppression's boxes from the candidates (families/nms.py ``_suppressed``):
-    the per-class regions added there reach 153,760 at 640 (80 classes of 3 x 640 + 1), past FP16's largest number,
+    """The nodes that compute every NonMaxSuppression's boxes from the candidates (``suppression._suppressed``): the
+    per-class regions added there pass 150,000 at 640 (class 79 x 1,921 pixels), past FP16's largest number,
     so they must stay float32 or NMS suppresses across classes and keeps near-duplicates of one class."""
     producers = {output: node for node in model.graph.node for output in node.output}
     blocked: list[str] = []
