@@ -23,32 +23,32 @@ NO_LABEL = "no label file"
 
 
 class Digests:
-    """sha256 of files by path, trusted from the record where a file's stamp is the one recorded (unless ``full``)."""
+    """sha256 of files by path, trusted from the record where a file's stamp is the one recorded (with ``full``, only
+    once hashed by this build: a file that two roles name, a calibration image also tuned on, is read once)."""
 
     def __init__(self, record: Path, *, full: bool) -> None:
         self.record, self.full = record, full
         self.known: dict[str, list[Any]] = _read(record)
-        self.changed = False
+        self.hashed: set[str] = set()  # paths this build read
 
     def of(self, path: Path) -> str:
         facts = path.stat()
         stamp = [facts.st_size, facts.st_mtime_ns, facts.st_ino]
         entry = self.known.get(str(path))
-        if not self.full and entry is not None and entry[:3] == stamp:
+        if entry is not None and entry[:3] == stamp and (not self.full or str(path) in self.hashed):
             return str(entry[3])
         digest = file_sha256(path)
         self.known[str(path)] = [*stamp, digest]
-        self.changed = True
+        self.hashed.add(str(path))
         return digest
 
     def save(self) -> None:
         """Write the record back when a file was hashed (a concurrent build's entries may be lost: a cache)."""
-        if self.changed:
+        if self.hashed:
             try:
                 write_atomically(self.record, json.dumps(self.known, sort_keys=True))
             except OSError:
                 pass  # the next build hashes again
-            self.changed = False
 
 
 def _read(record: Path) -> dict[str, list[Any]]:

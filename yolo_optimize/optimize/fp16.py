@@ -61,8 +61,9 @@ def named_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
     names = {node.name for node in model.graph.node}
     for index, node in enumerate(model.graph.node):
         if not node.name:
-            node.name = next(n for n in (f"{node.op_type}_{index}_{k}" for k in range(len(names) + 1))
-                             if n not in names)
+            node.name = f"{node.op_type}_{index}"
+            while node.name in names:
+                node.name += "_"
             names.add(node.name)
     return model
 

@@ -42,10 +42,13 @@ class NcnnLayer:
 
     @classmethod
     def parse(cls, line: str) -> NcnnLayer:
+        """The layer a line writes; a ValueError where it lacks its counts or as many blob names as they say."""
         kind, name, bottoms, tops, *rest = line.split()
         inputs, outputs = int(bottoms), int(tops)
-        return cls(kind, name, tuple(rest[:inputs]), tuple(rest[inputs:inputs + outputs]),
-                   tuple(rest[inputs + outputs:]))
+        blobs = rest[:inputs + outputs]
+        if len(blobs) < inputs + outputs or any("=" in blob for blob in blobs):
+            raise ValueError(f"{name}: {inputs} inputs and {outputs} outputs named by {len(blobs)} blobs")
+        return cls(kind, name, tuple(blobs[:inputs]), tuple(blobs[inputs:]), tuple(rest[inputs + outputs:]))
 
     def param(self, key: int, default: int = 0) -> int:
         """An integer parameter, or ``default`` where the line has none (as ncnn's ParamDict)."""
@@ -84,19 +87,13 @@ def files_problem(param: Path) -> str | None:
         return "its second line is not '<layer count> <blob count>'"
     if int(counts[0]) != len(lines) - 2:
         return f"it counts {counts[0]} layers but has {len(lines) - 2} layer lines (cut short?)"
-    bad = next((number for number, line in enumerate(lines[2:], 3) if not _layer_line(line)), None)
-    if bad is not None:
-        return f"line {bad} is not '<type> <name> <inputs> <outputs> <input names> <output names> <k=v>...'"
-    return _weights_problem(param.with_suffix(".bin"), read_layers(param))
-
-
-def _layer_line(line: str) -> bool:
-    """Whether ``line`` has a type, a name, its input and output counts and as many blob names (no ``k=v``)."""
-    fields = line.split()
-    if len(fields) < 4 or not (fields[2].isdigit() and fields[3].isdigit()):
-        return False
-    blobs = fields[4:4 + int(fields[2]) + int(fields[3])]
-    return len(blobs) == int(fields[2]) + int(fields[3]) and not any("=" in blob for blob in blobs)
+    layers = []
+    for number, line in enumerate(lines[2:], 3):
+        try:
+            layers.append(NcnnLayer.parse(line))
+        except ValueError:
+            return f"line {number} is not '<type> <name> <inputs> <outputs> <input names> <output names> <k=v>...'"
+    return _weights_problem(param.with_suffix(".bin"), layers)
 
 
 def _weights_problem(weights: Path, layers: list[NcnnLayer]) -> str | None:
