@@ -148,7 +148,8 @@ def eval_args(root: Path, out: Path, *extra: str | Path) -> list[str | Path]:
 
 def written_matrix(report: Path) -> list[MatrixRow]:
     """The matrix an eval wrote into ``report``'s results.json, read back typed (every field checked)."""
-    from yolo_optimize.evaluation.results import MatrixRow, from_json
+    from yolo_optimize.evaluation.results import MatrixRow
+    from yolo_optimize.evaluation.results_json import from_json
 
     return from_json(list[MatrixRow], json.loads((report / "results.json").read_text())["matrix"], "matrix")
 
