@@ -20,7 +20,7 @@ from tests.workers import ALONE, SHARED, made_once, turns, worker_name
 
 if TYPE_CHECKING:
     from yolo_optimize.artifact import Manifest
-    from yolo_optimize.building.builder import BuildResult
+    from yolo_optimize.building.build_result import BuildResult
     from yolo_optimize.evaluation.results import MatrixRow, Report
 
 ASSETS = Path(os.environ.get("YOLO_OPTIMIZE_ASSETS", Path(__file__).resolve().parents[2] / "shared" / "assets"))
@@ -96,7 +96,7 @@ class Run:
 def optimize(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 900) -> Run:
     """Run the CLI exactly as a user would, in its own process; a build also writes its typed result (``--result``),
     which the tests read instead of the console's table."""
-    from yolo_optimize.building.builder import BuildResult
+    from yolo_optimize.building.build_result import BuildResult
 
     command = [sys.executable, "-m", "yolo_optimize", *map(str, args)]
     with tempfile.TemporaryDirectory(prefix="yolo-optimize-result-") as folder:
