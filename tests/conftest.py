@@ -20,7 +20,7 @@ from tests.workers import ALONE, SHARED, made_once, turns, worker_name
 
 if TYPE_CHECKING:
     from yolo_optimize.artifact import Manifest
-    from yolo_optimize.building.builder import BuildResult
+    from yolo_optimize.building.build_result import BuildResult
     from yolo_optimize.evaluation.results import MatrixRow, Report
 
 ASSETS = Path(os.environ.get("YOLO_OPTIMIZE_ASSETS", Path(__file__).resolve().parents[2] / "shared" / "assets"))
@@ -96,7 +96,7 @@ class Run:
 def optimize(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 900) -> Run:
     """Run the CLI exactly as a user would, in its own process; a build also writes its typed result (``--result``),
     which the tests read instead of the console's table."""
-    from yolo_optimize.building.builder import BuildResult
+    from yolo_optimize.building.build_result import BuildResult
 
     command = [sys.executable, "-m", "yolo_optimize", *map(str, args)]
     with tempfile.TemporaryDirectory(prefix="yolo-optimize-result-") as folder:
@@ -148,7 +148,8 @@ def eval_args(root: Path, out: Path, *extra: str | Path) -> list[str | Path]:
 
 def written_matrix(report: Path) -> list[MatrixRow]:
     """The matrix an eval wrote into ``report``'s results.json, read back typed (every field checked)."""
-    from yolo_optimize.evaluation.results import MatrixRow, from_json
+    from yolo_optimize.evaluation.results import MatrixRow
+    from yolo_optimize.evaluation.results_json import from_json
 
     return from_json(list[MatrixRow], json.loads((report / "results.json").read_text())["matrix"], "matrix")
 

@@ -71,7 +71,7 @@ def test_the_readme_example_builds_evaluates_and_recommends_with_typed_results(b
     """yo.build on a copy of the session build (every node cached: the same parameters), yo.evaluate, yo.recommend:
     typed results, progress only through the callback, and os.environ the same before and after."""
     import yolo_optimize as yo
-    from yolo_optimize.building.builder import BuildResult
+    from yolo_optimize.building.build_result import BuildResult
     from yolo_optimize.evaluation.results import Report
 
     out = tmp_path / "artifacts"

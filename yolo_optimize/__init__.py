@@ -16,7 +16,7 @@ from yolo_optimize.versions import __version__
 
 if TYPE_CHECKING:
     from yolo_optimize.api import Pick
-    from yolo_optimize.building.builder import BuildResult
+    from yolo_optimize.building.build_result import BuildResult
     from yolo_optimize.evaluation.results import Report
 
 __all__ = ["BuildFailed", "UserError", "__version__", "build", "evaluate", "recommend"]

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from yolo_optimize.building.builder import BuildResult, run_build
+from yolo_optimize.building.build_result import BuildResult
+from yolo_optimize.building.builder import run_build
 from yolo_optimize.building.config import build_options
 from yolo_optimize.building.dag import NodeResult
 from yolo_optimize.errors import BuildFailed, UserError

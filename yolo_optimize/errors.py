@@ -14,9 +14,9 @@ class StageSkipped(Exception):
 
 
 class BuildFailed(Exception):
-    """The API's word for a build in which a node failed (the command exits 1): ``result`` (a ``builder.BuildResult``,
-    not imported here: every layer imports this module) holds every node's result, the message names each failed node
-    and why."""
+    """The API's word for a build in which a node failed (the command exits 1): ``result`` (a
+    ``build_result.BuildResult``, not imported here: every layer imports this module) holds every node's result, the
+    message names each failed node and why."""
 
     def __init__(self, result: Any) -> None:
         self.result = result

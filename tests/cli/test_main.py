@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import WEIGHTS, brief, build_args, on_a_small_disk, optimize, statuses
 from yolo_optimize.artifact import MANIFEST, STORE, Manifest, read_valid
-from yolo_optimize.building.builder import BuildResult
+from yolo_optimize.building.build_result import BuildResult
 
 ARTIFACTS = {f"{t}-{p}" for t in ("torchscript", "onnx", "openvino") for p in ("fp32", "fp16")} - {"torchscript-fp16"}
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import QUICK_EVAL, brief, build_args, eval_args, optimize
 from yolo_optimize.artifact import STORE, Manifest, read_valid
-from yolo_optimize.building.builder import BuildResult
+from yolo_optimize.building.build_result import BuildResult
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install -e \".[ray]\"): the cluster tests need it")
 

@@ -8,14 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from yolo_optimize.evaluation.reporting.report import build_report
-from yolo_optimize.evaluation.results import (
-    BatchResult,
-    EvalSettings,
-    LatencyStats,
-    Measurement,
-    Report,
-    Row,
-)
+from yolo_optimize.evaluation.results import BatchResult, EvalSettings, Measurement, Report, Row
+from yolo_optimize.evaluation.run_statistics import LatencyStats
 from yolo_optimize.runtime.accuracy import Accuracy
 
 SETTINGS = EvalSettings(data=Path("coco_val128"), batch_sizes=(1,), threads=2, device="cpu", min_time_s=1.0, repeats=3,

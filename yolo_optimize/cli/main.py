@@ -411,7 +411,8 @@ def _evaluate_on_hosts(options: EvalOptions) -> None:
     from rich.table import Table
 
     from yolo_optimize.cli.console import progress_bar
-    from yolo_optimize.evaluation.hosts import SHIP_COLUMNS, evaluate_on_hosts, ship_where
+    from yolo_optimize.evaluation.hosts import evaluate_on_hosts
+    from yolo_optimize.evaluation.reporting.hosts_report import SHIP_COLUMNS, ship_where
     from yolo_optimize.evaluation.reporting.report import rich_table
     from yolo_optimize.evaluation.session import EvalRequest, measured_anything
 

@@ -1,25 +1,21 @@
-"""Typed results that keep raw samples, statistics and units (optimum-benchmark style)."""
+"""Typed results that keep raw samples, statistics and units (optimum-benchmark style): what results.json records
+(``Report.to_json``; read back by results_json.py) and every report reads."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import statistics
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from yolo_optimize.errors import UserError
 from yolo_optimize.evaluation.facts import ModelFacts
 from yolo_optimize.evaluation.options import ROW_TIMEOUT_S
+from yolo_optimize.evaluation.run_statistics import FastState, LatencyStats, fast_state
 from yolo_optimize.machine.host_load import HostUse
 from yolo_optimize.runtime.accuracy import RANGE, SHARE, Accuracy
-from yolo_optimize.runtime.runners.base import AUTO, LATENCY
+from yolo_optimize.runtime.runners.base import AUTO
 
 SCHEMA_VERSION = 11  # 2: interleaved rounds, per-round speedups; 3: model facts, machine limits, utilization;
 #                    4: weight bytes per artifact, per-convolution utilization in profiles; 5: GPU rows' copy/compute;
@@ -31,40 +27,14 @@ SCHEMA_VERSION = 11  # 2: interleaved rounds, per-round speedups; 3: model facts
 #                    (Row.threads_choice): optional fields, so 7 and 8 read as 9 without them; 10: the
 #                    runtime's variant chosen by measurement (Row.variant_choice, optional); 11: the evaluation
 #                    images an artifact was calibrated on (Row.calibration_overlap, optional: 0 before)
-READABLE_VERSIONS = (7, 8, 9, 10, SCHEMA_VERSION)  # the matrix is computed again from the rows (report.load_report)
 INFERENCE, END_TO_END = "inference", "end_to_end"  # what a figure times: the runtime's call, or the deployed path
 
-NOT_NEGATIVE = (0.0, math.inf)  # every figure read back (times, rates, sizes) unless its field's RANGE says otherwise
-
-BLOCK_S = 0.2  # a process's consecutive runs are judged in blocks of at least this many seconds
-FAST_STATE_SPAN = 1.1  # blocks slower than this times the row's reference block ran in the host's slow state
-REFERENCE_QUANTILE = 0.1  # the reference block: this quantile of the row's block medians (not its single fastest)
-TIE_MARGIN = 0.03  # a median gap below 3% is never called a win (a recommendation's, the baseline's thread choice)
 BASELINE_TARGET = "pytorch"
 
 
 def is_baseline(target: str, precision: str) -> bool:
     """The row every speedup is over: PyTorch FP32 eager (a GPU evaluation adds PyTorch FP16 eager beside it)."""
     return target == BASELINE_TARGET and precision == "fp32"
-
-
-@dataclass
-class LatencyStats:
-    """Per-batch latency of timed runs, in milliseconds; ``samples`` are the raw runs."""
-
-    samples_ms: list[float]
-    mean_ms: float
-    std_ms: float
-    p50_ms: float
-    p90_ms: float
-    p99_ms: float
-
-    @classmethod
-    def of(cls, seconds: list[float]) -> LatencyStats:
-        ms = np.asarray(seconds) * 1e3
-        p50, p90, p99 = np.percentile(ms, [50, 90, 99])
-        return cls([round(float(s), 4) for s in ms], round(float(ms.mean()), 4), round(float(ms.std()), 4),
-                   round(float(p50), 4), round(float(p90), 4), round(float(p99), 4))
 
 
 @dataclass
@@ -82,50 +52,6 @@ class BatchResult:
         """The raw runs of ``part``: the runtime's calls, or the end-to-end path's intervals."""
         stats = self.latency if part == INFERENCE else self.end_to_end
         return stats.samples_ms if stats else []
-
-
-@dataclass(frozen=True)
-class FastState:
-    """A row's runs at one batch size that ran in the host's fast state (``Row.fast_state``)."""
-
-    latency: LatencyStats
-    throughput_ips: float  # images per second, from the median latency of the kept runs
-    runs_kept: int
-    runs: int  # all timed runs of the row at this batch size, in every process
-
-
-def blocks(samples_ms: list[float]) -> list[list[float]]:
-    """One process's runs in time order, cut into consecutive blocks of at least BLOCK_S (a last shorter one too)."""
-    found: list[list[float]] = [[]]
-    for sample in samples_ms:
-        if sum(found[-1]) >= BLOCK_S * 1e3:
-            found.append([])
-        found[-1].append(sample)
-    return [block for block in found if block]
-
-
-def fast_state(processes: list[list[float]], batch: int) -> FastState | None:
-    """The runs of the blocks within FAST_STATE_SPAN of the reference block, over all of a row's processes.
-
-    Why: some hosts switch for seconds at a time into a state where every multi-threaded runtime
-    slows down, by a factor that depends on the runtime (a 2-vCPU Zen 4 VM: PyTorch 1.3x, ONNX
-    Runtime at batch 1 1.7x; single-threaded code not at all, README "Reproducibility"). A
-    speedup taken over all runs then depends on how much of each row's time fell in that state,
-    and moves from one evaluation to the next. The fast state is the host's own speed, so the
-    speedup compares rows there; every run stays in results.json and the matrix says how many
-    were kept. The reference is a low quantile of the block medians rather than the fastest
-    block, so one lucky block does not decide which runs count.
-    """
-    cut = [block for samples in processes for block in blocks(samples)]
-    if not cut:
-        return None
-    medians = sorted(statistics.median(block) for block in cut)
-    reference = medians[int(REFERENCE_QUANTILE * (len(medians) - 1))]
-    kept = [sample for block in cut if statistics.median(block) <= FAST_STATE_SPAN * reference for sample in block]
-    latency = LatencyStats.of([ms / 1e3 for ms in kept])
-    if latency.p50_ms <= 0:  # runs of 0 ms (a file load_report refuses, ``zero_runs``): no rate can be read
-        return None
-    return FastState(latency, round(batch / (latency.p50_ms / 1e3), 3), len(kept), sum(map(len, cut)))
 
 
 @dataclass
@@ -265,7 +191,7 @@ class Row:
         return [mine[r] / theirs[r] for r in sorted(mine) if r in theirs]
 
     def fast_state(self, batch: int, part: str = INFERENCE) -> FastState | None:
-        """The row's runs of ``part`` at ``batch`` in the host's fast state (results.fast_state); None if never
+        """The row's runs of ``part`` at ``batch`` in the host's fast state (run_statistics.fast_state); None if never
         measured."""
         return fast_state([b.samples_ms(part) for m in self.measurements for b in m.batches
                            if b.batch == batch and b.samples_ms(part)], batch)
@@ -388,24 +314,6 @@ class EvalSettings:
     end_to_end: bool = True  # also time the pipelined deployed path (end_to_end.py) at every batch size
     row_timeout_s: float = ROW_TIMEOUT_S  # a row's process silent this long is stopped (interleave.LiveRow)
 
-    def timing(self, threads: int | None = None, variant: str = "") -> Timing:
-        """The part of these settings a measuring process runs with, on ``threads`` and as ``variant`` where the row
-        chose them."""
-        return Timing(self.batch_sizes, self.min_time_s, threads or self.threads, self.device, self.mode, variant)
-
-
-@dataclass(frozen=True)
-class Timing:
-    """How one measuring process times its artifact (``measure.MeasureJob``): an evaluation's from its settings
-    (``EvalSettings.timing``), a profile's or a study's as it needs."""
-
-    batch_sizes: tuple[int, ...]
-    min_time_s: float  # timed seconds per batch size
-    threads: int
-    device: str = "cpu"
-    mode: str = LATENCY  # runners.base.wanted_mode's policy (an evaluation's: its --mode)
-    variant: str = ""  # one of the runner's variants (Runner.variants) to run as; "": its default
-
 
 @dataclass
 class Report:
@@ -419,105 +327,3 @@ class Report:
     def to_json(self) -> str:
         """results.json's text: every field as ``dataclasses.asdict`` gives it, the settings' paths as strings."""
         return json.dumps(dataclasses.asdict(self), indent=2, default=str) + "\n"
-
-
-def read_results(folder: Path) -> dict[str, Any]:
-    """An eval's results.json (``folder`` or the file itself) as parsed JSON of a schema this version reads
-    (READABLE_VERSIONS: version 7 differs from 8 in its matrix only, which report.load_report computes again from
-    the rows, and 8 to 10 from 11 in fields added since with defaults); anything else is a UserError naming the file."""
-    path = folder / "results.json" if folder.is_dir() else folder
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise UserError(f"{folder} holds no readable results.json of 'optimize eval' ({err.__class__.__name__})") \
-            from None
-    if not isinstance(data, dict) or data.get("schema_version") not in READABLE_VERSIONS:
-        found = data.get("schema_version") if isinstance(data, dict) else None
-        raise UserError(f"{path} has results schema {found}, this version reads "
-                        f"{', '.join(map(str, READABLE_VERSIONS[:-1]))} or {READABLE_VERSIONS[-1]}: evaluate "
-                        "again with this version")
-    return data
-
-
-
-
-def zero_runs(rows: list[Row]) -> str:
-    """Where a row's timed runs read 0 ms (a results field's path), or "": LatencyStats keeps 0.0001 ms and no
-    runtime's call or deployed path is that short, so such a file is not one ``optimize eval`` wrote as measured
-    (edited, or broken), and no throughput can be read from it (images over 0 seconds)."""
-    return next((f"rows[{i}].measurements[{j}].batches[{k}].{part}.samples_ms"
-                 for i, row in enumerate(rows) for j, measurement in enumerate(row.measurements)
-                 for k, batch in enumerate(measurement.batches)
-                 for part, stats in (("latency", batch.latency), ("end_to_end", batch.end_to_end))
-                 if stats and min(stats.samples_ms, default=1.0) <= 0), "")
-
-
-def from_json(kind: Any, data: Any, where: str, bounds: tuple[float, float] = NOT_NEGATIVE) -> Any:
-    """Parsed JSON as ``kind`` (a dataclass, ``list[X]``, ``dict[str, X]``, ``X | None``, a plain type), every field
-    checked against its annotation: a file this tool reads back is refused in one line naming the first field that
-    is missing or of the wrong type (a UserError), never a KeyError or TypeError later. ``Path`` fields take a
-    string, ``tuple[X, ...]`` a list, ``dict[int, X]`` integers written as object keys (JSON has none of them).
-    Every float is finite and within ``bounds``: its field's ``RANGE`` metadata, else NOT_NEGATIVE (a NaN mAP would
-    otherwise pass every budget, a negative latency break the statistics)."""
-    origin, arguments = typing.get_origin(kind), typing.get_args(kind)
-    if kind is Any:
-        return data
-    if origin in (typing.Union, types.UnionType):
-        if data is None and type(None) in arguments:
-            return None
-        return from_json(next(a for a in arguments if a is not type(None)), data, where, bounds)
-    if dataclasses.is_dataclass(kind):
-        return _dataclass_from_json(kind, data, where)
-    if origin in (list, tuple):
-        items = _checked(data, list, where, "a list")
-        return origin(from_json(arguments[0], item, f"{where}[{index}]", bounds) for index, item in enumerate(items))
-    if origin is dict:
-        entries = _checked(data, dict, where, "an object")
-        return {_key(arguments[0], key, where): from_json(arguments[1], value, f"{where}.{key}", bounds)
-                for key, value in entries.items()}
-    if kind is Path:
-        return Path(_checked(data, str, where, "a path"))
-    if kind is float:
-        return _in_bounds(_checked(data, (int, float), where, "a number"), bounds, where)
-    return _checked(data, kind, where, {int: "an integer", str: "a string", bool: "true or false"}.get(kind, str(kind)))
-
-
-def _in_bounds(number: float, bounds: tuple[float, float], where: str) -> float:
-    low, high = bounds
-    if not math.isfinite(number) or not low <= number <= high:
-        span = f"at least {low:g}" if high == math.inf else f"within {low:g}..{high:g}"
-        raise UserError(f"{where}: expected a finite number {span}, got {number}")
-    return number
-
-
-def _dataclass_from_json(kind: Any, data: Any, where: str) -> Any:
-    entries = _checked(data, dict, where, "an object")
-    hints = typing.get_type_hints(kind)
-    unknown = sorted(set(entries) - set(hints))
-    if unknown:
-        raise UserError(f"{where}.{unknown[0]}: not a field this version writes")
-    values = {}
-    for found in dataclasses.fields(kind):
-        if found.name in entries:
-            values[found.name] = from_json(hints[found.name], entries[found.name], f"{where}.{found.name}",
-                                           found.metadata.get(RANGE, NOT_NEGATIVE))
-        elif found.default is dataclasses.MISSING and found.default_factory is dataclasses.MISSING:
-            raise UserError(f"{where}.{found.name}: missing")
-    return kind(**values)
-
-
-def _key(kind: Any, key: str, where: str) -> Any:
-    """A JSON object's key as ``kind``: an ``int`` key (a batch size) is written as its digits."""
-    if kind is not int:
-        return key
-    if not key.isdigit():
-        raise UserError(f"{where}.{key}: expected an integer key")
-    return int(key)
-
-
-def _checked(value: Any, kind: type | tuple[type, ...], where: str, wanted: str) -> Any:
-    """``value`` when it is a ``kind`` (a bool is no number here), else a UserError naming ``where``."""
-    if not isinstance(value, kind) or isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else
-                                                                               (kind,)):
-        raise UserError(f"{where}: expected {wanted}, got {json.dumps(value)[:60]}")
-    return value

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import VAL_DATA
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluation.measuring.end_to_end import EndToEnd, sequential
-from yolo_optimize.evaluation.results import BLOCK_S
+from yolo_optimize.evaluation.run_statistics import BLOCK_S
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images
 from yolo_optimize.runtime.runners import open_runner

@@ -14,7 +14,8 @@ from tests.machine.test_host_load import spinning
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluation.reporting.recommend import Budget, recommend
 from yolo_optimize.evaluation.reporting.report import load_report
-from yolo_optimize.evaluation.results import TIE_MARGIN, MatrixRow
+from yolo_optimize.evaluation.results import MatrixRow
+from yolo_optimize.evaluation.run_statistics import TIE_MARGIN
 from yolo_optimize.machine.host_load import HostMeter
 from yolo_optimize.runtime.runners.onnxruntime import IDLE_THREADS, SLEEPING
 
@@ -63,7 +64,7 @@ def test_every_row_is_measured_at_every_batch_size_in_two_processes(evaluated: P
 def test_speedups_are_fast_state_throughput_ratios_recomputable_from_the_raw_samples(evaluated: Path) -> None:
     """Each speedup is the row's fast-state throughput over the baseline's, both recomputed here from the raw
     samples in results.json; throughput and b1 p50 are the same figures; the range spans the per-round ratios."""
-    from yolo_optimize.evaluation.results import fast_state
+    from yolo_optimize.evaluation.run_statistics import fast_state
 
     results = json.loads((evaluated / "results.json").read_text())
     rows = matrix(evaluated)
@@ -116,7 +117,7 @@ def test_every_batch_size_records_the_configuration_it_ran_in(evaluated: Path) -
 def test_end_to_end_rates_are_the_pipelines_fast_state_recomputable_from_its_raw_intervals(evaluated: Path) -> None:
     """Every row's deployed path was timed in the same turns as its inference; the matrix's e2e img/s is the fast
     state of those intervals, its share the ratio to the inference-only figure."""
-    from yolo_optimize.evaluation.results import fast_state
+    from yolo_optimize.evaluation.run_statistics import fast_state
 
     results = json.loads((evaluated / "results.json").read_text())
     rows = matrix(evaluated)

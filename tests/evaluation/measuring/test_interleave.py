@@ -9,8 +9,8 @@ import pytest
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluation.measuring.interleave import LiveRow, take_turns
-from yolo_optimize.evaluation.measuring.measure import MIN_RUNS, MeasureJob
-from yolo_optimize.evaluation.results import BLOCK_S, Timing, blocks
+from yolo_optimize.evaluation.measuring.measure import MIN_RUNS, MeasureJob, Timing
+from yolo_optimize.evaluation.run_statistics import BLOCK_S, blocks
 
 
 def job(folder: Path, pixels: Path, batch_sizes: tuple[int, ...] = (1, 2)) -> MeasureJob:
@@ -20,7 +20,7 @@ def job(folder: Path, pixels: Path, batch_sizes: tuple[int, ...] = (1, 2)) -> Me
 def test_two_live_rows_take_turns_and_each_block_is_one_block_of_the_reports_cut(small_artifacts: Path,
                                                                                    tmp_path: Path) -> None:
     """Each turn adds one block of at least BLOCK_S per row (the progress callback sees each turn once);
-    results.blocks cuts the samples into exactly those blocks again, so the fast-state statistic judges the
+    run_statistics.blocks cuts the samples into exactly those blocks again, so the fast-state statistic judges the
     blocks that were run; each process reports its own memory and load."""
     pixels = tmp_path / "images.npy"
     np.save(pixels, np.random.default_rng(0).integers(0, 256, (2, 640, 640, 3), np.uint8))

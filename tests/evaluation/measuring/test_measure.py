@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluation.measuring.measure import MeasureJob, measure, peak_rss, time_batch
-from yolo_optimize.evaluation.results import LatencyStats, Timing
+from yolo_optimize.evaluation.measuring.measure import MeasureJob, Timing, measure, peak_rss, time_batch
+from yolo_optimize.evaluation.run_statistics import LatencyStats
 from yolo_optimize.host.processes import in_own_process
 
 

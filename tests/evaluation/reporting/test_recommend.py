@@ -16,7 +16,8 @@ from yolo_optimize.errors import UserError
 from yolo_optimize.evaluation.reporting.matrix import busy_warning, calibration_warning, matrix_columns
 from yolo_optimize.evaluation.reporting.recommend import Budget, brief, describe, recommend
 from yolo_optimize.evaluation.reporting.report import load_report, write_report
-from yolo_optimize.evaluation.results import LatencyStats, Report
+from yolo_optimize.evaluation.results import Report
+from yolo_optimize.evaluation.run_statistics import LatencyStats
 from yolo_optimize.machine.host_load import HostUse
 from yolo_optimize.runtime.accuracy import RANDOM_WEIGHTS, Accuracy
 

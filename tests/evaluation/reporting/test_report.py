@@ -14,7 +14,9 @@ from rich.console import Console
 from tests.evaluation.handmade import SETTINGS, at_batch, report, row
 from yolo_optimize.evaluation.reporting.matrix import UNSTABLE_SPREAD
 from yolo_optimize.evaluation.reporting.report import build_report, load_report, rich_table, write_report
-from yolo_optimize.evaluation.results import SCHEMA_VERSION, LatencyStats, MatrixRow, Report, from_json
+from yolo_optimize.evaluation.results import SCHEMA_VERSION, MatrixRow, Report
+from yolo_optimize.evaluation.results_json import from_json
+from yolo_optimize.evaluation.run_statistics import LatencyStats
 
 VERSION_7 = Path(__file__).parents[1] / "data" / "results-v7"  # results.json, matrix.csv and matrix.md of version 7
 ARTIFACTS = ("torchscript-fp32", "onnx-fp32", "onnx-fp16", "onnx-int8", "openvino-fp32", "openvino-fp16",
@@ -85,7 +87,7 @@ def test_a_version_7_results_file_loads_and_gives_the_matrix_files_version_7_wro
 
 def test_a_matrix_row_reads_back_from_results_json_as_the_same_typed_row() -> None:
     """results.json holds each matrix line as dataclasses.asdict writes it, its batch sizes as object keys;
-    results.from_json reads it back as the line written (batch sizes as integers, pairs as tuples)."""
+    results_json.from_json reads it back as the line written (batch sizes as integers, pairs as tuples)."""
     rows = [at_batch(row("pytorch-fp32", [100, 101, 99], 0.343, end_to_end_ms=[120, 121, 119]), 2),
             at_batch(row("openvino-int8", [40, 41, 39], 0.339), 2, "the model's input is fixed at batch 1")]
     made = build_report(rows, replace(SETTINGS, batch_sizes=(1, 2)))

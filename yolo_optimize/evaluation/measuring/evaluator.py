@@ -7,7 +7,7 @@ and the artifacts' order rotated from round to round, keeps them all alive, and 
 turns in short blocks at each batch size (``interleave.py``), so every row's runs are spread over
 the same stretch of time. The slow state slows each runtime by its own factor, so the report
 compares rows in the host's fast state: the runs, over all of a row's processes, of the blocks
-within a span of the row's reference block (``results.fast_state``). Every raw sample is kept.
+within a span of the row's reference block (``run_statistics.fast_state``). Every raw sample is kept.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from yolo_optimize.evaluation.measuring.calibrated import calibration_overlap
 from yolo_optimize.evaluation.measuring.discover import Candidate
 from yolo_optimize.evaluation.measuring.external import external_record
 from yolo_optimize.evaluation.measuring.interleave import LiveRow, take_turns, turns_for
-from yolo_optimize.evaluation.measuring.measure import MeasureJob
+from yolo_optimize.evaluation.measuring.measure import MeasureJob, Timing
 from yolo_optimize.evaluation.results import (
     BASELINE_TARGET,
     END_TO_END,
@@ -328,7 +328,7 @@ def _job(row: Row, candidate: Candidate, prepared: dict[int, PreparedImages], se
     threads = row.threads_choice.chosen if row.threads_choice else settings.threads
     variant = row.variant_choice.chosen if row.variant_choice else ""
     return MeasureJob(candidate.folder, candidate.measurable, prepared[_imgsz(candidate)].pixels,
-                      settings.timing(threads, variant), wants_accuracy, files)
+                      Timing.of(settings, threads, variant), wants_accuracy, files)
 
 
 def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], settings: EvalSettings,

@@ -2,7 +2,7 @@
 
 Why: on some hosts the speed of every multi-threaded runtime changes for seconds at a time
 (README, "Reproducibility, Zen 4"), and the report compares rows in the host's fast state
-(``results.fast_state``). A row measured in one go of a second or two per process can miss the
+(``run_statistics.fast_state``). A row measured in one go of a second or two per process can miss the
 fast state in all its processes while the baseline catches it, and the speedup is then off by
 up to 1.7x. Here a round starts one process per row (the baseline first) and keeps them all
 alive; at each batch size the rows take turns, one block of at least BLOCK_S each (after one
@@ -42,15 +42,14 @@ from yolo_optimize.evaluation.measuring.measure import (
 )
 from yolo_optimize.evaluation.options import ROW_TIMEOUT_S
 from yolo_optimize.evaluation.results import (
-    BLOCK_S,
     END_TO_END,
     INFERENCE,
-    TIE_MARGIN,
     BatchResult,
     Measurement,
     ThreadChoice,
     VariantChoice,
 )
+from yolo_optimize.evaluation.run_statistics import BLOCK_S, TIE_MARGIN
 from yolo_optimize.host.processes import SPAWN, child_environment, configured_child, ended, oom_kills
 from yolo_optimize.machine.host_load import HostMeter
 from yolo_optimize.runtime.runners.base import Runner
@@ -261,7 +260,7 @@ class _Timed:
         return len(taken)
 
     def _inference_block(self, size: int) -> list[float]:
-        """One warm-up run, then runs until they add up to BLOCK_S (the cut ``results.blocks`` makes again)."""
+        """One warm-up run, then runs until they add up to BLOCK_S (the cut ``run_statistics.blocks`` makes again)."""
         timed, phases = self.runner.timed, self.runner.phases
         timed(self.inputs[size])
         if phases:
@@ -284,8 +283,8 @@ class _Timed:
 
     def choose_threads(self, size: int) -> ThreadChoice:
         """The runner's threads or one, whichever measures faster (``_alternating``), one thread only when faster by
-        more than the tie margin at the median (``results.TIE_MARGIN``: a smaller gap is noise): a loaded host can
-        make PyTorch at several threads many times slower than at one (issue 44: 517 vs 21.7 ms), and a baseline
+        more than the tie margin at the median (``run_statistics.TIE_MARGIN``: a smaller gap is noise): a loaded host
+        can make PyTorch at several threads many times slower than at one (issue 44: 517 vs 21.7 ms), and a baseline
         slowed that way inflates every speedup."""
         offered = self.runner.threads
         p50 = self._alternating(size, [offered, 1], self.runner.set_threads)

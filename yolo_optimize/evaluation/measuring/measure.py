@@ -13,15 +13,36 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluation.results import BatchResult, LatencyStats, Measurement, Timing
+from yolo_optimize.evaluation.results import BatchResult, EvalSettings, Measurement
+from yolo_optimize.evaluation.run_statistics import LatencyStats
 from yolo_optimize.host.processes import one_line, resource_shortage
 from yolo_optimize.runtime.accuracy import predict_all
-from yolo_optimize.runtime.runners.base import Runner
+from yolo_optimize.runtime.runners.base import LATENCY, Runner
 from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
 
 MIN_RUNS, WARMUP_RUNS = 5, 2
 
 Infer = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How one measuring process times its artifact (``MeasureJob``): an evaluation's from its settings
+    (``Timing.of``), a profile's or a study's as it needs."""
+
+    batch_sizes: tuple[int, ...]
+    min_time_s: float  # timed seconds per batch size
+    threads: int
+    device: str = "cpu"
+    mode: str = LATENCY  # runners.base.wanted_mode's policy (an evaluation's: its --mode)
+    variant: str = ""  # one of the runner's variants (Runner.variants) to run as; "": its default
+
+    @classmethod
+    def of(cls, settings: EvalSettings, threads: int | None = None, variant: str = "") -> Timing:
+        """The part of an evaluation's ``settings`` a measuring process runs with, on ``threads`` and as ``variant``
+        where the row chose them."""
+        return cls(settings.batch_sizes, settings.min_time_s, threads or settings.threads, settings.device,
+                   settings.mode, variant)
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ import numpy as np
 
 from yolo_optimize.artifact import Manifest, scratch_folder
 from yolo_optimize.evaluation.facts import peak_precision
-from yolo_optimize.evaluation.measuring.measure import MeasureJob, batch_input, measure, time_batch
-from yolo_optimize.evaluation.results import BLOCK_S, FAST_STATE_SPAN, Timing
+from yolo_optimize.evaluation.measuring.measure import MeasureJob, Timing, batch_input, measure, time_batch
+from yolo_optimize.evaluation.run_statistics import BLOCK_S, FAST_STATE_SPAN
 from yolo_optimize.formats import format_named
 from yolo_optimize.host.cpu import usable_cpus
 from yolo_optimize.host.processes import in_own_process, one_line

@@ -16,15 +16,8 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from yolo_optimize.evaluation.results import (
-    BASELINE_TARGET,
-    END_TO_END,
-    INFERENCE,
-    TIE_MARGIN,
-    Report,
-    Row,
-    is_baseline,
-)
+from yolo_optimize.evaluation.results import BASELINE_TARGET, END_TO_END, INFERENCE, Report, Row, is_baseline
+from yolo_optimize.evaluation.run_statistics import TIE_MARGIN
 from yolo_optimize.families.nms import FOLDER as NMS_FOLDER
 from yolo_optimize.formats import format_named
 from yolo_optimize.runtime.runners.base import THROUGHPUT

@@ -26,18 +26,9 @@ from yolo_optimize.evaluation.reporting.matrix import (
     matrix_columns,
     matrix_of,
 )
-from yolo_optimize.evaluation.results import (
-    BLOCK_S,
-    FAST_STATE_SPAN,
-    REFERENCE_QUANTILE,
-    SCHEMA_VERSION,
-    EvalSettings,
-    Report,
-    Row,
-    from_json,
-    read_results,
-    zero_runs,
-)
+from yolo_optimize.evaluation.results import SCHEMA_VERSION, EvalSettings, Report, Row
+from yolo_optimize.evaluation.results_json import from_json, read_results, zero_runs
+from yolo_optimize.evaluation.run_statistics import BLOCK_S, FAST_STATE_SPAN, REFERENCE_QUANTILE
 from yolo_optimize.formats import formats
 from yolo_optimize.host.cpu import cpu_facts, cpu_model, usable_cpus
 from yolo_optimize.host.processes import allocator_settings
@@ -66,8 +57,8 @@ def build_report(rows: list[Row], settings: EvalSettings, limits: MachineLimits 
 
 def load_report(folder: Path) -> Report:
     """An eval's results.json (``folder`` or the file itself) as the typed report it was written from, every field
-    checked (``results.from_json``: one line naming a missing or mistyped field), the matrix computed again from its
-    rows so that every line shown is one this version wrote. That is also why a version-7 file loads: its rows and
+    checked (``results_json.from_json``: one line naming a missing or mistyped field), the matrix computed again from
+    its rows so that every line shown is one this version wrote. That is also why a version-7 file loads: its rows and
     settings are this version's, only its matrix was untyped; the report read is of this version's schema."""
     data = read_results(folder)
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from yolo_optimize.evaluation.results import BLOCK_S, blocks, fast_state
+from yolo_optimize.evaluation.run_statistics import BLOCK_S, blocks, fast_state
 
 
 def runs(ms: float, seconds: float, seed: int) -> list[float]:
