@@ -25,7 +25,7 @@ def test_every_stage_and_runner_a_row_names_resolves(row: Format) -> None:
                          ids=lambda runtime: runtime.package)
 def test_every_kernels_module_a_runtime_names_has_what_optimize_info_calls(runtime: Runtime) -> None:
     kernels = import_module(runtime.kernels)
-    assert callable(kernels.unavailable_reason) and callable(kernels.build)
+    assert callable(kernels.unavailable_reason) and callable(kernels.kernel)
 
 
 def test_every_snippet_file_is_in_a_row() -> None:

@@ -47,7 +47,7 @@ class Runtime:
     (machine/peaks.py; the package names the peaks)."""
 
     package: str
-    kernels: str = ""  # module with ``unavailable_reason(precision)`` and ``build(shape, precision, threads)``
+    kernels: str = ""  # module with ``unavailable_reason(precision)`` and ``kernel(shape, precision, threads)``
 
 
 TORCH = Runtime(package="torch", kernels="yolo_optimize.machine.torch_kernels")
