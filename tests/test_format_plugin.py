@@ -77,27 +77,33 @@ class PinnedOpenVinoRunner(OnnxRuntimeRunner):
 
 ORT_RUNNER = "yolo_optimize.runtime.runners.onnxruntime:OnnxRuntimeRunner"
 ROWS = (
-    Format("onnx-ort", (), "{model}_ort.onnx", ("fp32",), ORT_RUNNER, ONNXRUNTIME,
-           "import onnxruntime as ort\nsession = ort.InferenceSession(\"{path}\")  # already optimized offline\n"
+    Format(target="onnx-ort", entry="{model}_ort.onnx", precisions=("fp32",), runner=ORT_RUNNER, runtime=ONNXRUNTIME,
+           snippet="import onnxruntime as ort\n"
+           "session = ort.InferenceSession(\"{path}\")  # already optimized offline\n"
            "outputs = session.run(None, {{session.get_inputs()[0].name: images}})[0]  # images: {input}",
-           steps=(Step("fp32", f"{HERE}:OrtOptimized", "onnx-fp32"),)),
-    Format("onnx-cpu", (), "{model}.onnx", ("fp32", "fp16", "int8"), f"{HERE}:PinnedCpuRunner", ONNXRUNTIME,
-           "import onnxruntime as ort\n"
+           steps=(Step(precision="fp32", stage=f"{HERE}:OrtOptimized", parent="onnx-fp32"),)),
+    Format(target="onnx-cpu", entry="{model}.onnx", precisions=("fp32", "fp16", "int8"),
+           runner=f"{HERE}:PinnedCpuRunner", runtime=ONNXRUNTIME,
+           snippet="import onnxruntime as ort\n"
            "session = ort.InferenceSession(\"{path}\", providers=[\"CPUExecutionProvider\"])", runs="onnx"),
-    Format("onnx-openvino", (), "{model}.onnx", ("fp32", "fp16", "int8"), f"{HERE}:PinnedOpenVinoRunner",
-           OPENVINO, "import onnxruntime as ort\n"
+    Format(target="onnx-openvino", entry="{model}.onnx", precisions=("fp32", "fp16", "int8"),
+           runner=f"{HERE}:PinnedOpenVinoRunner", runtime=OPENVINO,
+           snippet="import onnxruntime as ort\n"
            "session = ort.InferenceSession(\"{path}\", providers=[\"OpenVINOExecutionProvider\"])", runs="onnx"),
 )
 
 
 # A row whose step names a parent no row makes
-BROKEN = (Format("onnx-broken", (), "{model}.onnx", ("fp32",), ORT_RUNNER, ONNXRUNTIME, "",
-                 steps=(Step("fp32", f"{HERE}:OrtOptimized", "onnx-fp64"),)),)
+BROKEN = (Format(target="onnx-broken", entry="{model}.onnx", precisions=("fp32",), runner=ORT_RUNNER,
+                 runtime=ONNXRUNTIME,
+                 steps=(Step(precision="fp32", stage=f"{HERE}:OrtOptimized", parent="onnx-fp64"),)),)
 
 
 # A runtime configuration whose runtime is the plugin's own distribution, with kernels for optimize info
-OWN_RUNTIME = (Format("onnx-own", (), "{model}.onnx", ("fp32",), ORT_RUNNER,
-                      Runtime("yolo-optimize-test-plugin", "yolo_optimize.machine.onnxruntime_kernels"), runs="onnx"),)
+OWN_RUNTIME = (Format(target="onnx-own", entry="{model}.onnx", precisions=("fp32",), runner=ORT_RUNNER,
+                      runtime=Runtime(package="yolo-optimize-test-plugin",
+                                      kernels="yolo_optimize.machine.onnxruntime_kernels"),
+                      runs="onnx"),)
 
 
 def install(rows: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,8 @@ file names, build steps, runner and snippets.
 
 A format is one row here, or one row another package registers under the ``yolo_optimize.formats`` entry point
 group (``formats``): the build plans it, evaluation measures it and ``recommend`` ships it with no other code. Rows
-name their stages and runners as "module:Class" strings, imported when first used, so the table imports nothing."""
+name their stages and runners as "module:Class" strings, imported when first used, so the table imports nothing
+(tests/test_formats.py resolves every one); the built-in rows' deployment snippets are code files in ``snippets/``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any
 
 from yolo_optimize.errors import UserError
@@ -23,7 +25,7 @@ UNVERIFIED_ON_GPU = ("experimental: written against TensorRT 10/11 but never run
                      "(docs/tensorrt.md)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Step:
     """One node of a format's build plan: the stage that makes it and the node it is made from (pipeline.plan)."""
 
@@ -38,7 +40,7 @@ class Step:
         return self.intermediate or f"{target}-{self.precision}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Runtime:
     """What runs a format's files: the distribution whose version every report lists, and, for a CPU runtime whose
     measured peaks bound its rows (the matrix's utilization), the module of kernels ``optimize info`` times in it
@@ -48,17 +50,17 @@ class Runtime:
     kernels: str = ""  # module with ``unavailable_reason(precision)`` and ``kernel(shape, precision, threads)``
 
 
-TORCH = Runtime("torch", "yolo_optimize.machine.torch_kernels")
-ONNXRUNTIME = Runtime("onnxruntime", "yolo_optimize.machine.onnxruntime_kernels")
-OPENVINO = Runtime("openvino", "yolo_optimize.machine.openvino_kernels")
+TORCH = Runtime(package="torch", kernels="yolo_optimize.machine.torch_kernels")
+ONNXRUNTIME = Runtime(package="onnxruntime", kernels="yolo_optimize.machine.onnxruntime_kernels")
+OPENVINO = Runtime(package="openvino", kernels="yolo_optimize.machine.openvino_kernels")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Format:
     """One deployment format: how its artifact is named, which runner executes it, and how a deployment loads it."""
 
     target: str
-    aliases: tuple[str, ...]
+    aliases: tuple[str, ...] = ()  # other names --targets takes
     entry: str  # artifact entry point, relative to the artifact dir; {model} is the model id
     precisions: tuple[str, ...]
     runner: str  # "module:Class" implementing runtime.runners.base.Runner
@@ -92,113 +94,80 @@ class Format:
         return bool(self.steps)
 
 
-EXPORT, OPTIMIZE = "yolo_optimize.export", "yolo_optimize.optimize"
-# An NCNN file loaded as measured, and ``detect``: one image (no batch axis) as NCNN takes it (runners.ncnn_input)
-NCNN_LOAD = (
-    "import ncnn, numpy as np\nnet = ncnn.Net()\n"
-    "for option, value in {config}.items():  # as measured\n    setattr(net.opt, option, value)\n"
-    "net.load_param(\"{path}\"); net.load_model(\"{path}\".replace(\".param\", \".bin\"))\n"
-    "def detect(image):  # image is {input}, without the batch axis\n"
-    "    if image.dtype != np.uint8:  # NCNN reads the buffer as C-ordered float32, held while it runs\n"
-    "        image = np.ascontiguousarray(image, dtype=np.float32)\n        pixels = ncnn.Mat(image)\n"
-    "    else:  # NCNN's own conversion of the prepared image, and /255\n"
-    "        pixels = ncnn.Mat.from_pixels(image, ncnn.Mat.PixelType.PIXEL_RGB, image.shape[1], image.shape[0])\n"
-    "        pixels.substract_mean_normalize([], [1 / 255] * 3)\n"
-    "    with net.create_extractor() as extractor:\n"
-    "        extractor.input(\"in0\", pixels)\n"
-    "        return np.array(extractor.extract(\"out0\")[1])\n")
+EXPORT, OPTIMIZE, RUNNERS = "yolo_optimize.export", "yolo_optimize.optimize", "yolo_optimize.runtime.runners"
+SNIPPETS = Path(__file__).parent / "snippets"  # the built-in rows' deployment snippets, one text file each
+
+
+def _snippet(*names: str) -> str:
+    """The snippet made of ``SNIPPETS``' files ``names`` in order (each ends with its newline; the snippet does not):
+    code kept as code files, read once when the table is made."""
+    return "".join((SNIPPETS / f"{name}.txt").read_text() for name in names).removesuffix("\n")
+
+
 _BUILT_IN: tuple[Format, ...] = (
-    Format("pytorch", (), "", ("fp32",), "yolo_optimize.runtime.runners.torch_eager:TorchEagerRunner",
-           TORCH, "# the PyTorch checkpoint itself ({path}): nothing exported to load;\n"
-           "# ship the checkpoint with its family's own code (yolov5, ultralytics, torchvision)\n"
-           "# and run model(torch.from_numpy(images)) under torch.inference_mode() ({threads} threads)"),
-    Format("torchscript", ("ts",), "{model}.torchscript", ("fp32", "fp16"),
-           "yolo_optimize.runtime.runners.torchscript:TorchScriptRunner", TORCH,
-           "import torch\ntorch.set_num_threads({threads})\nmodel = torch.jit.load(\"{path}\").eval()\n"
-           "outputs = model(torch.from_numpy(images))  # images: {dtype} NCHW in [0, 1]",
+    Format(target="pytorch", entry="", precisions=("fp32",), runner=f"{RUNNERS}.torch_eager:TorchEagerRunner",
+           runtime=TORCH, snippet=_snippet("pytorch.latency")),
+    Format(target="torchscript", aliases=("ts",), entry="{model}.torchscript", precisions=("fp32", "fp16"),
+           runner=f"{RUNNERS}.torchscript:TorchScriptRunner", runtime=TORCH,
+           snippet=_snippet("torchscript.latency"),
            default=True, uint8_input=True, nms_inside=True, foreign_suffix=".torchscript",
-           steps=(Step("fp32", f"{EXPORT}.torchscript:TorchScriptExport"),
-                  Step("fp16", f"{EXPORT}.torchscript:TorchScriptExport"))),
-    Format("aoti", ("aotinductor", "pt2"), "{model}.pt2", ("fp32", "bf16", "int8"),
-           "yolo_optimize.runtime.runners.aoti:AotiRunner", TORCH,
-           "import torch\ntorch.set_num_threads({threads})\n"
-           "model = torch._inductor.aoti_load_package(\"{path}\")  # compiled C++ and weights, no model code\n"
-           "outputs = model(torch.from_numpy(images))  # images: {input}",
+           steps=(Step(precision="fp32", stage=f"{EXPORT}.torchscript:TorchScriptExport"),
+                  Step(precision="fp16", stage=f"{EXPORT}.torchscript:TorchScriptExport"))),
+    Format(target="aoti", aliases=("aotinductor", "pt2"), entry="{model}.pt2", precisions=("fp32", "bf16", "int8"),
+           runner=f"{RUNNERS}.aoti:AotiRunner", runtime=TORCH, snippet=_snippet("aoti.latency"),
            default=True, uint8_input=True, nms_inside=True, foreign_suffix=".pt2", description="AOTInductor .pt2",
-           steps=(Step("fp32", f"{EXPORT}.aoti:AotiCompile"), Step("bf16", f"{EXPORT}.aoti:AotiCompile"),
-                  Step("int8", f"{OPTIMIZE}.int8_aoti:AotiInt8", "aoti-fp32", gated=True))),
-    Format("onnx", (), "{model}.onnx", ("fp32", "fp16", "int8"),
-           "yolo_optimize.runtime.runners.onnxruntime:OnnxRuntimeRunner", ONNXRUNTIME,
-           "import onnxruntime as ort\noptions = ort.SessionOptions(); options.intra_op_num_threads = {threads}\n"
-           "for key, value in {config}.items():  # as measured: how idle threads wait, chosen on this host\n"
-           "    if key.startswith(\"session.\"):\n        options.add_session_config_entry(key, value)\n"
-           "session = ort.InferenceSession(\"{path}\", options, providers=[\"CPUExecutionProvider\"])\n"
-           "outputs = session.run(None, {{session.get_inputs()[0].name: images}})[0]  # images: {input}",
-           "import onnxruntime as ort\nfrom concurrent.futures import ThreadPoolExecutor\n"
-           "options = ort.SessionOptions(); options.intra_op_num_threads = 1  # one thread per request\n"
-           "session = ort.InferenceSession(\"{path}\", options, providers=[\"CPUExecutionProvider\"])\n"
-           "name = session.get_inputs()[0].name\n"
-           "with ThreadPoolExecutor({requests}) as pool:  # {requests} one-image requests at once\n"
-           "    outputs = list(pool.map(lambda image: session.run(None, {{name: image[None]}})[0], images))"
-           "  # images: {input}",
+           steps=(Step(precision="fp32", stage=f"{EXPORT}.aoti:AotiCompile"),
+                  Step(precision="bf16", stage=f"{EXPORT}.aoti:AotiCompile"),
+                  Step(precision="int8", stage=f"{OPTIMIZE}.int8_aoti:AotiInt8", parent="aoti-fp32", gated=True))),
+    Format(target="onnx", entry="{model}.onnx", precisions=("fp32", "fp16", "int8"),
+           runner=f"{RUNNERS}.onnxruntime:OnnxRuntimeRunner", runtime=ONNXRUNTIME,
+           snippet=_snippet("onnx.latency"), throughput_snippet=_snippet("onnx.throughput"),
            default=True, uint8_input=True, nms_inside=True, foreign_suffix=".onnx",
-           steps=(Step("fp32", f"{EXPORT}.onnx:OnnxExport", intermediate="onnx-export"),
-                  Step("fp32", f"{OPTIMIZE}.simplify:OnnxSimplify", "onnx-export"),
-                  Step("fp16", f"{OPTIMIZE}.fp16:OnnxFp16", "onnx-fp32"),
-                  Step("int8", f"{OPTIMIZE}.int8_onnx:OnnxInt8", "onnx-fp32", gated=True))),
-    Format("openvino", ("ov",), "{model}_openvino_model/{model}.xml", ("fp32", "fp16", "bf16", "int8"),
-           "yolo_optimize.runtime.runners.openvino:OpenVinoRunner", OPENVINO,
-           "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
-           "outputs = model(images)[0]  # images: {input}",
-           "import openvino as ov\nmodel = ov.Core().compile_model(\"{path}\", \"CPU\", {config})\n"
-           "queue, outputs = ov.AsyncInferQueue(model, {requests}), [None] * len(images)"
-           "  # one request per stream\n"
-           "queue.set_callback(lambda request, i: outputs.__setitem__(i, "
-           "request.get_output_tensor(0).data.copy()))\n"
-           "for i, image in enumerate(images):  # images: {input}, one per request\n"
-           "    queue.start_async({{0: image[None]}}, i)\nqueue.wait_all()",
+           steps=(Step(precision="fp32", stage=f"{EXPORT}.onnx:OnnxExport", intermediate="onnx-export"),
+                  Step(precision="fp32", stage=f"{OPTIMIZE}.simplify:OnnxSimplify", parent="onnx-export"),
+                  Step(precision="fp16", stage=f"{OPTIMIZE}.fp16:OnnxFp16", parent="onnx-fp32"),
+                  Step(precision="int8", stage=f"{OPTIMIZE}.int8_onnx:OnnxInt8", parent="onnx-fp32", gated=True))),
+    Format(target="openvino", aliases=("ov",), entry="{model}_openvino_model/{model}.xml",
+           precisions=("fp32", "fp16", "bf16", "int8"), runner=f"{RUNNERS}.openvino:OpenVinoRunner",
+           runtime=OPENVINO, snippet=_snippet("openvino.latency"), throughput_snippet=_snippet("openvino.throughput"),
            default=True, uint8_input=True, nms_inside=True, foreign_suffix=".xml",
            description="an OpenVINO .xml or its folder", companions=(".bin",),
-           steps=(*(Step(p, f"{EXPORT}.openvino:OpenVinoExport", "onnx-fp32") for p in ("fp32", "fp16", "bf16")),
-                  Step("int8", f"{OPTIMIZE}.int8_openvino:OpenVinoInt8", "openvino-fp32", gated=True))),
-    Format("ncnn", (), "{model}_ncnn_model/model.ncnn.param", ("fp32", "fp16", "int8"),
-           "yolo_optimize.runtime.runners.ncnn:NcnnRunner", Runtime("ncnn"), NCNN_LOAD + "outputs = detect(image)",
-           "from concurrent.futures import ThreadPoolExecutor\n" + NCNN_LOAD
-           + "with ThreadPoolExecutor({requests}) as pool:  # {requests} images at once, one thread each\n"
-           "    outputs = list(pool.map(detect, images))",
+           steps=(*(Step(precision=p, stage=f"{EXPORT}.openvino:OpenVinoExport", parent="onnx-fp32")
+                    for p in ("fp32", "fp16", "bf16")),
+                  Step(precision="int8", stage=f"{OPTIMIZE}.int8_openvino:OpenVinoInt8", parent="openvino-fp32",
+                       gated=True))),
+    Format(target="ncnn", entry="{model}_ncnn_model/model.ncnn.param", precisions=("fp32", "fp16", "int8"),
+           runner=f"{RUNNERS}.ncnn:NcnnRunner", runtime=Runtime(package="ncnn"),
+           snippet=_snippet("ncnn.load", "ncnn.latency"),
+           throughput_snippet=_snippet("thread_pool", "ncnn.load", "ncnn.throughput"),
            uint8_input=True, foreign_suffix=".param", description="an NCNN .param or its folder",
            companions=(".bin",),
-           steps=(Step("fp32", f"{EXPORT}.ncnn:NcnnExport"), Step("fp16", f"{EXPORT}.ncnn:NcnnExport"),
-                  Step("int8", f"{OPTIMIZE}.int8_ncnn:NcnnInt8", "ncnn-fp32", gated=True))),
-    Format("executorch", ("et", "pte"), "{model}.pte", ("fp32", "fp16", "int8"),
-           "yolo_optimize.runtime.runners.executorch:ExecuTorchRunner", Runtime("executorch"),
-           "import torch\nfrom executorch.extension.pybindings import portable_lib\n"
-           "from executorch.runtime import Runtime\n"
-           "portable_lib._unsafe_reset_threadpool({threads})  # XNNPACK's pool (its default takes every CPU)\n"
-           "method = Runtime.get().load_program(\"{path}\").load_method(\"forward\")\n"
-           "outputs = method.execute([torch.from_numpy(image[None])])[0]  # one image a call: image is {input}",
+           steps=(Step(precision="fp32", stage=f"{EXPORT}.ncnn:NcnnExport"),
+                  Step(precision="fp16", stage=f"{EXPORT}.ncnn:NcnnExport"),
+                  Step(precision="int8", stage=f"{OPTIMIZE}.int8_ncnn:NcnnInt8", parent="ncnn-fp32", gated=True))),
+    Format(target="executorch", aliases=("et", "pte"), entry="{model}.pte", precisions=("fp32", "fp16", "int8"),
+           runner=f"{RUNNERS}.executorch:ExecuTorchRunner", runtime=Runtime(package="executorch"),
+           snippet=_snippet("executorch.latency"),
            uint8_input=True, foreign_suffix=".pte", description="an ExecuTorch .pte or its folder",
-           steps=(Step("fp32", f"{EXPORT}.executorch:ExecuTorchExport"),
-                  Step("fp16", f"{EXPORT}.executorch:ExecuTorchExport"),
-                  Step("int8", f"{OPTIMIZE}.int8_executorch:ExecuTorchInt8", "executorch-fp32", gated=True))),
-    Format("tensorrt", ("trt", "engine"), "{model}.engine", ("fp32", "fp16", "int8"),
-           "yolo_optimize.runtime.runners.tensorrt:TensorRTRunner", Runtime("tensorrt"),
-           "import tensorrt as trt\nengine = trt.Runtime(trt.Logger()).deserialize_cuda_engine("
-           "open(\"{path}\", \"rb\").read())\n"
-           "context = engine.create_execution_context()  # bind device buffers, context.execute_async_v3(stream)",
-           experimental=UNVERIFIED_ON_GPU,
-           steps=(Step("int8", f"{OPTIMIZE}.int8_tensorrt:TensorRTInt8Qdq", "onnx-fp32",
+           steps=(Step(precision="fp32", stage=f"{EXPORT}.executorch:ExecuTorchExport"),
+                  Step(precision="fp16", stage=f"{EXPORT}.executorch:ExecuTorchExport"),
+                  Step(precision="int8", stage=f"{OPTIMIZE}.int8_executorch:ExecuTorchInt8",
+                       parent="executorch-fp32", gated=True))),
+    Format(target="tensorrt", aliases=("trt", "engine"), entry="{model}.engine", precisions=("fp32", "fp16", "int8"),
+           runner=f"{RUNNERS}.tensorrt:TensorRTRunner", runtime=Runtime(package="tensorrt"),
+           snippet=_snippet("tensorrt.latency"), experimental=UNVERIFIED_ON_GPU,
+           steps=(Step(precision="int8", stage=f"{OPTIMIZE}.int8_tensorrt:TensorRTInt8Qdq", parent="onnx-fp32",
                        intermediate="onnx-int8-tensorrt", gated=True),
-                  Step("fp32", f"{EXPORT}.tensorrt:TensorRTBuild", "onnx-fp32"),
-                  Step("fp16", f"{EXPORT}.tensorrt:TensorRTBuild", "onnx-fp16"),
-                  Step("int8", f"{EXPORT}.tensorrt:TensorRTBuild", "onnx-int8-tensorrt", gated=True))),
-    Format("torch-tensorrt", ("torch_tensorrt", "torchtrt"), "{model}_torchtrt.ep", ("fp32", "fp16"),
-           "yolo_optimize.runtime.runners.torch_tensorrt:TorchTensorRTRunner", Runtime("torch-tensorrt"),
-           "import torch, torch_tensorrt\nmodel = torch_tensorrt.load(\"{path}\").module()\n"
-           "outputs = model(torch.from_numpy(images).cuda())  # images: {dtype} NCHW in [0, 1]",
+                  Step(precision="fp32", stage=f"{EXPORT}.tensorrt:TensorRTBuild", parent="onnx-fp32"),
+                  Step(precision="fp16", stage=f"{EXPORT}.tensorrt:TensorRTBuild", parent="onnx-fp16"),
+                  Step(precision="int8", stage=f"{EXPORT}.tensorrt:TensorRTBuild", parent="onnx-int8-tensorrt",
+                       gated=True))),
+    Format(target="torch-tensorrt", aliases=("torch_tensorrt", "torchtrt"), entry="{model}_torchtrt.ep",
+           precisions=("fp32", "fp16"), runner=f"{RUNNERS}.torch_tensorrt:TorchTensorRTRunner",
+           runtime=Runtime(package="torch-tensorrt"), snippet=_snippet("torch-tensorrt.latency"),
            experimental=UNVERIFIED_ON_GPU,
-           steps=(Step("fp32", f"{EXPORT}.torch_tensorrt:TorchTensorRTCompile"),
-                  Step("fp16", f"{EXPORT}.torch_tensorrt:TorchTensorRTCompile"))),
+           steps=(Step(precision="fp32", stage=f"{EXPORT}.torch_tensorrt:TorchTensorRTCompile"),
+                  Step(precision="fp16", stage=f"{EXPORT}.torch_tensorrt:TorchTensorRTCompile"))),
 )
 
 DEFAULT_TARGETS = tuple(f.target for f in _BUILT_IN if f.default)  # a registered row is built when named

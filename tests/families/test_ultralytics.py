@@ -278,9 +278,9 @@ def test_the_one_to_many_head_of_yolo26_is_the_nms_head_in_its_own_folder() -> N
     with torch.inference_mode():
         raw = load_model(source)(torch.zeros(1, 3, 160, 160))
     assert raw.shape == (1, 84, 20 * 20 + 10 * 10 + 5 * 5)
-    facts = ULTRALYTICS.describe(load_model(source))
+    facts = ULTRALYTICS.embedded_facts(load_model(source))
     assert ULTRALYTICS.output_spec(facts)["head"] == "one-to-many (needs NMS)"
-    assert "head" not in ULTRALYTICS.describe(load_model(resolve_source("yolo11n", random_weights=True)))
+    assert "head" not in ULTRALYTICS.embedded_facts(load_model(resolve_source("yolo11n", random_weights=True)))
     nms = resolve_source("yolo26n", random_weights=True, head="one-to-many", nms=NmsSettings())
     assert (nms.family, nms.model_id) == ("ultralytics+nms", "yolo26n-random-one-to-many-nms")
 
@@ -318,4 +318,4 @@ def test_a_trained_checkpoint_is_decoded_by_the_family_its_head_makes(config: st
     torch.save({"model": trained}, checkpoint)
     source = resolve_source(str(checkpoint), verdicts=tmp_path / "verdicts")
     assert (source.family, source.model_id) == (family, "fruit")
-    assert family_named(family).describe(load_model(source))["names"] == ["apple", "pear"]
+    assert family_named(family).embedded_facts(load_model(source))["names"] == ["apple", "pear"]

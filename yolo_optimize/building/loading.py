@@ -26,10 +26,10 @@ class LoadStage(Stage):
 
         model = load_model(ctx.source)
         source = {**asdict(ctx.source), "checkpoint": str(ctx.source.checkpoint) if ctx.source.checkpoint else None}
-        return StageOutput(entry=None, metadata=describe(model, ctx).to_dict(), info={"source": source})
+        return StageOutput(entry=None, metadata=model_metadata(model, ctx).to_dict(), info={"source": source})
 
 
-def describe(model: Any, ctx: StageContext) -> ArtifactMetadata:
+def model_metadata(model: Any, ctx: StageContext) -> ArtifactMetadata:
     """Model facts shared by all artifacts (the family's own, size, compute): what every artifact's metadata starts
     from."""
     import copy
@@ -47,7 +47,7 @@ def describe(model: Any, ctx: StageContext) -> ArtifactMetadata:
         "parameters": sum(p.numel() for p in model.parameters()),
         "gflops": {"imgsz": imgsz, "value": round(2 * macs / 1e9, 3)},
     })
-    return facts.with_facts(family.describe(model))
+    return facts.with_facts(family.embedded_facts(model))
 
 
 def export_module(source: Any, input_form: str) -> Any:

@@ -360,7 +360,7 @@ def recommend(report_dir: Path, batch_size: int | None, max_map_drop: float, max
 def report(report_dir: Path, baseline_dir: Path | None, fail_on_regression: str | None, force: bool) -> None:
     """Write REPORT's pages again from its results.json (report.html, matrix, figures); with --compare, against
     another eval, also comparison.md and a comparison section on the page."""
-    from yolo_optimize.evaluation.reporting.compare import compare, describe
+    from yolo_optimize.evaluation.reporting.compare import compare, comparison_markdown
     from yolo_optimize.evaluation.reporting.report import load_report, write_report
 
     threshold = _percent(fail_on_regression) if fail_on_regression else None
@@ -371,11 +371,11 @@ def report(report_dir: Path, baseline_dir: Path | None, fail_on_regression: str 
     if baseline_dir is not None:
         comparison = compare(current, load_report(baseline_dir), names=(str(report_dir), str(baseline_dir)),
                              force=force)
-        click.echo(describe(comparison))
+        click.echo(comparison_markdown(comparison))
     check_writable(report_dir)
     with written_whole(report_dir, last="results.json") as staging:
         if comparison is not None:
-            (staging / "comparison.md").write_text(describe(comparison))
+            (staging / "comparison.md").write_text(comparison_markdown(comparison))
         written = write_report(current, staging, comparison)
     for path in written:
         console.print(f"wrote {report_dir / path.relative_to(staging)}")

@@ -12,15 +12,15 @@ from yolo_optimize.artifact import MANIFEST, check_writable, scratch_folder, wri
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluation.measuring.discover import (
     BASELINE_TARGET,
-    Candidate,
+    FoundArtifact,
     discover,
     with_half_baselines,
     with_runtime_configurations,
 )
-from yolo_optimize.evaluation.measuring.evaluator import Progress, evaluate, evaluation_data
+from yolo_optimize.evaluation.measuring.evaluator import CountedProgress, evaluation_data, measured_rows
 from yolo_optimize.evaluation.measuring.external import (
     checkpoint_baseline,
-    external_candidates,
+    external_artifacts,
     inspect_entries,
     model_files,
 )
@@ -104,7 +104,7 @@ def _measured(request: EvalRequest, settings: EvalSettings, progress: Callable[[
     """The report of every candidate measured with ``settings`` (profiles written where they say), which records
     the request's own settings. The candidates and the data are read and checked first: bad input is refused before
     anything is measured (the machine's limits included)."""
-    found = candidates(request)
+    found = found_artifacts(request)
     dataset = evaluation_data(settings, found)
     limits = None
     if settings.profile_dir:
@@ -114,11 +114,11 @@ def _measured(request: EvalRequest, settings: EvalSettings, progress: Callable[[
         limits = machine_limits(settings.threads)
     progress("watching the host before measuring (other processes on its CPUs?)", 0, 0)
     before = host_before(settings.threads)
-    rows = evaluate(found, settings, dataset, limits=limits, progress=Progress(progress))
+    rows = measured_rows(found, settings, dataset, limits=limits, progress=CountedProgress(progress))
     return build_report(rows, request.settings, limits, before)
 
 
-def candidates(request: EvalRequest) -> list[Candidate]:
+def found_artifacts(request: EvalRequest) -> list[FoundArtifact]:
     """The built artifacts under root with their baselines, then the --add files, each in its model's group (a group
     of its own, with the --checkpoint baseline, when it joins none)."""
     inspected = inspect_entries(request.add, request.family, request.settings.imgsz)  # a bad file is refused first
@@ -128,7 +128,7 @@ def candidates(request: EvalRequest) -> list[Candidate]:
         found = with_half_baselines(found)
     models = {c.model: (c.metadata.family, list(c.metadata.imgsz or ()))
               for c in found if c.manifest and c.target != BASELINE_TARGET}
-    added = external_candidates(inspected, models)
+    added = external_artifacts(inspected, models)
     own_groups = {c.model: c for c in added if c.model not in models}
     if own_groups and request.checkpoint:
         found += [checkpoint_baseline(request.checkpoint, model, c.metadata.side)
@@ -136,7 +136,7 @@ def candidates(request: EvalRequest) -> list[Candidate]:
     return with_runtime_configurations([*found, *added])
 
 
-def check_input_size(found: list[Candidate], imgsz: int | None, root: Path | None) -> None:
+def check_input_size(found: list[FoundArtifact], imgsz: int | None, root: Path | None) -> None:
     """Refuse (UserError) an --imgsz no artifact under ``root`` was built at: every row would fail. Where some were,
     the others fail on their own rows, saying so."""
     sizes = sorted({c.metadata.side for c in found if c.manifest and c.target != BASELINE_TARGET})

@@ -195,7 +195,7 @@ class Family(ABC):
         """FP32, fused, eval mode, returning one tensor (not a tuple): the form every artifact is exported from."""
 
     @abstractmethod
-    def describe(self, model: torch.nn.Module) -> dict[str, Any]:
+    def embedded_facts(self, model: torch.nn.Module) -> dict[str, Any]:
         """Facts every artifact embeds (class names, strides...), JSON-able."""
 
     @abstractmethod

@@ -58,7 +58,7 @@ class Detector(Family):
         (``kept_on_device``) suppresses. Only heads that need NMS have it."""
         raise NotImplementedError(f"{self.name} has no NMS head")
 
-    def describe(self, model: Any) -> dict[str, Any]:
+    def embedded_facts(self, model: Any) -> dict[str, Any]:
         names = [model.names[i] for i in sorted(model.names)] if isinstance(model.names, dict) else list(model.names)
         return {"names": names, "nc": len(names), "stride": int(model.stride.max()),
                 "strides": [int(s) for s in model.stride]}

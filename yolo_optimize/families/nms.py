@@ -61,9 +61,9 @@ class InGraphNms(FinalDetections):
         """The inner family's export form; ``checkpoint.load_model`` then appends the NMS (``with_nms``)."""
         return self.inner.for_export(model)
 
-    def describe(self, model: Any) -> dict[str, Any]:
+    def embedded_facts(self, model: Any) -> dict[str, Any]:
         settings: NmsSettings = model.nms_settings
-        return {**self.inner.describe(model.model), "max_det": settings.max_det,
+        return {**self.inner.embedded_facts(model.model), "max_det": settings.max_det,
                 "nms": {"conf": settings.conf, "iou": settings.iou, "max_det": settings.max_det,
                         "multi_label": settings.multi_label}}
 

@@ -73,7 +73,7 @@ class TorchvisionClassifier(Family):
 
         return Normalized(model.float().requires_grad_(False).eval(), MEAN, STD, _class_names(model)).eval()
 
-    def describe(self, model: torch.nn.Module) -> dict[str, Any]:
+    def embedded_facts(self, model: torch.nn.Module) -> dict[str, Any]:
         names: Any = model.names  # set by Normalized
         return {"names": list(names), "nc": len(names)}
 

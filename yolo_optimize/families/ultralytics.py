@@ -127,10 +127,11 @@ class Ultralytics(Detector):
         rows = raw.transpose(1, 2)
         return Candidates(to_corners(rows[..., :4]), rows[..., 4:])
 
-    def describe(self, model: Any) -> dict[str, Any]:
+    def embedded_facts(self, model: Any) -> dict[str, Any]:
         """The Detect facts; for YOLO26 and YOLOv10 built with their NMS head, which head that is."""
         end_to_end = getattr(model, "yaml", {}).get("end2end") or type(model.model[-1]).__name__ == "v10Detect"
-        return {**super().describe(model), **({"head": ONE_TO_MANY} if end_to_end and not self.one_to_one else {})}
+        head = {"head": ONE_TO_MANY} if end_to_end and not self.one_to_one else {}
+        return {**super().embedded_facts(model), **head}
 
     def output_spec(self, facts: dict[str, Any]) -> dict[str, Any]:
         spec = {"name": "output0", "shape": ["batch", 4 + facts["nc"], "anchors"], "layout": OUTPUT_LAYOUT}
@@ -161,8 +162,8 @@ class UltralyticsEndToEnd(FinalDetections, Ultralytics):
     def model_names(self) -> tuple[str, ...]:
         return END_TO_END
 
-    def describe(self, model: Any) -> dict[str, Any]:
-        return {**super().describe(model), "max_det": int(model.model[-1].max_det)}
+    def embedded_facts(self, model: Any) -> dict[str, Any]:
+        return {**super().embedded_facts(model), "max_det": int(model.model[-1].max_det)}
 
 
 class RTDETR(FinalDetections, Ultralytics):
@@ -181,8 +182,8 @@ class RTDETR(FinalDetections, Ultralytics):
 
         return DetrInPixels(super().for_export(model)).eval()
 
-    def describe(self, model: Any) -> dict[str, Any]:
-        return {**super().describe(model.model), "max_det": int(model.model.model[-1].max_det)}
+    def embedded_facts(self, model: Any) -> dict[str, Any]:
+        return {**super().embedded_facts(model.model), "max_det": int(model.model.model[-1].max_det)}
 
     def float_module(self, model: Any) -> str | None:
         """The decoder (its sampling, query ranking and box regression) stays in float32."""

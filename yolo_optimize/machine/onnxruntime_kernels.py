@@ -19,7 +19,7 @@ def unavailable_reason(precision: str) -> str | None:
     return None if precision in PRECISIONS else f"ONNX Runtime's CPU provider has no {precision} kernels"
 
 
-def build(shape: Shape, precision: str, threads: int) -> Kernel:
+def kernel(shape: Shape, precision: str, threads: int) -> Kernel:
     import onnxruntime as ort
 
     model, feed = _gemm(shape, precision) if isinstance(shape, GemmShape) else _conv(shape, precision)

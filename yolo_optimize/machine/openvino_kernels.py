@@ -24,7 +24,7 @@ def unavailable_reason(precision: str) -> str | None:
     return None if precision in PRECISIONS else f"OpenVINO's CPU plugin has no {precision} kernels"
 
 
-def build(shape: Shape, precision: str, threads: int) -> Kernel:
+def kernel(shape: Shape, precision: str, threads: int) -> Kernel:
     import openvino as ov
 
     quantized = precision == "int8"

@@ -138,7 +138,7 @@ def _measure_runtime(runtime: str, module: str, threads: int) -> list[dict[str, 
             if reason := kernels.unavailable_reason(precision):
                 results.append({**entry, "skipped": reason})
                 continue
-            kernel = kernels.build(shape, precision, threads)
+            kernel = kernels.kernel(shape, precision, threads)
             seconds = float(np.percentile(_call_times(kernel.call), PEAK_QUANTILE))
             results.append({**entry, "gops": shape.operations / seconds / 1e9, "executed": kernel.executed})
     return results

@@ -20,7 +20,7 @@ def unavailable_reason(precision: str) -> str | None:
     return None if precision in PRECISIONS else f"no {precision} kernels measured for PyTorch"
 
 
-def build(shape: Shape, precision: str, threads: int) -> Kernel:
+def kernel(shape: Shape, precision: str, threads: int) -> Kernel:
     import torch
 
     torch.set_num_threads(threads)

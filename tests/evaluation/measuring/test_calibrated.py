@@ -13,7 +13,7 @@ from tests.evaluation.handmade import SETTINGS
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluation.measuring import calibrated
 from yolo_optimize.evaluation.measuring.calibrated import calibration_overlap
-from yolo_optimize.evaluation.measuring.discover import Candidate
+from yolo_optimize.evaluation.measuring.discover import FoundArtifact
 from yolo_optimize.evaluation.measuring.evaluator import _row
 from yolo_optimize.files import file_sha256
 
@@ -56,7 +56,7 @@ def test_calibration_images_among_the_evaluation_s_are_found_by_path_and_by_cont
 
 def test_the_evaluation_s_row_carries_how_many_of_its_images_calibrated_the_artifact(tmp_path: Path) -> None:
     manifest = _int8_manifest(tmp_path / "yolov5n" / "onnx-int8", CALIBRATION[:4])
-    candidate = Candidate(tmp_path / "yolov5n" / "onnx-int8", manifest, "onnx-int8", "yolov5n", target="onnx",
+    candidate = FoundArtifact(tmp_path / "yolov5n" / "onnx-int8", manifest, "onnx-int8", "yolov5n", target="onnx",
                           precision="int8")
     assert _row(candidate, SETTINGS, CALIBRATION).calibration_overlap == 4
     assert _row(candidate, SETTINGS, CALIBRATION[4:]).calibration_overlap == 0

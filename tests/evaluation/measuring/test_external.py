@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import VAL_DATA, WEIGHTS, brief, optimize, written_matrix
 from tests.runtime.runners.handmade import CHANNELS, ncnn_model
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluation.measuring.external import external_candidates, file_labels, inspect_entries
+from yolo_optimize.evaluation.measuring.external import external_artifacts, file_labels, inspect_entries
 from yolo_optimize.runtime.runners import open_runner
 
 EXPORTS = """
@@ -102,7 +102,7 @@ def test_a_file_of_no_known_family_or_format_is_refused_in_one_line(tmp_path: Pa
 def test_a_whole_ncnn_folder_passes_the_check_and_runs_in_ncnn(tmp_path: Path) -> None:
     """The hand-written graph the broken ones below are made from is one NCNN loads and runs."""
     param = ncnn_model(tmp_path / "model")
-    [candidate] = external_candidates(inspect_entries((str(param.parent),), "yolov5", 32), {})
+    [candidate] = external_artifacts(inspect_entries((str(param.parent),), "yolov5", 32), {})
     assert candidate.manifest is not None
     with open_runner(candidate.folder, candidate.manifest) as runner:
         outputs = runner.infer(np.full((1, 3, 32, 32), 0.5, np.float32))

@@ -13,7 +13,7 @@ import pytest
 
 from tests.runtime.runners.handmade import ncnn_model
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluation.measuring.external import external_candidates, inspect_entries
+from yolo_optimize.evaluation.measuring.external import external_artifacts, inspect_entries
 from yolo_optimize.evaluation.reporting.recommend import snippet
 from yolo_optimize.evaluation.results import Report
 from yolo_optimize.runtime.runners import open_runner
@@ -135,7 +135,7 @@ def test_files_ncnn_cannot_read_fail_the_runner_in_one_line_instead_of_crashing_
     the .param well formed), so the runner itself refuses them."""
     param = ncnn_model(tmp_path / "model")
     damage(param)
-    [candidate] = external_candidates(inspect_entries((str(param.parent),), "yolov5", 32), {})
+    [candidate] = external_artifacts(inspect_entries((str(param.parent),), "yolov5", 32), {})
     assert candidate.manifest is not None
     with pytest.raises(RuntimeError) as refused, open_runner(candidate.folder, candidate.manifest) as runner:
         runner.infer(np.zeros((1, 3, 32, 32), np.float32))

@@ -13,7 +13,7 @@ from yolo_optimize.metadata import ArtifactMetadata
 
 
 @dataclass(frozen=True)
-class Candidate:
+class FoundArtifact:
     """An artifact to measure, or the reason it cannot be."""
 
     folder: Path
@@ -37,43 +37,43 @@ class Candidate:
         return ArtifactMetadata.of(self.measurable)
 
 
-def discover(root: Path) -> list[Candidate]:
+def discover(root: Path) -> list[FoundArtifact]:
     """Every artifact under ``root`` plus, per model, the PyTorch baseline; ordered baseline first."""
     if not root.is_dir():
         raise UserError(f"artifact directory not found: {root}")
     manifests = [p for p in sorted(root.rglob(MANIFEST)) if not _hidden(p.relative_to(root))]
-    found = [c for c in map(_candidate, manifests) if c is not None]
+    found = [c for c in map(_found, manifests) if c is not None]
     if not found:
         raise UserError(f"no artifacts under {root} (no {MANIFEST} found; run 'optimize build' first)")
     models = {c.model: c.folder.parent for c in found if c.manifest}
     baselines = [_baseline(model_dir / ".cache" / "load", model, _imgsz(found, model))
                  for model, model_dir in models.items()]
-    unlisted = [Candidate(folder, None, folder.name, model, f"no {MANIFEST}: rebuild it with optimize build")
+    unlisted = [FoundArtifact(folder, None, folder.name, model, f"no {MANIFEST}: rebuild it with optimize build")
                 for model, model_dir in models.items() for folder in sorted(model_dir.iterdir())
                 if folder.name in _node_names() and folder.is_dir() and not (folder / MANIFEST).exists()]
     return sorted([*baselines, *found, *unlisted], key=_order)
 
 
-def with_half_baselines(candidates: list[Candidate]) -> list[Candidate]:
+def with_half_baselines(candidates: list[FoundArtifact]) -> list[FoundArtifact]:
     """Each PyTorch FP32 baseline followed by the same checkpoint run in FP16: on a GPU, what users compare a
     compiled artifact against (the speedups stay over FP32)."""
     return [extra for c in candidates for extra in (c, *_half(c))]
 
 
-def _half(candidate: Candidate) -> list[Candidate]:
+def _half(candidate: FoundArtifact) -> list[FoundArtifact]:
     if candidate.manifest is None or not is_baseline(candidate.target, candidate.precision):
         return []
     return [replace(candidate, manifest=replace(candidate.manifest, precision="fp16"), precision="fp16",
                     name=f"{BASELINE_TARGET}-fp16")]
 
 
-def with_runtime_configurations(candidates: list[Candidate]) -> list[Candidate]:
+def with_runtime_configurations(candidates: list[FoundArtifact]) -> list[FoundArtifact]:
     """Each candidate, then once more for every row that runs its files another way (an execution provider of its
     runtime): a row of its own over the same verified files, measured by that row's runner."""
     return [configured for c in candidates for configured in (c, *_configured(c))]
 
 
-def _configured(candidate: Candidate) -> list[Candidate]:
+def _configured(candidate: FoundArtifact) -> list[FoundArtifact]:
     if candidate.manifest is None:
         return []
     return [replace(candidate, manifest=replace(candidate.manifest, target=row.target), target=row.target,
@@ -82,7 +82,7 @@ def _configured(candidate: Candidate) -> list[Candidate]:
 
 def verified_artifact(folder: Path) -> Manifest:
     """One artifact folder's manifest, its files verified; a UserError saying what is wrong otherwise."""
-    candidate = _candidate(folder / MANIFEST) if (folder / MANIFEST).is_file() else None
+    candidate = _found(folder / MANIFEST) if (folder / MANIFEST).is_file() else None
     if candidate is None:
         raise UserError(f"{folder} is not an artifact folder (no {MANIFEST} of a deployable artifact)")
     if candidate.manifest is None:
@@ -94,18 +94,18 @@ def _hidden(relative: Path) -> bool:
     return any(part.startswith(".") for part in relative.parts)
 
 
-def _candidate(path: Path) -> Candidate | None:
+def _found(path: Path) -> FoundArtifact | None:
     folder = path.parent
     try:
         manifest = Manifest.read(folder)
     except (OSError, ValueError, TypeError) as err:
-        return Candidate(folder, None, folder.name, folder.parent.name, f"unreadable manifest: {err}")
+        return FoundArtifact(folder, None, folder.name, folder.parent.name, f"unreadable manifest: {err}")
     if manifest.target is None:
         return None
     misplaced = _misplaced(folder, manifest)
     problem = misplaced or verify_files(folder, manifest) or _missing_family(manifest) or _unchecked(manifest)
     name = folder.name if misplaced else f"{manifest.target}-{manifest.precision}"
-    return Candidate(folder, None if problem else manifest, name, manifest.model_id, problem or "", manifest.target,
+    return FoundArtifact(folder, None if problem else manifest, name, manifest.model_id, problem or "", manifest.target,
                      manifest.precision or "")
 
 
@@ -139,25 +139,25 @@ def _missing_family(manifest: Manifest) -> str | None:
     return "built by an older yolo-optimize that did not record the model family; rebuild it"
 
 
-def _imgsz(found: list[Candidate], model: str) -> tuple[int, int] | None:
+def _imgsz(found: list[FoundArtifact], model: str) -> tuple[int, int] | None:
     """The input size most of the model's artifacts take: the baseline runs at that size."""
     sizes = [c.metadata.imgsz for c in found if c.model == model and c.manifest]
     return max(sizes, key=sizes.count)
 
 
-def _baseline(load_folder: Path, model: str, imgsz: tuple[int, int] | None) -> Candidate:
+def _baseline(load_folder: Path, model: str, imgsz: tuple[int, int] | None) -> FoundArtifact:
     name = f"{BASELINE_TARGET}-fp32"
     try:
         load = Manifest.read(load_folder)
     except (OSError, ValueError, TypeError):
-        return Candidate(load_folder, None, name, model, "no build record of the source checkpoint (.cache/load)",
+        return FoundArtifact(load_folder, None, name, model, "no build record of the source checkpoint (.cache/load)",
                          BASELINE_TARGET, "fp32")
     metadata = replace(ArtifactMetadata.of(load), imgsz=imgsz).to_dict()
     manifest = replace(load, target=BASELINE_TARGET, precision="fp32", metadata=metadata)
-    return Candidate(load_folder, manifest, name, model, target=BASELINE_TARGET, precision="fp32")
+    return FoundArtifact(load_folder, manifest, name, model, target=BASELINE_TARGET, precision="fp32")
 
 
-def _order(candidate: Candidate) -> tuple[str, int, int, str]:
+def _order(candidate: FoundArtifact) -> tuple[str, int, int, str]:
     targets = list(formats())
     return (candidate.model, targets.index(candidate.target) if candidate.target in targets else len(targets),
             PRECISIONS.index(candidate.precision) if candidate.precision in PRECISIONS else len(PRECISIONS),

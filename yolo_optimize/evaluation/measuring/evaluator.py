@@ -23,7 +23,7 @@ from yolo_optimize.artifact import scratch_folder
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluation.facts import ModelFacts, recorded_model_facts
 from yolo_optimize.evaluation.measuring.calibrated import calibration_overlap
-from yolo_optimize.evaluation.measuring.discover import Candidate
+from yolo_optimize.evaluation.measuring.discover import FoundArtifact
 from yolo_optimize.evaluation.measuring.external import external_record
 from yolo_optimize.evaluation.measuring.interleave import LiveRow, take_turns, turns_for
 from yolo_optimize.evaluation.measuring.measure import MeasureJob, Timing
@@ -60,7 +60,7 @@ END_TO_END_IMAGES = 16  # image files the end-to-end path reads in turn (from th
 
 
 @dataclass
-class Progress:
+class CountedProgress:
     """Counted progress for a bar with an ETA: ``show(text, done, total)`` on every step, where a step is one
     measurement process or one profile."""
 
@@ -77,7 +77,7 @@ class Progress:
         self.done += 1
 
 
-def evaluate(candidates: list[Candidate], settings: EvalSettings, dataset: Dataset, progress: Progress,
+def measured_rows(candidates: list[FoundArtifact], settings: EvalSettings, dataset: Dataset, progress: CountedProgress,
              limits: MachineLimits | None = None) -> list[Row]:
     """Measure every candidate (``discover``'s artifacts and baselines, model files added beside them) on ``dataset``
     (``evaluation_data``); rows that fail carry their reason, the rest still run. ``limits`` (--profile) gives each
@@ -117,12 +117,12 @@ def _agreement(family: Family, predictions: list[np.ndarray], baseline: list[np.
             "agreement_of": f"the evaluation's predictions: {what}"}
 
 
-def _group(rows: list[Row], candidates: list[Candidate], model: str) -> list[Pair]:
+def _group(rows: list[Row], candidates: list[FoundArtifact], model: str) -> list[Pair]:
     """``model``'s measurable rows with their artifacts."""
     return [(r, c) for r, c in zip(rows, candidates) if r.model == model and not r.error and not r.skipped]
 
 
-def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, progress: Progress,
+def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, progress: CountedProgress,
                    limits: MachineLimits | None) -> None:
     """Each measured row profiled at batch 1 (breakdown also at the largest batch size); a failure is the row's note."""
     from yolo_optimize.evaluation.measuring.profiling import (
@@ -153,7 +153,7 @@ def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, 
                        "folder": str(out.relative_to(settings.profile_dir.parent))}
 
 
-def evaluation_data(settings: EvalSettings, candidates: list[Candidate]) -> Dataset:
+def evaluation_data(settings: EvalSettings, candidates: list[FoundArtifact]) -> Dataset:
     """The images (and labels) the candidates are measured on, read and checked before anything is measured: --data,
     else the first artifact's family's sample images; a UserError for bad data, or for none where accuracy needs it."""
     if settings.data is None:
@@ -172,7 +172,7 @@ def evaluation_data(settings: EvalSettings, candidates: list[Candidate]) -> Data
     return dataset
 
 
-def _row(candidate: Candidate, settings: EvalSettings, images: list[Path]) -> Row:
+def _row(candidate: FoundArtifact, settings: EvalSettings, images: list[Path]) -> Row:
     manifest = candidate.manifest
     metadata = candidate.metadata if manifest else None
     row = Row(candidate.name, candidate.model, candidate.target, candidate.precision, str(candidate.folder),
@@ -189,7 +189,7 @@ def _row(candidate: Candidate, settings: EvalSettings, images: list[Path]) -> Ro
     return row
 
 
-def _skip_reason(candidate: Candidate, device: str) -> str:
+def _skip_reason(candidate: FoundArtifact, device: str) -> str:
     """Why a row is not measured in this evaluation on purpose: its runtime cannot run on this device here (a
     GPU-only format on a CPU evaluation is never measured against a CPU baseline)."""
     if candidate.manifest is None or candidate.target not in formats():
@@ -199,7 +199,7 @@ def _skip_reason(candidate: Candidate, device: str) -> str:
     return runner_class(candidate.target).unavailable_reason(device) or ""
 
 
-def _entry(candidate: Candidate) -> str:
+def _entry(candidate: FoundArtifact) -> str:
     """The file a deployment loads: the artifact's entry, or the baseline's checkpoint ("" for random weights)."""
     manifest = candidate.manifest
     if manifest is None:
@@ -216,17 +216,17 @@ def _cpu_note(metadata: ArtifactMetadata) -> str:
     return metadata.cpu_note or ""
 
 
-def _file_mb(candidate: Candidate) -> float | None:
+def _file_mb(candidate: FoundArtifact) -> float | None:
     if candidate.manifest is None or candidate.manifest.target == BASELINE_TARGET:
         return None
     return round(sum(f["bytes"] for f in candidate.manifest.files.values()) / 1e6, 2)
 
 
-def _family(candidate: Candidate) -> Family:
+def _family(candidate: FoundArtifact) -> Family:
     return candidate.metadata.model_family()
 
 
-def _imgsz(candidate: Candidate) -> int:
+def _imgsz(candidate: FoundArtifact) -> int:
     return candidate.metadata.side
 
 
@@ -243,7 +243,7 @@ def _model_facts(group: list[Pair], imgsz: int) -> ModelFacts | None:
 
 
 def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], dataset: Dataset,
-                   settings: EvalSettings, progress: Progress) -> None:
+                   settings: EvalSettings, progress: CountedProgress) -> None:
     """``repeats`` rounds; in each, every row's process alive at once, the rows taking turns in blocks at each batch
     size (interleave.py); accuracy from each row's first measurement.
 
@@ -282,10 +282,10 @@ def _measure_group(group: list[Pair], prepared: dict[int, PreparedImages], datas
                 row.accuracy = Accuracy(None, None, len(dataset.images), RANDOM_WEIGHTS)
 
 
-Live = tuple[Row, Candidate, LiveRow]
+Live = tuple[Row, FoundArtifact, LiveRow]
 
 
-def _choose_baseline_threads(live: list[Live], settings: EvalSettings, progress: Progress) -> None:
+def _choose_baseline_threads(live: list[Live], settings: EvalSettings, progress: CountedProgress) -> None:
     """The CPU baseline's threads, chosen by measurement in its first process (``LiveRow.choose_threads``, at the
     smallest batch size) and kept for its later processes; recorded on its row (``Row.threads_choice``)."""
     if settings.device != "cpu" or settings.threads < 2:
@@ -297,7 +297,7 @@ def _choose_baseline_threads(live: list[Live], settings: EvalSettings, progress:
 
 
 def _choose_variants(group: list[Pair], prepared: dict[int, PreparedImages], settings: EvalSettings,
-                     progress: Progress) -> None:
+                     progress: CountedProgress) -> None:
     """How each row's runtime runs where its runner offers variants at the smallest batch size (``Runner.variants``),
     chosen by measurement in a process of its own before the first round and kept for every round; recorded on its
     row (``Row.variant_choice``). Not in a measured process: switching remakes the runtime's session, which raised
@@ -322,7 +322,7 @@ def _choose_variants(group: list[Pair], prepared: dict[int, PreparedImages], set
         progress.note(f"{row.model} {row.name}: {row.variant_choice.describe()}")
 
 
-def _job(row: Row, candidate: Candidate, prepared: dict[int, PreparedImages], settings: EvalSettings, *,
+def _job(row: Row, candidate: FoundArtifact, prepared: dict[int, PreparedImages], settings: EvalSettings, *,
          wants_accuracy: bool, files: tuple[Path, ...]) -> MeasureJob:
     """What a process of ``row`` measures, on the threads and as the variant chosen for it."""
     threads = row.threads_choice.chosen if row.threads_choice else settings.threads
@@ -332,7 +332,7 @@ def _job(row: Row, candidate: Candidate, prepared: dict[int, PreparedImages], se
 
 
 def _start_round(pairs: list[Pair], prepared: dict[int, PreparedImages], settings: EvalSettings,
-                 progress: Progress, round_: int, files: tuple[Path, ...]) -> list[Live]:
+                 progress: CountedProgress, round_: int, files: tuple[Path, ...]) -> list[Live]:
     """One loaded process per row still measurable, in the round's order; a row whose process fails is marked."""
     live: list[Live] = []
     for row, candidate in pairs:
@@ -357,7 +357,7 @@ def end_to_end_files(dataset: Dataset, settings: EvalSettings) -> tuple[Path, ..
     return tuple(dataset.images[:END_TO_END_IMAGES]) if settings.end_to_end else ()
 
 
-def _take_turns(live: list[Live], settings: EvalSettings, progress: Progress, round_: int) -> None:
+def _take_turns(live: list[Live], settings: EvalSettings, progress: CountedProgress, round_: int) -> None:
     """At each batch size, turn after turn, one block per row in the round's order: the runtime's calls at every batch
     size, then the end-to-end path."""
     turns = turns_for(settings.min_time_s)
@@ -372,7 +372,7 @@ def _take_turns(live: list[Live], settings: EvalSettings, progress: Progress, ro
             take_turns(workers, batch, turns, noted, part)
 
 
-Pair = tuple[Row, Candidate]
+Pair = tuple[Row, FoundArtifact]
 
 
 def measurement_schedule(group: list[Pair], repeats: int) -> list[tuple[int, Pair]]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from yolo_optimize.artifact import Manifest, hash_files
 from yolo_optimize.errors import UserError
-from yolo_optimize.evaluation.measuring.discover import Candidate
+from yolo_optimize.evaluation.measuring.discover import FoundArtifact
 from yolo_optimize.evaluation.results import BASELINE_TARGET
 from yolo_optimize.families import family_named
 from yolo_optimize.formats import foreign_files_help, foreign_suffixes, format_named
@@ -54,11 +54,11 @@ def inspect_entries(entries: tuple[str, ...], family: str | None, imgsz: int | N
     return found
 
 
-def external_candidates(inspected: list[tuple[ExternalFile, str]],
-                        models: dict[str, tuple[str | None, list[int]]]) -> list[Candidate]:
+def external_artifacts(inspected: list[tuple[ExternalFile, str]],
+                        models: dict[str, tuple[str | None, list[int]]]) -> list[FoundArtifact]:
     """One candidate per inspected file, in the model group of ``models`` (name -> (family, imgsz)) it belongs to."""
     labels = file_labels([item.path for item, _ in inspected])
-    return [_candidate(item, family, _group(item, family, models), label)
+    return [_found(item, family, _group(item, family, models), label)
             for (item, family), label in zip(inspected, labels)]
 
 
@@ -234,7 +234,7 @@ def _group(item: ExternalFile, family: str, models: dict[str, tuple[str | None, 
     return same[0] if len(same) == 1 else f"{item.path.stem}-{EXTERNAL}"
 
 
-def _candidate(item: ExternalFile, family: str, model: str, label: str) -> Candidate:
+def _found(item: ExternalFile, family: str, model: str, label: str) -> FoundArtifact:
     """The file as a measurable candidate named after ``label``, its manifest made from what was read."""
     folder = item.path.parent
     relative = item.path.relative_to(folder).as_posix()
@@ -250,10 +250,10 @@ def _candidate(item: ExternalFile, family: str, model: str, label: str) -> Candi
                         metadata=metadata.to_dict(), files=files,
                         info={EXTERNAL: {**asdict(item), "path": str(item.path.resolve()),
                                          "sha256": files[relative]["sha256"]}})
-    return Candidate(folder, manifest, name, model, target=item.target, precision=item.precision)
+    return FoundArtifact(folder, manifest, name, model, target=item.target, precision=item.precision)
 
 
-def checkpoint_baseline(checkpoint: Path, model: str, imgsz: int) -> Candidate:
+def checkpoint_baseline(checkpoint: Path, model: str, imgsz: int) -> FoundArtifact:
     """The PyTorch FP32 baseline of an external group, from the checkpoint the user names (``--checkpoint``)."""
     from yolo_optimize.checkpoint import resolve_source
 
@@ -264,7 +264,7 @@ def checkpoint_baseline(checkpoint: Path, model: str, imgsz: int) -> Candidate:
     manifest = Manifest(node="load", stage="load", model_id=model, target=BASELINE_TARGET, precision="fp32", entry=None,
                         cache_key="", parents={}, params={}, tool_versions={}, metadata=metadata.to_dict(),
                         info={"source": recorded})
-    return Candidate(checkpoint.parent, manifest, f"{BASELINE_TARGET}-fp32", model, target=BASELINE_TARGET,
+    return FoundArtifact(checkpoint.parent, manifest, f"{BASELINE_TARGET}-fp32", model, target=BASELINE_TARGET,
                      precision="fp32")
 
 

@@ -150,7 +150,7 @@ def caveats(comparison: Comparison) -> list[str]:
     return found
 
 
-def describe(comparison: Comparison) -> str:
+def comparison_markdown(comparison: Comparison) -> str:
     """The comparison as a Markdown table after its caveats."""
     lines = [line for caveat in caveats(comparison) for line in (caveat, "")]
     lines += ["| model | artifact | batch | img/s old -> new | p50 change [95% interval] | p99 change | memory | "
