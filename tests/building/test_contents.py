@@ -14,8 +14,8 @@ import pytest
 from tests.building.test_dag import REQUEST, keys
 from tests.conftest import CALIB_DATA, VAL_DATA, WEIGHTS
 from yolo_optimize.building.builder import int8_inputs, request_contents
-from yolo_optimize.building.config import BuildOptions
 from yolo_optimize.building.contents import RECORD, Digests
+from yolo_optimize.building.options import BuildOptions
 from yolo_optimize.building.request import BuildRequest
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images

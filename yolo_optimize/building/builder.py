@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from yolo_optimize.artifact import check_writable
-from yolo_optimize.building.config import BuildOptions
 from yolo_optimize.building.contents import RECORD, Digests, data_contents
 from yolo_optimize.building.dag import FAILED, Build, NodeResult
 from yolo_optimize.building.executor import Executor, LocalExecutor
+from yolo_optimize.building.options import BuildOptions
 from yolo_optimize.building.request import BuildRequest, GateConfig
+from yolo_optimize.declaring import LOCAL
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import Family
 from yolo_optimize.families.suppression import NmsSettings
@@ -33,7 +34,6 @@ from yolo_optimize.machine.choices import (
     slower_than_fp32_note,
 )
 from yolo_optimize.metadata import UINT8_INPUT
-from yolo_optimize.options import LOCAL
 
 VERDICTS = ".checkpoints"  # under --out: the family verdicts of the checkpoints built there
 #                           (checkpoint.remember_family)
