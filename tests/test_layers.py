@@ -16,7 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "yolo_optimize"
 # a module or subpackage (its first name under the package) -> its layer
 LAYER_OF = {
-    **dict.fromkeys(("errors", "files", "host", "versions", "images", "formats", "artifact", "options"), "base"),
+    **dict.fromkeys(("errors", "files", "host", "versions", "images", "formats", "artifact", "declaring"), "base"),
     **dict.fromkeys(("families", "checkpoint", "metadata"), "families"),
     "runtime": "runtime", "machine": "machine", "cluster": "cluster",
     **dict.fromkeys(("building", "export", "optimize"), "build"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yolo_optimize
-from yolo_optimize.options import read_config
+from yolo_optimize.declaring import read_config
 from yolo_optimize.versions import __version__, tool_versions
 
 

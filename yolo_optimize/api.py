@@ -7,8 +7,9 @@
     best = yo.recommend(report, max_map_drop=1.0, batch_size=1)
     print(best.artifact, best.speedup, best.load_snippet)
 
-Every keyword is the command's option of the same name (``optimize build --help``, ``optimize eval --help``);
-both also take ``config=`` (a TOML file or a dict), overridden by the keywords. Silent by default:
+Every keyword is the command's option of the same name (``optimize build --help``, ``optimize eval --help``,
+``optimize recommend --help``); build and evaluate also take ``config=`` (a TOML file or a dict), overridden by the
+keywords. Silent by default:
 ``progress(text, done, total)`` receives each step. The process-wide settings the tools need (offline,
 no telemetry, nothing written to ``$HOME``, the measuring processes' allocator) hold only while a call
 runs and in the processes it starts: your ``os.environ`` is the same after the call as before.
@@ -23,13 +24,14 @@ from typing import Any
 
 from yolo_optimize.building.build_result import BuildResult
 from yolo_optimize.building.builder import run_build
-from yolo_optimize.building.config import build_options
 from yolo_optimize.building.dag import NodeResult
+from yolo_optimize.building.options import build_options
+from yolo_optimize.declaring import LOCAL, record_of
 from yolo_optimize.errors import BuildFailed, UserError
-from yolo_optimize.evaluation.reporting.recommend import RANKINGS, Budget, Candidate, Recommendation
+from yolo_optimize.evaluation.reporting.options import RecommendOptions
+from yolo_optimize.evaluation.reporting.recommend import Candidate, Recommendation
 from yolo_optimize.evaluation.results import Report
 from yolo_optimize.host import environment
-from yolo_optimize.options import LOCAL, OneOf, Real, Text, Whole, checked_values, option
 
 Progress = Callable[[str, int, int], None]  # (what is happening, steps done, steps in all)
 
@@ -131,39 +133,23 @@ class Pick:
         return self.choice.snippet if self.choice else ""
 
 
-def recommend(report: Report | str | Path, *, batch_size: int = 1, max_map_drop: float = 1.0,
-              max_latency_ms: float | None = None, max_memory_mb: float | None = None, by: str = "inference",
-              model: str | None = None) -> Pick:
-    """The artifact to ship for ``model`` (the report's only one when not named) at ``batch_size``."""
-    from yolo_optimize.evaluation.reporting.recommend import recommend as recommend_artifacts
+def recommend(report: Report | str | Path, **options: Any) -> Pick:
+    """The artifact to ship from ``report`` (an evaluation's, or its folder) for one model and one batch size. The
+    options are ``RecommendOptions``' (evaluation/reporting/options.py), as the command names them; where the report
+    has several models or measured several batch sizes, name one (``model=``, ``batch_size=``): the command prints
+    every one."""
+    from yolo_optimize.evaluation.reporting.recommend import recommendations
     from yolo_optimize.evaluation.reporting.report import load_report
 
-    given = dict(batch_size=batch_size, max_map_drop=max_map_drop, max_latency_ms=max_latency_ms,
-                 max_memory_mb=max_memory_mb, by=by, model=model)
-    wanted = RecommendArguments(**checked_values(given, RecommendArguments, "recommend()"))
+    wanted = record_of(RecommendOptions, options, "recommend()")
     if not isinstance(report, (Report, str, Path)):
         raise UserError(f"recommend(): report: must be a Report or an eval folder, got {type(report).__name__}")
     found = report if isinstance(report, Report) else load_report(Path(report))
-    if wanted.batch_size not in found.settings.batch_sizes:
-        raise UserError(f"the report measured batch sizes {list(found.settings.batch_sizes)}, not {wanted.batch_size}")
-    limits = Budget(wanted.batch_size, wanted.max_map_drop, wanted.max_latency_ms, wanted.max_memory_mb,
-                    RANKINGS[wanted.by])
-    picks = {r.model: r for r in recommend_artifacts(found, limits)}
-    if wanted.model is None and len(picks) != 1:
-        raise UserError(f"the report has models {', '.join(picks)}: name one with model=")
-    chosen = picks.get(wanted.model or next(iter(picks)))
-    if chosen is None:
-        raise UserError(f"the report has no model {wanted.model!r} (it has {', '.join(picks)})")
-    return Pick(chosen)
-
-
-@dataclass(frozen=True)
-class RecommendArguments:
-    """``recommend``'s keywords, declared as options so that they are checked as the commands' are."""
-
-    batch_size: int = option(1, Whole(1))
-    max_map_drop: float = option(1.0, Real())
-    max_latency_ms: float | None = option(None, Real(0, above=True))
-    max_memory_mb: float | None = option(None, Real(0, above=True))
-    by: str = option("inference", OneOf(tuple(RANKINGS)))
-    model: str | None = option(None, Text())
+    picks = recommendations(found, wanted)
+    models = list(dict.fromkeys(pick.model for pick in picks))
+    if len(models) != 1:
+        raise UserError(f"the report has models {', '.join(models)}: name one with model=")
+    if len(picks) != 1:
+        raise UserError(f"the report measured batch sizes {list(found.settings.batch_sizes)}: name one with "
+                        "batch_size=")
+    return Pick(picks[0])

@@ -15,8 +15,8 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
+from yolo_optimize.declaring import listed_names
 from yolo_optimize.errors import UserError
-from yolo_optimize.options import listed_names
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 LOAD = "load"  # the node every plan starts from: the model itself

@@ -14,9 +14,9 @@ import pytest
 from tests.building.test_dag import REQUEST, keys
 from tests.conftest import CALIB_DATA, VAL_DATA, WEIGHTS
 from yolo_optimize.building.build_requests import request_contents
-from yolo_optimize.building.config import BuildOptions
 from yolo_optimize.building.contents import RECORD, Digests
 from yolo_optimize.building.int8_split import int8_inputs
+from yolo_optimize.building.options import BuildOptions
 from yolo_optimize.building.request import BuildRequest
 from yolo_optimize.families import family_named
 from yolo_optimize.images import list_images

@@ -14,8 +14,8 @@ import pytest
 from tests.conftest import VAL_DATA, WEIGHTS
 from tests.host.test_processes import WORKER_MARK
 from yolo_optimize.building.builder import executor_for
-from yolo_optimize.building.config import build_options
 from yolo_optimize.building.executor import LocalExecutor, default_jobs
+from yolo_optimize.building.options import build_options
 from yolo_optimize.errors import UserError
 from yolo_optimize.host.cpu import usable_cpus
 

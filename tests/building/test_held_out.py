@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import CALIB_DATA, VAL_DATA, brief, build_args, optimize
-from yolo_optimize.building.config import BuildOptions
 from yolo_optimize.building.contents import RECORD, Digests
 from yolo_optimize.building.held_out import ImageSet, split_held_out, stratum_of
 from yolo_optimize.building.int8_split import int8_inputs
+from yolo_optimize.building.options import BuildOptions
 from yolo_optimize.errors import UserError
 from yolo_optimize.families import family_named
 from yolo_optimize.runtime.dataset import Dataset, load_dataset

@@ -77,7 +77,7 @@ import sys
 import yolo_optimize.api, yolo_optimize.building.builder, yolo_optimize.building.dag, yolo_optimize.cli.main
 import yolo_optimize.evaluation.session
 from yolo_optimize.building.builder import executor_for
-from yolo_optimize.building.config import BuildOptions
+from yolo_optimize.building.options import BuildOptions
 executor_for(BuildOptions(model="yolov5n"))
 print("ray" in sys.modules)
 """

@@ -9,10 +9,10 @@ from typing import Any
 
 from yolo_optimize.artifact import check_writable
 from yolo_optimize.building.building_host import BuildingHost, building_host
-from yolo_optimize.building.config import BuildOptions
 from yolo_optimize.building.contents import RECORD, Digests, data_contents
 from yolo_optimize.building.executor import Executor
 from yolo_optimize.building.int8_split import int8_inputs
+from yolo_optimize.building.options import BuildOptions
 from yolo_optimize.building.request import BuildRequest, GateConfig
 from yolo_optimize.metadata import UINT8_INPUT
 

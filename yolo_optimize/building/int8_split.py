@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from yolo_optimize.building.config import BuildOptions
 from yolo_optimize.building.contents import Digests
+from yolo_optimize.building.options import BuildOptions
 from yolo_optimize.building.request import GateConfig
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.base import Family

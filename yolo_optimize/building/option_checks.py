@@ -4,7 +4,7 @@ got wrong is a ``UserError`` before anything is reached, read or written."""
 from __future__ import annotations
 
 from yolo_optimize.artifact import check_writable
-from yolo_optimize.building.config import BuildOptions
+from yolo_optimize.building.options import BuildOptions
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.suppression import NmsSettings
 from yolo_optimize.formats import nms_targets, uint8_targets

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import shlex
 import signal
@@ -20,13 +19,15 @@ import click
 from rich.console import Console
 
 from yolo_optimize.artifact import check_writable, written_whole
-from yolo_optimize.building.config import BuildOptions, build_options
-from yolo_optimize.cli.options import click_type, options_of
+from yolo_optimize.building.options import BuildOptions, build_options
+from yolo_optimize.cli.click_options import options_of
+from yolo_optimize.declaring import RAY, record_of
 from yolo_optimize.errors import UserError
+from yolo_optimize.evaluation.measuring.options import ProfileOptions
 from yolo_optimize.evaluation.options import COMMAND_OUT, EvalOptions, eval_options
+from yolo_optimize.evaluation.reporting.options import RecommendOptions, ReportOptions
 from yolo_optimize.host.cpu import usable_cpus
-from yolo_optimize.machine.peaks import ROUNDS
-from yolo_optimize.options import RAY, Real
+from yolo_optimize.machine.options import InfoOptions
 from yolo_optimize.versions import __version__
 
 if TYPE_CHECKING:
@@ -242,21 +243,24 @@ def evaluate_command(directory: Path | None, config_file: Path | None, **given: 
             console.print(f"  {brief(found)}", highlight=False)
 
 
+def _json_flag(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--json``: the command's result printed as JSON instead of text, how it prints rather than what it does (as
+    ``--config`` says where the options come from): the command's own flag, no option of its record."""
+    return click.option("--json", "as_json", is_flag=True, help=f"Print the {what} as JSON.")
+
+
 @main.command()
-@click.option("--threads", type=click.IntRange(1),
-              help="Threads the kernels get (measure at the thread count eval uses) [default: the usable CPUs].")
-@click.option("--refresh", is_flag=True, help="Measure again even when this machine's limits are cached.")
-@click.option("--rounds", default=ROUNDS, show_default=True, type=click.IntRange(1),
-              help="Rounds when measuring (fewer: quicker, but a host's slow stretch may then read as its peak).")
-@click.option("--json", "as_json", is_flag=True, help="Print the limits as JSON.")
+@options_of(InfoOptions)
+@_json_flag("limits")
 @user_errors
-def info(threads: int | None, refresh: bool, rounds: int, as_json: bool) -> None:
+def info(as_json: bool, **given: Any) -> None:
     """This machine: CPU, ISA, runtimes and their measured peak GEMM/convolution rates and memory bandwidth (cached)."""
     from yolo_optimize.machine.display import limits_tables
     from yolo_optimize.machine.peaks import machine_limits
 
+    options = record_of(InfoOptions, _given(given), "command line")
     with console.status("measuring this machine's limits (about a minute, once per machine and tool versions)"):
-        limits = machine_limits(threads or usable_cpus(), refresh=refresh, rounds=rounds)
+        limits = machine_limits(options.threads or usable_cpus(), refresh=options.refresh, rounds=options.rounds)
     if as_json:
         click.echo(json.dumps(asdict(limits), indent=2))
         return
@@ -266,19 +270,9 @@ def info(threads: int | None, refresh: bool, rounds: int, as_json: bool) -> None
 
 @main.command()
 @click.argument("artifact", type=click.Path(path_type=Path))
-@click.option("--batch-size", default=1, show_default=True, type=click.IntRange(1))
-@click.option("--largest-batch", default=8, show_default=True, type=click.IntRange(1),
-              help="The end-to-end breakdown is taken at batch 1 and at this size.")
-@click.option("--data", type=click.Path(path_type=Path),
-              help="Images to run [default: the images bundled with the model's package].")
-@click.option("--images", default=16, show_default=True, type=click.IntRange(1), help="How many of them.")
-@click.option("--threads", type=click.IntRange(1), help="[default: the CPUs this process may use]")
-@click.option("--min-time", default=1.0, show_default=True, type=click_type(Real()),
-              help="Timed seconds for the forward time and each thread count.")
-@click.option("--out", default="reports/profile", show_default=True, type=click.Path(path_type=Path))
+@options_of(ProfileOptions)
 @user_errors
-def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | None, images: int, threads: int | None,
-            min_time: float, out: Path) -> None:
+def profile(artifact: Path, **given: Any) -> None:
     """Explain one ARTIFACT folder: per-layer time and hotspots, a trace, the end-to-end breakdown, thread scaling
     and energy (profile.json, profile.md, trace.json in --out)."""
     from yolo_optimize.evaluation.measuring.discover import verified_artifact
@@ -292,19 +286,21 @@ def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | No
     from yolo_optimize.metadata import ArtifactMetadata
     from yolo_optimize.runtime.runners import runner_class
 
+    options = record_of(ProfileOptions, _given(given), "command line")
     manifest = verified_artifact(artifact)
     unavailable = runner_class(str(manifest.target)).unavailable_reason("cpu")  # profiles are taken on the CPU
     if unavailable:
         raise UserError(f"{artifact}: {unavailable}")
     family = ArtifactMetadata.of(manifest).model_family()
-    files = tuple(list_images(data or family.sample_images())[:images])
+    files = tuple(list_images(options.data or family.sample_images())[:options.images])
+    out = options.out
     check_writable(out)
-    threads = threads or usable_cpus()
+    threads = options.threads or usable_cpus()
     limits = _measured_limits(threads)
     with console.status(f"profiling {artifact}"), written_whole(out, last="profile.json") as staging:
-        result = profile_artifact(ProfileRequest(artifact, manifest, files, batch_size=batch_size,
-                                                 largest_batch=largest_batch, threads=threads, out=staging,
-                                                 min_time_s=min_time, limits=limits))
+        result = profile_artifact(ProfileRequest(artifact, manifest, files, batch_size=options.batch_size,
+                                                 largest_batch=options.largest_batch, threads=threads, out=staging,
+                                                 min_time_s=options.min_time, limits=limits))
         written = write_profile(result, staging)
     console.print(profile_markdown(result))
     for path in written:
@@ -313,34 +309,17 @@ def profile(artifact: Path, batch_size: int, largest_batch: int, data: Path | No
 
 @main.command()
 @click.argument("report_dir", metavar="REPORT", type=click.Path(path_type=Path))
-@click.option("--batch-size", type=click.IntRange(1), help="[default: every batch size the report measured]")
-@click.option("--max-map-drop", default=1.0, show_default=True, type=click_type(Real()),
-              help="Points of accuracy an artifact may lose against PyTorch FP32 (mAP50-95 for detectors, "
-                   "top-1 agreement for classifiers).")
-@click.option("--max-latency-ms", type=click_type(Real(0, above=True)), help="Limit on p50 latency.")
-@click.option("--max-memory-mb", type=click_type(Real(0, above=True)),
-              help="Limit on peak memory: a GPU row's on the GPU, else the peak resident memory of the whole "
-                   "measuring process (the runtime, the model, its buffers, and Python with the libraries it "
-                   "imported: what a Python service deploying the file would hold), the matrix's 'peak MB'.")
-@click.option("--by", type=click.Choice(["inference", "e2e"]), default="inference", show_default=True,
-              help="Rank on inference alone, or on the pipelined end-to-end path (image files to kept predictions).")
-@click.option("--json", "as_json", is_flag=True, help="Print the recommendations as JSON.")
+@options_of(RecommendOptions)
+@_json_flag("recommendations")
 @user_errors
-def recommend(report_dir: Path, batch_size: int | None, max_map_drop: float, max_latency_ms: float | None,
-              max_memory_mb: float | None, by: str, as_json: bool) -> None:
+def recommend(report_dir: Path, as_json: bool, **given: Any) -> None:
     """Which artifact of an eval REPORT folder to ship: per model and batch size, the fastest within the budget,
     its spread and runner-up, a tie when they are within noise, and three lines that load it."""
-    from yolo_optimize.evaluation.reporting.recommend import RANKINGS, Budget, describe
-    from yolo_optimize.evaluation.reporting.recommend import recommend as recommend_artifacts
+    from yolo_optimize.evaluation.reporting.recommend import describe, recommendations
     from yolo_optimize.evaluation.reporting.report import load_report
 
-    report = load_report(report_dir)
-    sizes = [batch_size] if batch_size else list(report.settings.batch_sizes)
-    if batch_size and batch_size not in report.settings.batch_sizes:
-        raise UserError(f"{report_dir} measured batch sizes {list(report.settings.batch_sizes)}, not {batch_size}")
-    found = [r for size in sizes
-             for r in recommend_artifacts(report, Budget(size, max_map_drop, max_latency_ms, max_memory_mb,
-                                                         RANKINGS[by]))]
+    options = record_of(RecommendOptions, _given(given), "command line")
+    found = recommendations(load_report(report_dir), options, str(report_dir))
     if as_json:
         click.echo(json.dumps([asdict(r) for r in found], indent=2))
     else:
@@ -351,26 +330,23 @@ def recommend(report_dir: Path, batch_size: int | None, max_map_drop: float, max
 
 @main.command()
 @click.argument("report_dir", metavar="REPORT", type=click.Path(path_type=Path))
-@click.option("--compare", "baseline_dir", metavar="OTHER", type=click.Path(path_type=Path),
-              help="An earlier eval folder: per artifact and batch size, what changed and whether it is noise.")
-@click.option("--fail-on-regression", metavar="P%", help="With --compare: exit 1 on a significant slowdown beyond "
-              "P percent (e.g. 5%) or an accuracy drop beyond 0.1 point.")
-@click.option("--force", is_flag=True, help="Compare runs of different CPUs, ISAs, thread counts or devices.")
+@options_of(ReportOptions)
 @user_errors
-def report(report_dir: Path, baseline_dir: Path | None, fail_on_regression: str | None, force: bool) -> None:
+def report(report_dir: Path, **given: Any) -> None:
     """Write REPORT's pages again from its results.json (report.html, matrix, figures); with --compare, against
     another eval, also comparison.md and a comparison section on the page."""
     from yolo_optimize.evaluation.reporting.compare import compare, comparison_markdown
     from yolo_optimize.evaluation.reporting.report import load_report, write_report
 
-    threshold = _percent(fail_on_regression) if fail_on_regression else None
-    if threshold is not None and baseline_dir is None:
+    options = record_of(ReportOptions, _given(given), "command line")
+    threshold = options.fail_on_regression
+    if threshold is not None and options.compare is None:
         raise UserError("--fail-on-regression needs --compare OTHER")
     current = load_report(report_dir)
     comparison = None
-    if baseline_dir is not None:
-        comparison = compare(current, load_report(baseline_dir), names=(str(report_dir), str(baseline_dir)),
-                             force=force)
+    if options.compare is not None:
+        comparison = compare(current, load_report(options.compare), names=(str(report_dir), str(options.compare)),
+                             force=options.force)
         click.echo(comparison_markdown(comparison))
     check_writable(report_dir)
     with written_whole(report_dir, last="results.json") as staging:
@@ -384,17 +360,6 @@ def report(report_dir: Path, baseline_dir: Path | None, fail_on_regression: str 
         click.echo(f"regression: {len(regressions)} change(s) beyond the limit: " + "; ".join(
             f"{c.model} {c.artifact} b{c.batch} p50 {c.p50_change:+.1%}" for c in regressions), err=True)
         sys.exit(1)
-
-
-def _percent(text: str) -> float:
-    """'5%' or '5' -> 0.05; anything else is a UserError."""
-    try:
-        value = float(text.strip().removesuffix("%"))
-    except ValueError:
-        raise UserError(f"--fail-on-regression takes a percentage such as 5%, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise UserError(f"--fail-on-regression must be a finite percentage >= 0, got {text!r}")
-    return value / 100
 
 
 def _measured_limits(threads: int) -> MachineLimits:

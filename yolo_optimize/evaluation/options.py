@@ -1,6 +1,6 @@
 """Evaluation options: one typed record, each field the option's one declaration, from which ``optimize eval``,
-``yo.evaluate`` and TOML config files take it (yolo_optimize/options.py: the declaration, config files and
-precedence), as ``BuildOptions`` is for the build. The session turns it into the settings every measuring process
+``yo.evaluate`` and TOML config files take it (declaring.py: the declaration, config files and precedence), as
+``BuildOptions`` is for the build. The session turns it into the settings every measuring process
 runs with (``session.EvalRequest``)."""
 
 from __future__ import annotations
@@ -11,10 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from yolo_optimize.cluster.nodes import parse_selectors
-from yolo_optimize.errors import UserError
-from yolo_optimize.formats import foreign_files_help
-from yolo_optimize.host.devices import DEVICES
-from yolo_optimize.options import (
+from yolo_optimize.declaring import (
     EXECUTORS,
     LOCAL,
     FilePath,
@@ -30,6 +27,9 @@ from yolo_optimize.options import (
     option,
     parse_batch_sizes,
 )
+from yolo_optimize.errors import UserError
+from yolo_optimize.formats import foreign_files_help
+from yolo_optimize.host.devices import DEVICES
 from yolo_optimize.runtime.runners.base import AUTO, MODES
 
 COMMAND_OUT = Path("reports")  # where optimize eval writes by default (yo.evaluate writes only where asked)
@@ -38,7 +38,7 @@ ROW_TIMEOUT_S = 600.0  # a row's measuring process silent this long (a hung runt
 
 @dataclass(frozen=True)
 class EvalOptions:
-    """Everything ``optimize eval`` takes: each field is the option's one declaration (``options.option``)."""
+    """Everything ``optimize eval`` takes: each field is the option's one declaration (``declaring.option``)."""
 
     root: Path | None = option(None, FilePath(), on_command_line=False)  # the command's DIRECTORY argument
     data: Path | None = option(None, FilePath(), "YOLO dataset folder or COCO instances_*.json.",
@@ -64,10 +64,10 @@ class EvalOptions:
     profile: bool = option(False, Flag(), "Explain the numbers: model facts against this machine's measured peaks "
                                           "(optimize info), the roofline, and per artifact per-layer time, a trace, "
                                           "the end-to-end breakdown, threads, energy.")
-    add: tuple[str, ...] = option((), Repeated("[FAMILY=]PATH", "a list of model files"),
+    add: tuple[str, ...] = option((), Repeated("a list of model files"),
                                   lambda: f"A model file this tool did not build ({foreign_files_help()}), measured "
                                           "beside the artifacts of its model under DIRECTORY; repeatable. DIRECTORY "
-                                          "may itself be such a file.")
+                                          "may itself be such a file.", metavar="[FAMILY=]PATH")
     family: str | None = option(None, Text(), "The model family of --add files that name none (yolov5, yolov7, "
                                               "ultralytics, torchvision).")
     checkpoint: Path | None = option(None, FilePath(), "The PyTorch checkpoint of --add files that join no model "

@@ -4,17 +4,19 @@ when two are within noise, limits that exclude, and the command's output and exi
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import yolo_optimize as yo
 from tests.conftest import optimize
-from tests.evaluation.handmade import report, row
+from tests.evaluation.handmade import at_batch, report, row
 from tests.evaluation.reporting.test_report import VERSION_7
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluation.reporting.matrix import busy_warning, calibration_warning, matrix_columns
-from yolo_optimize.evaluation.reporting.recommend import Budget, brief, describe, recommend
+from yolo_optimize.evaluation.reporting.options import RecommendOptions
+from yolo_optimize.evaluation.reporting.recommend import Budget, brief, describe, recommend, recommendations
 from yolo_optimize.evaluation.reporting.report import load_report, write_report
 from yolo_optimize.evaluation.results import Report
 from yolo_optimize.evaluation.run_statistics import LatencyStats
@@ -24,7 +26,7 @@ from yolo_optimize.runtime.accuracy import RANDOM_WEIGHTS, Accuracy
 
 def test_the_fastest_artifact_within_the_accuracy_budget_is_picked_over_a_faster_inaccurate_one() -> None:
     found, = recommend(report(row("onnx-fp32", [60, 61, 59], 0.343), row("onnx-int8", [30, 31, 29], 0.320),
-                              row("openvino-int8", [40, 41, 39], 0.339)), Budget(1, 1.0))
+                              row("openvino-int8", [40, 41, 39], 0.339)), Budget(1))
     assert found.choice and found.choice.artifact == "openvino-int8" and not found.tie
     assert found.runner_up and found.runner_up.artifact == "onnx-fp32"
     assert "loses 2.30 points" in found.excluded["onnx-int8"]
@@ -34,7 +36,7 @@ def test_the_fastest_artifact_within_the_accuracy_budget_is_picked_over_a_faster
 
 def test_two_artifacts_within_noise_are_reported_as_a_tie() -> None:
     found, = recommend(report(row("onnx-fp32", [50, 52, 49], 0.343), row("openvino-fp32", [51, 49, 50], 0.343)),
-                       Budget(1, 1.0))
+                       Budget(1))
     assert found.tie and {found.choice.artifact, found.runner_up.artifact} == {"onnx-fp32", "openvino-fp32"}
     assert "within measurement noise" in found.verdict
 
@@ -42,7 +44,7 @@ def test_two_artifacts_within_noise_are_reported_as_a_tie() -> None:
 def test_latency_and_memory_limits_exclude_with_the_reason() -> None:
     rows = (row("onnx-fp32", [60, 61, 59], 0.343, memory_mb=200), row("openvino-fp32", [40, 41, 39], 0.343,
                                                                        memory_mb=900))
-    found, = recommend(report(*rows), Budget(1, 1.0, max_latency_ms=70, max_memory_mb=500))
+    found, = recommend(report(*rows), Budget(1, RecommendOptions(max_latency_ms=70, max_memory_mb=500)))
     assert found.choice.artifact == "onnx-fp32" and found.runner_up is None
     assert "peak memory 900 MB over 500 MB" in found.excluded["openvino-fp32"]
     assert "over 70 ms" in found.excluded["pytorch-fp32"]
@@ -61,6 +63,25 @@ def test_the_command_prints_the_pick_and_its_code_and_fails_when_nothing_fits(tm
     assert wrong.returncode == 2 and len(wrong.stderr.strip().splitlines()) == 1
 
 
+def test_every_measured_batch_size_is_recommended_unless_one_is_named_and_the_api_asks_which() -> None:
+    """The command and the API call one function with one declaration: by default every batch size the report
+    measured (the deployment's batch is not known), one when named; a size or a model the report lacks is refused in
+    one line, and the API, which returns one pick, asks for a batch size where the report measured several."""
+    made = report(*(at_batch(one, 8) for one in (row("onnx-fp32", [60, 61, 59], 0.343),
+                                                  row("openvino-int8", [40, 41, 39], 0.339))))
+    made = replace(made, settings=replace(made.settings, batch_sizes=(1, 8)))
+    assert [(pick.model, pick.batch) for pick in recommendations(made, RecommendOptions())] == [("yolov5n", 1),
+                                                                                                  ("yolov5n", 8)]
+    assert [pick.batch for pick in recommendations(made, RecommendOptions(batch_size=8, model="yolov5n"))] == [8]
+    with pytest.raises(UserError, match=r"^the report measured batch sizes \[1, 8\], not 4$"):
+        recommendations(made, RecommendOptions(batch_size=4))
+    with pytest.raises(UserError, match=r"^the report has no model 'yolov8n' \(it has yolov5n\)$"):
+        recommendations(made, RecommendOptions(model="yolov8n"))
+    with pytest.raises(UserError, match=r"^the report measured batch sizes \[1, 8\]: name one with batch_size=$"):
+        yo.recommend(made)
+    assert yo.recommend(made, batch_size=8).recommendation.batch == 8
+
+
 THROUGHPUT_OPENVINO = {"mode": "throughput", "streams": 2, "threads_per_stream": 1, "request_batch": 1, "requests": 2,
                        "settings": {"INFERENCE_NUM_THREADS": 2, "PERFORMANCE_HINT": "THROUGHPUT",
                                     "INFERENCE_PRECISION_HINT": "bf16"}, "note": "", "label": "throughput 2x1"}
@@ -71,8 +92,8 @@ def test_ranking_end_to_end_picks_the_artifact_whose_deployed_path_is_faster() -
     both figures are shown either way."""
     rows = (row("onnx-int8", [30, 31, 29], 0.340, end_to_end_ms=[60, 61, 59]),
             row("openvino-int8", [40, 41, 39], 0.340, end_to_end_ms=[45, 46, 44]))
-    by_inference, = recommend(report(*rows), Budget(1, 1.0))
-    by_path, = recommend(report(*rows), Budget(1, 1.0, by="end_to_end"))
+    by_inference, = recommend(report(*rows), Budget(1))
+    by_path, = recommend(report(*rows), Budget(1, RecommendOptions(by="e2e")))
     assert by_inference.choice.artifact == "onnx-int8" and by_path.choice.artifact == "openvino-int8"
     assert "faster end to end than onnx-int8" in by_path.verdict
     choice = by_path.choice
@@ -81,7 +102,7 @@ def test_ranking_end_to_end_picks_the_artifact_whose_deployed_path_is_faster() -
 
 
 def test_a_row_without_its_end_to_end_path_is_not_ranked_on_it() -> None:
-    found, = recommend(report(row("onnx-fp32", [60, 61, 59], 0.343)), Budget(1, 1.0, by="end_to_end"))
+    found, = recommend(report(row("onnx-fp32", [60, 61, 59], 0.343)), Budget(1, RecommendOptions(by="e2e")))
     assert found.choice is None and found.excluded["onnx-fp32"] == "not measured end to end at batch 1"
 
 
@@ -113,8 +134,6 @@ def test_a_gpu_row_s_snippet_captures_the_forward_in_a_cuda_graph_as_it_was_meas
 
 
 def test_a_gpu_row_is_held_to_its_gpu_memory_and_the_matrix_shows_it_beside_host_memory() -> None:
-    from dataclasses import replace
-
     from yolo_optimize.evaluation.reporting.matrix import matrix_columns
     from yolo_optimize.evaluation.reporting.recommend import describe
 
@@ -126,7 +145,7 @@ def test_a_gpu_row_is_held_to_its_gpu_memory_and_the_matrix_shows_it_beside_host
     assert next(line for line in made.matrix if line.artifact == "pytorch-fp32").gpu_mb is None
     assert "GPU MB" in [column.header for column in matrix_columns(made)]
     assert "GPU MB" not in [column.header for column in matrix_columns(report())]  # a CPU evaluation: no such column
-    found, = recommend(made, Budget(1, max_memory_mb=2000))
+    found, = recommend(made, Budget(1, RecommendOptions(max_memory_mb=2000)))
     assert found.excluded["torchscript-fp16"] == "peak GPU memory 3400 MB over 2000 MB"
     found, = recommend(made, Budget(1))
     assert found.choice.memory_mb == 3400.0 and "peak 3400 MB on the GPU" in describe(found)
@@ -134,7 +153,7 @@ def test_a_gpu_row_is_held_to_its_gpu_memory_and_the_matrix_shows_it_beside_host
 
 def test_a_clear_winner_on_a_quiet_host_with_a_steady_baseline_is_a_confident_ranking() -> None:
     found, = recommend(report(row("onnx-fp32", [60, 61, 59], 0.343), row("openvino-int8", [40, 41, 39], 0.339)),
-                       Budget(1, 1.0))
+                       Budget(1))
     assert found.choice.artifact == "openvino-int8" and not found.tie and found.doubt == ""
 
 
@@ -143,7 +162,7 @@ def test_a_baseline_whose_processes_disagree_beyond_the_tie_margin_makes_the_ran
     named, said not to be a confident ranking, with the baseline's disagreement in the host's fast state."""
     made = report(row("onnx-fp32", [60, 61, 59], 0.343), row("openvino-int8", [40, 41, 39], 0.339))
     made.rows[0] = row("pytorch-fp32", [100, 130, 99], 0.343)
-    found, = recommend(made, Budget(1, 1.0))
+    found, = recommend(made, Budget(1))
     assert found.choice.artifact == "openvino-int8"
     assert found.doubt.startswith("not a confident ranking: the PyTorch baseline's 3 processes disagree by 3")
     assert "more than the 3% tie margin" in found.doubt
@@ -166,7 +185,7 @@ def test_rows_measured_while_other_processes_used_the_cpus_are_marked_and_the_ra
     assert lines["onnx-fp32"].busy_host in lines["onnx-fp32"].note and not lines["openvino-int8"].busy_host
     assert _speedup_text(made, "onnx-fp32").endswith(" *") and not _speedup_text(made, "openvino-int8").endswith("*")
     assert busy_warning(made).startswith("warning: the host was busy while 1 of 3 rows measured (onnx-fp32)")
-    found, = recommend(made, Budget(1, 1.0))
+    found, = recommend(made, Budget(1))
     assert found.choice.artifact == "openvino-int8"
     assert found.doubt == "not a confident ranking: other processes shared the CPUs while onnx-fp32 measured"
 
@@ -183,14 +202,14 @@ def test_without_the_baseline_s_accuracy_the_budget_holds_every_row_to_the_most_
     made = report(row("onnx-fp32", [60, 61, 59], 0.343), row("openvino-fp32", [55, 56, 54], 0.341),
                   row("openvino-int8", [20, 21, 19], 0.010), row("onnx-int8", [30, 31, 29], 0.335))
     made.rows[0].error, made.rows[0].accuracy = "crashed: RuntimeError: out of file handles", None
-    found, = recommend(made, Budget(1, 1.0))
+    found, = recommend(made, Budget(1))
     assert found.choice.artifact == "onnx-int8" and found.excluded["openvino-int8"] == "loses 33.30 points (budget 1)"
     assert found.reference == ("onnx-fp32's mAP50-95 0.3430, the most accurate FP32 artifact's, since the PyTorch "
                                "baseline failed (crashed: RuntimeError: out of file handles)")
     assert found.verdict.endswith(f"(accuracy held to {found.reference})") and found.reference in describe(found)
     assert found.choice.accuracy == "mAP50-95 0.3350 (-0.80 points)"
     made.rows = [made.rows[0], *made.rows[3:]]  # the INT8 rows alone: no reference
-    found, = recommend(made, Budget(1, 1.0))
+    found, = recommend(made, Budget(1))
     why = ("no reference accuracy: the PyTorch baseline failed (crashed: RuntimeError: out of file handles) and no "
            "FP32 artifact's was measured")
     assert found.choice is None and found.excluded == {"pytorch-fp32": made.rows[0].error, "openvino-int8": why,
@@ -204,13 +223,13 @@ def test_a_row_whose_accuracy_is_unknown_is_not_recommended_where_the_others_was
     unknown = row("openvino-int8", [20, 21, 19], 0.0)
     unknown.accuracy = None
     made = report(row("onnx-fp32", [60, 61, 59], 0.343), unknown)
-    found, = recommend(made, Budget(1, 1.0))
+    found, = recommend(made, Budget(1))
     assert found.choice.artifact == "onnx-fp32" and found.reference == "the PyTorch FP32 baseline"
     assert found.excluded["openvino-int8"] == ("accuracy unknown (not measured) where the others' was measured: "
                                                "cannot be held to the accuracy budget")
     for each in made.rows:
         each.accuracy = Accuracy(None, None, 128, RANDOM_WEIGHTS)
-    found, = recommend(made, Budget(1, 1.0))
+    found, = recommend(made, Budget(1))
     assert found.choice.artifact == "openvino-int8" and not found.excluded and found.reference == ""
     assert found.verdict.endswith("(accuracy not measured: ranked on speed alone)")
     assert found.choice.accuracy == RANDOM_WEIGHTS
@@ -223,7 +242,7 @@ def test_a_row_whose_accuracy_was_measured_on_its_calibration_images_is_not_coun
     seen = row("openvino-int8", [20, 21, 19], 0.343)
     seen.calibration_overlap = 24
     made = report(row("onnx-fp32", [60, 61, 59], 0.343), seen)
-    found, = recommend(made, Budget(1, 1.0))
+    found, = recommend(made, Budget(1))
     note = ("accuracy measured on 24 of its 128 evaluation images that it was calibrated on: not evidence of its "
             "accuracy")
     assert found.choice.artifact == "onnx-fp32"
@@ -256,5 +275,5 @@ def test_results_whose_timed_runs_read_zero_ms_are_refused_in_one_line_and_never
     zero = row("openvino-int8", [20, 21, 19], 0.343)
     for measurement in zero.measurements:
         measurement.batches[0].latency = LatencyStats([0.0] * 20, 0.0, 0.0, 0.0, 0.0, 0.0)
-    found, = recommend(report(row("onnx-fp32", [60, 61, 59], 0.343), zero), Budget(1, 1.0))
+    found, = recommend(report(row("onnx-fp32", [60, 61, 59], 0.343), zero), Budget(1))
     assert found.choice.artifact == "onnx-fp32" and found.excluded["openvino-int8"] == "not measured at batch 1"

@@ -2,7 +2,7 @@
 latency and memory limits, with its spread, the runner-up, and a tie where the two are within measurement noise.
 
 Speed is each row's throughput in the host's fast state (``Row.fast_state``, the matrix's figure),
-inference alone or the pipelined end-to-end path (``Budget.by``), ranked; its spread is the row's
+inference alone or the pipelined end-to-end path (``RecommendOptions.by``), ranked; its spread is the row's
 throughput per interleaved round (every round one process per artifact). Two candidates are told
 apart only when the faster one wins in every round the two share and by more than TIE_MARGIN at
 the median: on these hosts a process runs in a fast or a
@@ -13,24 +13,27 @@ not as a choice.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from yolo_optimize.errors import UserError
+from yolo_optimize.evaluation.reporting.options import RecommendOptions
 from yolo_optimize.evaluation.results import BASELINE_TARGET, END_TO_END, INFERENCE, Report, Row, is_baseline
 from yolo_optimize.evaluation.run_statistics import TIE_MARGIN
 from yolo_optimize.families.nms import FOLDER as NMS_FOLDER
 from yolo_optimize.formats import format_named
-from yolo_optimize.runtime.runners.base import THROUGHPUT
+from yolo_optimize.runtime.runners.base import THROUGHPUT, Execution
 
-RANKINGS = {"inference": INFERENCE, "e2e": END_TO_END}  # --by: what a row's speed is
 
 @dataclass(frozen=True)
 class Budget:
+    """What one batch size's recommendation holds the rows to: the options' limits (accuracy in points of the family's
+    metric, p50 latency in the host's fast state as in the matrix, peak memory of the measuring process: on the GPU
+    for a GPU row, else RSS) and what speed is ranked on, at ``batch``."""
+
     batch: int
-    max_accuracy_drop: float = 1.0  # points: mAP50-95 for detectors, top-1 agreement for classifiers
-    max_latency_ms: float | None = None  # p50 at this batch size, in the host's fast state as in the matrix
-    max_memory_mb: float | None = None  # peak memory of the measuring process: on the GPU for a GPU row, else RSS
-    by: str = INFERENCE  # rank on inference alone, or on the pipelined end-to-end path (results.END_TO_END)
+    options: RecommendOptions = RecommendOptions()
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class Candidate:
     path: str  # the file to load
     runs_in: str
     mode: str  # the configuration it ran in at this batch size (runners.base.Execution.label)
-    throughput_ips: float  # what it is ranked on (Budget.by), in the host's fast state, as in the matrix
+    throughput_ips: float  # what it is ranked on (RecommendOptions.by), in the host's fast state, as in the matrix
     throughput_range: tuple[float, float]  # lowest and highest round
     speedup: float | None  # throughput_ips over the PyTorch baseline's, measured the same way (None: no baseline)
     inference_ips: float  # inference alone, fast state
@@ -65,6 +68,21 @@ class Recommendation:
     against_host_nms: str = ""  # a model built with --nms beside the same model without it: which path is faster
     doubt: str = ""  # why the ranking and its speedups are not to be taken as confident (``_doubt``)
     reference: str = ""  # what the accuracy budget held each row to (``Reference``); "": speed alone decided
+
+
+def recommendations(report: Report, options: RecommendOptions, name: str = "the report") -> list[Recommendation]:
+    """What ``optimize recommend`` prints and ``yo.recommend`` picks from: at each batch size asked (every one the
+    report measured, unless ``options`` names one) the recommendation for each model asked (every one, unless named).
+    A batch size or a model the report lacks is a UserError naming the report as ``name``."""
+    measured = report.settings.batch_sizes
+    if options.batch_size is not None and options.batch_size not in measured:
+        raise UserError(f"{name} measured batch sizes {list(measured)}, not {options.batch_size}")
+    models = list(dict.fromkeys(row.model for row in report.rows))
+    if options.model is not None and options.model not in models:
+        raise UserError(f"{name} has no model {options.model!r} (it has {', '.join(models)})")
+    sizes = measured if options.batch_size is None else (options.batch_size,)
+    return [pick for size in sizes for pick in recommend(report, Budget(size, options))
+            if options.model in (None, pick.model)]
 
 
 def recommend(report: Report, budget: Budget) -> list[Recommendation]:
@@ -107,7 +125,7 @@ def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
             excluded[row.name] = why
         else:
             eligible.append(row)
-    ranked = sorted(eligible, key=lambda row: -_throughput(row, budget.batch, budget.by))
+    ranked = sorted(eligible, key=lambda row: -_throughput(row, budget.batch, budget.options.ranking))
     held_to = reference.describe()
     if not ranked:
         return Recommendation(model, budget.batch, None, verdict="no artifact meets the budget" + _aside(reference),
@@ -117,9 +135,9 @@ def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
         return Recommendation(model, budget.batch, choice, verdict=f"{choice.artifact}: the only artifact within "
                               "the budget" + _aside(reference), excluded=excluded, doubt=doubt, reference=held_to)
     runner_up = _candidate(ranked[1], baseline, reference, budget)
-    tie = not _clearly_faster(ranked[0], ranked[1], budget.batch, budget.by)
+    tie = not _clearly_faster(ranked[0], ranked[1], budget.batch, budget.options.ranking)
     gap = choice.throughput_ips / runner_up.throughput_ips - 1
-    ranked_on = "" if budget.by == INFERENCE else "end to end "
+    ranked_on = "" if budget.options.ranking == INFERENCE else "end to end "
     verdict = (f"{choice.artifact} and {runner_up.artifact} are {ranked_on}within measurement noise ({gap:+.1%} at the "
                f"median; not faster in every round by more than {TIE_MARGIN:.0%}): pick either on other grounds"
                if tie else f"{choice.artifact}: {gap:.1%} faster {ranked_on}than {runner_up.artifact}, and faster in "
@@ -189,7 +207,7 @@ def _doubt(baseline: Row | None, leading: list[Row], budget: Budget) -> str:
     busy = list(dict.fromkeys(row.name for row in rows if row.busy_host()))
     if busy:
         return f"not a confident ranking: other processes shared the CPUs while {', '.join(busy)} measured"
-    spread = baseline.process_spread(budget.batch, budget.by) if baseline else None
+    spread = baseline.process_spread(budget.batch, budget.options.ranking) if baseline else None
     if baseline is None or spread is None or spread <= TIE_MARGIN:
         return ""
     return (f"not a confident ranking: the PyTorch baseline's {len(baseline.measurements)} processes disagree by "
@@ -201,18 +219,19 @@ def _exclusion(row: Row, reference: Reference, budget: Budget) -> str:
     """Why ``row`` cannot be shipped under ``budget``; empty when it can."""
     if row.error or row.skipped:
         return row.error or row.skipped
-    if not row.round_throughputs(budget.batch, budget.by) or not _throughput(row, budget.batch, budget.by):
-        what = "" if budget.by == INFERENCE else " end to end"
+    options = budget.options
+    if not row.round_throughputs(budget.batch, options.ranking) or not _throughput(row, budget.batch, options.ranking):
+        what = "" if options.ranking == INFERENCE else " end to end"
         return f"not measured{what} at batch {budget.batch}"
     why = _accuracy_exclusion(row, reference, budget)
     if why:
         return why
     p50 = _p50(row, budget.batch)
-    if budget.max_latency_ms is not None and p50 > budget.max_latency_ms:
-        return f"p50 {p50:.1f} ms over {budget.max_latency_ms:g} ms"
+    if options.max_latency_ms is not None and p50 > options.max_latency_ms:
+        return f"p50 {p50:.1f} ms over {options.max_latency_ms:g} ms"
     memory, where = row.deployed_memory_mb(), "GPU " if row.median_gpu_memory_mb() is not None else ""
-    if budget.max_memory_mb is not None and memory > budget.max_memory_mb:
-        return f"peak {where}memory {memory:.0f} MB over {budget.max_memory_mb:g} MB"
+    if options.max_memory_mb is not None and memory > options.max_memory_mb:
+        return f"peak {where}memory {memory:.0f} MB over {options.max_memory_mb:g} MB"
     return ""
 
 
@@ -229,8 +248,8 @@ def _accuracy_exclusion(row: Row, reference: Reference, budget: Budget) -> str:
     if drop is None:
         note = row.accuracy.note if row.accuracy and row.accuracy.note else "not measured"
         return f"accuracy unknown ({note}) where the others' was measured: cannot be held to the accuracy budget"
-    if drop > budget.max_accuracy_drop:
-        return f"loses {drop:.2f} points (budget {budget.max_accuracy_drop:g})"
+    if drop > budget.options.max_map_drop:
+        return f"loses {drop:.2f} points (budget {budget.options.max_map_drop:g})"
     return ""
 
 
@@ -287,12 +306,12 @@ def _p50(row: Row, batch: int) -> float:
 
 
 def _candidate(row: Row, baseline: Row | None, reference: Reference, budget: Budget) -> Candidate:
-    batch = budget.batch
-    rounds = list(row.round_throughputs(batch, budget.by).values())
+    batch, ranking = budget.batch, budget.options.ranking
+    rounds = list(row.round_throughputs(batch, ranking).values())
     path = row.entry or row.folder
     execution = row.execution(batch) or {}
     end_to_end = _throughput(row, batch, END_TO_END) or None
-    ranked, base = _throughput(row, batch, budget.by), _throughput(baseline, batch, budget.by) if baseline else 0.0
+    ranked, base = _throughput(row, batch, ranking), _throughput(baseline, batch, ranking) if baseline else 0.0
     return Candidate(row.model, row.name, path, row.measurements[0].executed_precision, execution.get("label", ""),
                      round(ranked, 2), (round(min(rounds), 2), round(max(rounds), 2)),
                      round(ranked / base, 3) if base else None,
@@ -313,28 +332,25 @@ def _accuracy_text(row: Row, reference: Reference) -> str:
     return _metric_text(row) + (f" ({-drop:+.2f} points)" if drop else "")
 
 
-def snippet(target: str, precision: str, path: str, execution: dict[str, Any], input_form: str,
+def snippet(target: str, precision: str, path: str, execution: Mapping[str, Any], input_form: str,
             side: int = 640) -> str:
     """A few lines that load ``path`` with its plain runtime in the configuration it was measured in (the format
-    table's template for that configuration; ``execution``: the row's ``runners.base.Execution``); a PyTorch row
-    measured on a GPU (``cuda_graph`` in its settings) goes on with how it ran there (``CUDA_GRAPH``)."""
-    form = format_named(target)
-    throughput = execution.get("mode") == THROUGHPUT and form.throughput_snippet
+    table's template for that configuration; ``execution``: the row's ``runners.base.Execution`` as results.json
+    records it); a PyTorch row measured on a GPU (``cuda_graph`` in its settings) goes on with how it ran there
+    (``CUDA_GRAPH``), on as many CUDA streams as its throughput configuration ran."""
+    form, run = format_named(target), Execution.recorded(execution)
+    throughput = run.mode == THROUGHPUT and form.throughput_snippet
     template = form.throughput_snippet if throughput else form.snippet
-    streams = execution.get("streams", 1)
-    settings = execution.get("settings", {})
-    loaded = template.format(path=path, config=repr(settings), input=input_form,
-                             threads=streams * execution.get("threads_per_stream", 1),
-                             requests=execution.get("requests", 1),
+    loaded = template.format(path=path, config=repr(run.settings), input=input_form,
+                             threads=run.streams * run.threads_per_stream, requests=run.requests,
                              dtype="float16" if precision == "fp16" else "float32")
-    if "cuda_graph" not in settings:
+    if "cuda_graph" not in run.settings:
         return loaded
     cast = ".half()" if precision == "fp16" else ""
-    weights = CHANNELS_LAST if settings.get("channels_last") else ""
-    batch = execution.get("request_batch", 1)
-    streams = CUDA_STREAMS.format(streams=settings["cuda_streams"], batch=batch) if settings.get("cuda_streams") else ""
+    weights = CHANNELS_LAST if run.settings.get("channels_last") else ""
+    streams = CUDA_STREAMS.format(streams=run.streams, batch=run.request_batch) if run.mode == THROUGHPUT else ""
     return "\n".join(line for line in loaded.splitlines() if not line.startswith("outputs")) + "\n" + \
-        CUDA_GRAPH.format(cast=cast, channels_last=weights, batch=batch, side=side) + streams
+        CUDA_GRAPH.format(cast=cast, channels_last=weights, batch=run.request_batch, side=side) + streams
 
 
 # How a PyTorch row runs on a GPU (runtime/runners/cuda_graph.py), after the format's lines that load ``model``

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
@@ -56,6 +56,14 @@ class Execution:
     def label(self) -> str:
         """``throughput 2x1`` (streams x threads per stream) or ``latency 1x2``, as the matrix shows it."""
         return f"{self.mode} {self.streams}x{self.threads_per_stream}"
+
+    @classmethod
+    def recorded(cls, values: Mapping[str, Any]) -> Execution:
+        """The execution as results.json records it (its fields and their ``label``: ``measure.execution_of``), typed
+        again; a field not recorded (a row whose batch recorded none) is one latency request's on one thread."""
+        named = {item.name for item in fields(cls)}
+        return cls(**{"mode": LATENCY, "streams": 1, "threads_per_stream": 1, "request_batch": 1,
+                      **{key: value for key, value in values.items() if key in named}})
 
 
 class Runner(ABC):

@@ -1,11 +1,14 @@
-"""Options as the command line, the Python API and TOML config files give them, declared once: a command's options
-are the fields of one frozen record (``build.config.BuildOptions``, ``evaluate.options.EvalOptions``), each
-declared with ``option(default, kind, help)``. From that one declaration come the API's keywords and TOML keys and
-their checks (``checked_values``), the record itself, and the command line's click options with the help's
-``[default: ...]`` (``cli/options.py``): adding an option is one field and the code that uses it.
+"""Declaring options: every command's options, as the command line, the Python API and TOML config files give them,
+are the fields of one frozen record in the ``options.py`` of the part that does the work (``building/options.py``:
+``BuildOptions``; ``evaluation/options.py``: ``EvalOptions``; ``evaluation/measuring/options.py``:
+``ProfileOptions``; ``evaluation/reporting/options.py``: ``RecommendOptions``, ``ReportOptions``;
+``machine/options.py``: ``InfoOptions``), each field declared with ``option(default, kind, help)``. From that one
+declaration come the API's keywords and TOML keys and their checks (``checked_values``), the record itself
+(``record_of``, ``layered``), and the command line's click options with the help's ``[default: ...]``
+(``cli/click_options.py``): adding an option is one field and the code that uses it.
 
-A config file holds a command's options as keys, spelled as on the command line without the dashes
-(``batch-sizes = [1, 8]``; ``batch_sizes`` works too), lists as TOML arrays or comma strings. Precedence:
+A config file (``build``, ``eval``) holds a command's options as keys, spelled as on the command line without the
+dashes (``batch-sizes = [1, 8]``; ``batch_sizes`` works too), lists as TOML arrays or comma strings. Precedence:
 the defaults, then the file, then what the command line or the API call says. An unknown key or a bad
 value is a ``UserError`` naming the key and where it came from.
 """
@@ -33,6 +36,7 @@ class Updatable(Protocol):
 
 
 Options = TypeVar("Options", bound=Updatable)
+Record = TypeVar("Record")
 
 
 def layered(defaults: Options, config: Path | Mapping[str, Any] | None, given: Mapping[str, Any],
@@ -47,8 +51,14 @@ def layered(defaults: Options, config: Path | Mapping[str, Any] | None, given: M
     return options.updated(given, given_from)
 
 
+def record_of(record: type[Record], values: Mapping[str, Any], origin: str) -> Record:
+    """``record``'s defaults with ``values`` checked and applied: a command's options where no config file layers
+    them (``info``, ``profile``, ``recommend``, ``report``)."""
+    return record(**checked_values(values, record, origin))
+
+
 def read_config(path: Path) -> dict[str, Any]:
-    """A TOML config file's keys and values (checked by ``BuildOptions.updated``); a UserError when unreadable."""
+    """A TOML config file's keys and values (checked by the record's ``updated``); a UserError when unreadable."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
@@ -103,7 +113,7 @@ def parse_image_sizes(text: str) -> tuple[int, ...]:
 class Kind:
     """The values an option takes, said once for every way in: called on a value from a config file or the API it
     returns the value checked (a UserError, or TypeError/ValueError read as "is not ``described``", when bad);
-    the command line reads it with the click type ``cli/options.py`` makes of the same kind."""
+    the command line reads it with the click type ``cli/click_options.py`` makes of the same kind."""
 
     described = "valid"
 
@@ -197,7 +207,6 @@ class Listed(Kind):
 class Repeated(Kind):
     """Paths given one at a time: the option repeated on the command line, a list (or one path) elsewhere."""
 
-    metavar: str
     described: str = "a list of paths"
 
     def __call__(self, value: Any) -> tuple[str, ...]:
@@ -205,14 +214,34 @@ class Repeated(Kind):
 
 
 @dataclass(frozen=True)
+class Percentage(Kind):
+    """A share given in percent, ``5%`` or ``5`` (a string or a number), as the fraction (0.05): finite and >= 0."""
+
+    described = "a percentage"
+
+    def __call__(self, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise UserError(f"must be a percentage such as 5%, got {value!r}")
+        try:
+            number = float(value.strip().removesuffix("%") if isinstance(value, str) else value)
+        except ValueError:
+            raise UserError(f"must be a percentage such as 5%, got {value!r}") from None
+        if not math.isfinite(number) or number < 0:
+            raise UserError(f"must be a finite percentage >= 0, got {value!r}")
+        return number / 100
+
+
+@dataclass(frozen=True)
 class Option:
     """One option's declaration beside its record field: what it takes, what the help says, how the help states the
-    default where the value alone does not (``shown_default``: None shows the value), and whether the command
-    line takes it as an option (a command's argument, such as eval's DIRECTORY, is declared by the command)."""
+    default where the value alone does not (``shown_default``: None shows the value), how it names the value
+    (``metavar``: None leaves it to the kind's click type), and whether the command line takes it as an option (a
+    command's argument, such as eval's DIRECTORY, is declared by the command)."""
 
     kind: Kind
     help: str | Callable[[], str] = ""  # a function where the text comes from a table read when asked (the formats)
     shown_default: str | None = None
+    metavar: str | None = None
     on_command_line: bool = True
 
     def check(self, value: Any, default: Any) -> Any:
@@ -224,9 +253,9 @@ OPTION = "option"  # the key of a field's metadata that holds its Option
 
 
 def option(default: Any, kind: Kind, help: str | Callable[[], str] = "", *, shown_default: str | None = None,
-           on_command_line: bool = True) -> Any:
+           metavar: str | None = None, on_command_line: bool = True) -> Any:
     """A record field declared as an option (see the module's docstring)."""
-    declared = Option(kind, help, shown_default, on_command_line)
+    declared = Option(kind, help, shown_default, metavar, on_command_line)
     return dataclasses.field(default=default, metadata={OPTION: declared})
 
 

@@ -1,6 +1,6 @@
 """Build options: one typed record, each field the option's one declaration, from which the command line, the Python
-API and TOML config files take it (options.py: the declaration, config files and precedence; cli/options.py: the
-click options)."""
+API and TOML config files take it (declaring.py: the declaration, config files and precedence; cli/click_options.py:
+the click options)."""
 
 from __future__ import annotations
 
@@ -11,18 +11,7 @@ from typing import Any
 
 from yolo_optimize.building.executor import JOBS, SMALL_HOST_CPUS, SMALL_HOST_JOBS
 from yolo_optimize.cluster.nodes import parse_selectors
-from yolo_optimize.errors import UserError
-from yolo_optimize.families.suppression import NmsSettings
-from yolo_optimize.families.ultralytics import ONE_TO_MANY, ONE_TO_ONE
-from yolo_optimize.formats import (
-    DEFAULT_TARGETS,
-    parse_precisions,
-    parse_targets,
-    targets_help,
-)
-from yolo_optimize.host.devices import DEVICES
-from yolo_optimize.metadata import FLOAT_INPUT, INPUT_FORMS
-from yolo_optimize.options import (
+from yolo_optimize.declaring import (
     EXECUTORS,
     LOCAL,
     FilePath,
@@ -38,11 +27,22 @@ from yolo_optimize.options import (
     parse_batch_sizes,
     parse_image_sizes,
 )
+from yolo_optimize.errors import UserError
+from yolo_optimize.families.suppression import NmsSettings
+from yolo_optimize.families.ultralytics import ONE_TO_MANY, ONE_TO_ONE
+from yolo_optimize.formats import (
+    DEFAULT_TARGETS,
+    parse_precisions,
+    parse_targets,
+    targets_help,
+)
+from yolo_optimize.host.devices import DEVICES
+from yolo_optimize.metadata import FLOAT_INPUT, INPUT_FORMS
 
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """Everything ``optimize build`` takes: each field is the option's one declaration (``options.option``)."""
+    """Everything ``optimize build`` takes: each field is the option's one declaration (``declaring.option``)."""
 
     model: str = option("", Text(), on_command_line=False)  # the command's MODEL argument
     targets: tuple[str, ...] = option(DEFAULT_TARGETS, Listed(lambda text: tuple(parse_targets(text)),

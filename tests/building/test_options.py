@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import VAL_DATA, WEIGHTS, brief, optimize, statuses
-from yolo_optimize.building.config import BuildOptions
+from yolo_optimize.building.options import BuildOptions
 from yolo_optimize.errors import UserError
 
 

@@ -1,5 +1,5 @@
-"""A command's click options made from its options record (``options.option`` declarations): the spelling, the click
-type of the option's kind, and the help with the real default, so that the command line cannot drift from the
+"""A command's click options made from its options record (``declaring.option`` declarations): the spelling, the
+click type of the option's kind, and the help with the real default, so that the command line cannot drift from the
 config file and the API."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from yolo_optimize.options import Declared, FilePath, Flag, Kind, OneOf, Real, Repeated, Whole, declared
+from yolo_optimize.declaring import Declared, FilePath, Flag, Kind, OneOf, Real, Repeated, Whole, declared
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,14 +37,16 @@ def _spelling(item: Declared) -> tuple[str, str]:
 def _settings(item: Declared) -> dict[str, Any]:
     kind = item.option.kind
     settings: dict[str, Any] = {"help": help_text(item)}
+    if item.option.metavar is not None:
+        settings["metavar"] = item.option.metavar
     if isinstance(kind, Flag):
         return {**settings, "flag_value": not item.default, "default": None}
     if isinstance(kind, Repeated):
-        return {**settings, "multiple": True, "metavar": kind.metavar}
-    return {**settings, "type": click_type(kind)}
+        return {**settings, "multiple": True}
+    return {**settings, "type": _click_type(kind)}
 
 
-def click_type(kind: Kind) -> Any:
+def _click_type(kind: Kind) -> Any:
     """The click type that reads ``kind`` from the command line (click refuses a bad value in its own words first)."""
     if isinstance(kind, Whole):
         return click.IntRange(kind.low)
@@ -54,7 +56,7 @@ def click_type(kind: Kind) -> Any:
         return click.Choice(kind.choices)
     if isinstance(kind, FilePath):
         return click.Path(path_type=Path)
-    return None  # text: lists and selectors arrive as their comma string
+    return None  # text: lists, selectors and percentages arrive as given, checked by the record's kind
 
 
 class FiniteFloatRange(click.FloatRange):
