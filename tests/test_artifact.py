@@ -15,7 +15,7 @@ import pytest
 from yolo_optimize.artifact import (
     MANIFEST,
     Manifest,
-    machine_id,
+    host_id,
     process_state,
     publish,
     publish_if_absent,
@@ -131,7 +131,7 @@ def test_leftovers_of_a_zombie_are_swept(tmp_path: Path) -> None:
     deadline = time.monotonic() + 10
     while process_state(child.pid) != "Z" and time.monotonic() < deadline:
         time.sleep(0.05)
-    leftover = tmp_path / f".tmp-node-{machine_id()}-{child.pid}-0badc0de"
+    leftover = tmp_path / f".tmp-node-{host_id()}-{child.pid}-0badc0de"
     leftover.mkdir()
     try:
         assert sweep_leftovers(tmp_path) == [leftover] and not leftover.exists()
@@ -142,8 +142,8 @@ def test_leftovers_of_a_zombie_are_swept(tmp_path: Path) -> None:
 def test_another_machines_leftovers_are_its_own_to_judge(tmp_path: Path) -> None:
     """On a store several machines share, a pid here says nothing of a folder staged on another machine."""
     no_such_pid = 2**22 + 7  # above the largest pid_max Linux allows
-    elsewhere = tmp_path / f".tmp-node-{'f' * len(machine_id())}-{no_such_pid}-0badc0de"
-    here = tmp_path / f".old-node-{machine_id()}-{no_such_pid}-0badc0de"
+    elsewhere = tmp_path / f".tmp-node-{'f' * len(host_id())}-{no_such_pid}-0badc0de"
+    here = tmp_path / f".old-node-{host_id()}-{no_such_pid}-0badc0de"
     elsewhere.mkdir()
     here.mkdir()
     assert sweep_leftovers(tmp_path) == [here] and elsewhere.is_dir()

@@ -23,7 +23,7 @@ from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext,
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluation.reporting.report import environment
 from yolo_optimize.formats import ONNXRUNTIME, OPENVINO, Format, Runtime, Step, format_named, formats, targets_help
-from yolo_optimize.machine.peaks import measured_runtimes
+from yolo_optimize.limits.peaks import measured_runtimes
 from yolo_optimize.metadata import ArtifactMetadata, artifact_metadata
 from yolo_optimize.runtime.runners.onnxruntime import OnnxRuntimeRunner
 
@@ -102,7 +102,7 @@ BROKEN = (Format(target="onnx-broken", entry="{model}.onnx", precisions=("fp32",
 # A runtime configuration whose runtime is the plugin's own distribution, with kernels for optimize info
 OWN_RUNTIME = (Format(target="onnx-own", entry="{model}.onnx", precisions=("fp32",), runner=ORT_RUNNER,
                       runtime=Runtime(package="yolo-optimize-test-plugin",
-                                      kernels="yolo_optimize.machine.onnxruntime_kernels"),
+                                      kernels="yolo_optimize.limits.onnxruntime_kernels"),
                       runs="onnx"),)
 
 
@@ -146,10 +146,10 @@ def test_a_registered_rows_runtime_is_listed_in_every_report_and_its_peaks_are_m
         assert packages["yolo-optimize-test-plugin"] == "0" and list(packages)[:4] == [
             "yolo-optimize", "torch", "onnxruntime", "openvino"]
         assert {"ncnn", "executorch", "tensorrt", "torch-tensorrt"} <= packages.keys()
-        assert measured_runtimes() == {"torch": "yolo_optimize.machine.torch_kernels",
-                                       "onnxruntime": "yolo_optimize.machine.onnxruntime_kernels",
-                                       "openvino": "yolo_optimize.machine.openvino_kernels",
-                                       "yolo-optimize-test-plugin": "yolo_optimize.machine.onnxruntime_kernels"}
+        assert measured_runtimes() == {"torch": "yolo_optimize.limits.torch_kernels",
+                                       "onnxruntime": "yolo_optimize.limits.onnxruntime_kernels",
+                                       "openvino": "yolo_optimize.limits.openvino_kernels",
+                                       "yolo-optimize-test-plugin": "yolo_optimize.limits.onnxruntime_kernels"}
     finally:
         monkeypatch.undo()
         formats.cache_clear()

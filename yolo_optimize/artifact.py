@@ -25,7 +25,7 @@ MANIFEST = "manifest.json"
 STORE = ".store"  # every node's folders, by cache key; the artifact folders are views of them
 KEY_CHARS = 16
 STAGING, TRASH = ".tmp-", ".old-"
-MACHINE_CHARS = 12
+HOST_ID_CHARS = 12
 
 
 @dataclass
@@ -107,7 +107,7 @@ def store_folder(model_dir: Path, node: str, cache_key: str) -> Path:
     return model_dir / STORE / node / cache_key[:KEY_CHARS]
 
 
-def machine_id() -> str:
+def host_id() -> str:
     """Which machine (and process namespace) a pid belongs to, for folders in a store several machines share (NFS):
     the kernel's boot id, which changes at every boot and differs between hosts, with this process's pid
     namespace, which differs between containers on one host. Only this machine's pids can be judged here."""
@@ -115,12 +115,12 @@ def machine_id() -> str:
     namespace = Path("/proc/self/ns/pid")
     facts = boot.read_text().strip() if boot.exists() else platform.node()
     facts += os.readlink(namespace) if namespace.exists() else ""
-    return hashlib.sha256(facts.encode()).hexdigest()[:MACHINE_CHARS]
+    return hashlib.sha256(facts.encode()).hexdigest()[:HOST_ID_CHARS]
 
 
 def _private_name(prefix: str, final: Path) -> Path:
     """``<prefix><name>-<machine>-<pid>-<random>`` beside ``final``: whose it is, for ``sweep_leftovers``."""
-    return final.parent / f"{prefix}{final.name}-{machine_id()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    return final.parent / f"{prefix}{final.name}-{host_id()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 def staging_dir(final: Path) -> Path:
@@ -206,7 +206,7 @@ def scratch_folder(prefix: str) -> Iterator[Path]:
     for stale in root.glob(f"{prefix}*"):
         if stale.is_dir() and _owner_gone(stale.name):
             shutil.rmtree(stale, ignore_errors=True)
-    with tempfile.TemporaryDirectory(prefix=f"{prefix}{machine_id()}-{os.getpid()}-") as work:
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}{host_id()}-{os.getpid()}-") as work:
         yield Path(work)
 
 
@@ -294,7 +294,7 @@ def clone_or_copy(source: Path, target: Path) -> None:
 
 def sweep_leftovers(model_dir: Path) -> list[Path]:
     """Remove this machine's staging and replaced folders whose process is gone (a killed or interrupted build);
-    another machine's are its own to judge (``machine_id``), however old."""
+    another machine's are its own to judge (``host_id``), however old."""
     removed = []
     for path in [*model_dir.rglob(f"{STAGING}*"), *model_dir.rglob(f"{TRASH}*")]:
         if path.is_dir() and _owner_gone(path.name):
@@ -310,7 +310,7 @@ def _owner_gone(name: str) -> bool:
     containers nobody may: ``kill(pid, 0)`` succeeds on zombies, so /proc's state decides.
     """
     machine, pid_text = name.rsplit("-", 3)[-3:-1] if name.count("-") >= 3 else ("", "")
-    if machine != machine_id() or not pid_text.isdigit():
+    if machine != host_id() or not pid_text.isdigit():
         return False
     pid = int(pid_text)
     if Path("/proc/self/stat").exists():

@@ -2,7 +2,7 @@
 are the fields of one frozen record in the ``options.py`` of the part that does the work (``building/options.py``:
 ``BuildOptions``; ``evaluation/options.py``: ``EvalOptions``; ``evaluation/measuring/options.py``:
 ``ProfileOptions``; ``evaluation/reporting/options.py``: ``RecommendOptions``, ``ReportOptions``;
-``machine/options.py``: ``InfoOptions``), each field declared with ``option(default, kind, help)``. From that one
+``limits/options.py``: ``InfoOptions``), each field declared with ``option(default, kind, help)``. From that one
 declaration come the API's keywords and TOML keys and their checks (``checked_values``), the record itself
 (``record_of``, ``layered``), and the command line's click options with the help's ``[default: ...]``
 (``cli/click_options.py``): adding an option is one field and the code that uses it.

@@ -44,15 +44,15 @@ class Step:
 class Runtime:
     """What runs a format's files: the distribution whose version every report lists, and, for a CPU runtime whose
     measured peaks bound its rows (the matrix's utilization), the module of kernels ``optimize info`` times in it
-    (machine/peaks.py; the package names the peaks)."""
+    (limits/peaks.py; the package names the peaks)."""
 
     package: str
     kernels: str = ""  # module with ``unavailable_reason(precision)`` and ``kernel(shape, precision, threads)``
 
 
-TORCH = Runtime(package="torch", kernels="yolo_optimize.machine.torch_kernels")
-ONNXRUNTIME = Runtime(package="onnxruntime", kernels="yolo_optimize.machine.onnxruntime_kernels")
-OPENVINO = Runtime(package="openvino", kernels="yolo_optimize.machine.openvino_kernels")
+TORCH = Runtime(package="torch", kernels="yolo_optimize.limits.torch_kernels")
+ONNXRUNTIME = Runtime(package="onnxruntime", kernels="yolo_optimize.limits.onnxruntime_kernels")
+OPENVINO = Runtime(package="openvino", kernels="yolo_optimize.limits.openvino_kernels")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,7 +85,7 @@ class Format:
 
     @property
     def kernels(self) -> str | None:
-        """The runtime whose measured peaks bound its rows (machine/peaks.py); None: no peaks measured for it."""
+        """The runtime whose measured peaks bound its rows (limits/peaks.py); None: no peaks measured for it."""
         return self.runtime.package if self.runtime.kernels else None
 
     @property

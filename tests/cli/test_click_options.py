@@ -15,7 +15,7 @@ from yolo_optimize.declaring import Flag, declared
 from yolo_optimize.evaluation.measuring.options import ProfileOptions
 from yolo_optimize.evaluation.options import EvalOptions
 from yolo_optimize.evaluation.reporting.options import RecommendOptions, ReportOptions
-from yolo_optimize.machine.options import InfoOptions
+from yolo_optimize.limits.options import InfoOptions
 
 COMMANDS = {"build": (build, BuildOptions), "eval": (evaluate_command, EvalOptions), "info": (info, InfoOptions),
             "profile": (profile, ProfileOptions), "recommend": (recommend, RecommendOptions),

@@ -16,8 +16,8 @@ from onnx import numpy_helper
 from tests.conftest import CALIB_DATA, INT8_ARGS, VAL_DATA, brief, build_args, optimize
 from yolo_optimize.artifact import Manifest, read_valid
 from yolo_optimize.host.cpu import has_native_bf16, has_vnni, usable_cpus
-from yolo_optimize.machine.choices import bf16_evidence, float_parts_precision
-from yolo_optimize.machine.peaks import cached_limits
+from yolo_optimize.limits.choices import bf16_evidence, float_parts_precision
+from yolo_optimize.limits.peaks import cached_limits
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.int8_openvino import OpenVinoInt8
 from yolo_optimize.optimize.nncf_int8 import ACCURACY_CONTROL_ROUTE, NO_TUNING_IMAGES, ROUTE

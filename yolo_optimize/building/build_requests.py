@@ -1,6 +1,6 @@
 """A build's options read into one checked request per input size: the checkpoint resolved, the sizes, parity
 images and data files checked and their contents taken for the cache keys, INT8's image sets split, and what the
-building machine says (``building_host.py``) filled in. Bad input is a ``UserError`` before anything is written."""
+building machine says (``host_facts.py``) filled in. Bad input is a ``UserError`` before anything is written."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from dataclasses import replace
 from typing import Any
 
 from yolo_optimize.artifact import check_writable
-from yolo_optimize.building.building_host import BuildingHost, building_host
 from yolo_optimize.building.contents import RECORD, Digests, data_contents
 from yolo_optimize.building.executor import Executor
+from yolo_optimize.building.host_facts import HostFacts, host_facts
 from yolo_optimize.building.int8_split import int8_inputs
 from yolo_optimize.building.options import BuildOptions
 from yolo_optimize.building.request import BuildRequest, GateConfig
@@ -20,7 +20,7 @@ VERDICTS = ".checkpoints"  # under --out: the family verdicts of the checkpoints
 #                           (checkpoint.remember_family)
 
 
-def requests_for(options: BuildOptions, executor: Executor) -> tuple[list[BuildRequest], BuildingHost]:
+def requests_for(options: BuildOptions, executor: Executor) -> tuple[list[BuildRequest], HostFacts]:
     """One request per input size, every input checked (bad input is a UserError before anything is written, after
     ``check_options``); what depends on the building machine (the device 'auto' means, the CPU's INT8 arithmetic,
     its measured bf16 and fp32 rates) read where it builds, and returned beside them."""
@@ -38,7 +38,7 @@ def requests_for(options: BuildOptions, executor: Executor) -> tuple[list[BuildR
     digests = Digests(options.out / RECORD, full=options.verify)
     int8 = int8_inputs(family, options, digests) if "int8" in options.precisions else {}
     contents = request_contents([str(p.resolve()) for p in images], int8, digests)
-    host = executor.probe(building_host, options.device, options.precisions)  # bad input is refused before it
+    host = executor.probe(host_facts, options.device, options.precisions)  # bad input is refused before it
     if int8:
         int8.update(int8_vnni=host.int8_vnni, int8_float_precision=host.int8_float_precision)
     requests = [BuildRequest(

@@ -22,7 +22,7 @@ from yolo_optimize.building.request import BuildRequest
 from yolo_optimize.declaring import LOCAL
 from yolo_optimize.errors import UserError
 from yolo_optimize.files import write_atomically
-from yolo_optimize.machine.choices import slower_than_fp32_note
+from yolo_optimize.limits.choices import slower_than_fp32_note
 
 OnEvent = Callable[[str, NodeResult | None], None]  # (node, None) when it starts, (node, result) when it ends
 

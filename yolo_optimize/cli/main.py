@@ -27,11 +27,11 @@ from yolo_optimize.evaluation.measuring.options import ProfileOptions
 from yolo_optimize.evaluation.options import COMMAND_OUT, EvalOptions, eval_options
 from yolo_optimize.evaluation.reporting.options import RecommendOptions, ReportOptions
 from yolo_optimize.host.cpu import usable_cpus
-from yolo_optimize.machine.options import InfoOptions
+from yolo_optimize.limits.options import InfoOptions
 from yolo_optimize.versions import __version__
 
 if TYPE_CHECKING:
-    from yolo_optimize.machine.peaks import MachineLimits
+    from yolo_optimize.limits.peaks import MachineLimits
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -118,7 +118,7 @@ def build(model: str | None, config_file: Path | None, **given: Any) -> None:
     torchvision classifier such as resnet18, a YOLOv7 model YAML, or a .pt path) to every target x precision,
     cached, in parallel."""
     from yolo_optimize.building.builder import run_build
-    from yolo_optimize.machine.choices import needs_measuring
+    from yolo_optimize.limits.choices import needs_measuring
 
     options = build_options(config_file, _given({**given, "model": model}), "command line")
     hosts = options.executor == RAY
@@ -255,8 +255,8 @@ def _json_flag(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 @user_errors
 def info(as_json: bool, **given: Any) -> None:
     """This machine: CPU, ISA, runtimes and their measured peak GEMM/convolution rates and memory bandwidth (cached)."""
-    from yolo_optimize.machine.display import limits_tables
-    from yolo_optimize.machine.peaks import machine_limits
+    from yolo_optimize.limits.display import limits_tables
+    from yolo_optimize.limits.peaks import machine_limits
 
     options = record_of(InfoOptions, _given(given), "command line")
     with console.status("measuring this machine's limits (about a minute, once per machine and tool versions)"):
@@ -364,7 +364,7 @@ def report(report_dir: Path, **given: Any) -> None:
 
 def _measured_limits(threads: int) -> MachineLimits:
     """This machine's peaks at ``threads``, measured before anything else runs (then cached)."""
-    from yolo_optimize.machine.peaks import machine_limits
+    from yolo_optimize.limits.peaks import machine_limits
 
     with console.status("this machine's limits (measured once per machine and tool versions, then cached)"):
         return machine_limits(threads)
@@ -376,7 +376,7 @@ def _evaluate_on_hosts(options: EvalOptions) -> None:
     from rich.table import Table
 
     from yolo_optimize.cli.console import progress_bar
-    from yolo_optimize.evaluation.hosts import evaluate_on_hosts
+    from yolo_optimize.evaluation.per_host import evaluate_on_hosts
     from yolo_optimize.evaluation.reporting.hosts_report import SHIP_COLUMNS, ship_where
     from yolo_optimize.evaluation.reporting.report import rich_table
     from yolo_optimize.evaluation.session import EvalRequest, measured_anything

@@ -13,7 +13,7 @@ from typing import Any
 from yolo_optimize.evaluation.facts import ModelFacts
 from yolo_optimize.evaluation.options import ROW_TIMEOUT_S
 from yolo_optimize.evaluation.run_statistics import FastState, LatencyStats, fast_state
-from yolo_optimize.machine.host_load import HostUse
+from yolo_optimize.host.busy import HostUse
 from yolo_optimize.runtime.accuracy import RANGE, SHARE, Accuracy
 from yolo_optimize.runtime.runners.base import AUTO
 
@@ -67,7 +67,7 @@ class Measurement:
     threads: int
     weight_bytes: int | None = None  # the weights the runtime loaded, at their stored types (runners/base.py)
     round: int = 0  # the interleaved round it was taken in
-    host: HostUse | None = None  # what else ran on its CPUs while it timed its blocks (machine/host_load.py)
+    host: HostUse | None = None  # what else ran on its CPUs while it timed its blocks (host/busy.py)
 
     def throughput(self, batch: int, part: str = INFERENCE) -> float | None:
         return next((b.throughput_ips if part == INFERENCE else b.end_to_end_ips
@@ -322,7 +322,7 @@ class Report:
     settings: EvalSettings
     rows: list[Row]
     matrix: list[MatrixRow]
-    machine_limits: dict[str, Any] | None = None  # machine/peaks.py's MachineLimits (eval --profile)
+    machine_limits: dict[str, Any] | None = None  # limits/peaks.py's MachineLimits (eval --profile)
 
     def to_json(self) -> str:
         """results.json's text: every field as ``dataclasses.asdict`` gives it, the settings' paths as strings."""

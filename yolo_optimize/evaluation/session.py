@@ -28,9 +28,9 @@ from yolo_optimize.evaluation.options import EvalOptions
 from yolo_optimize.evaluation.reporting.report import build_report, write_report
 from yolo_optimize.evaluation.results import EvalSettings, Report
 from yolo_optimize.formats import foreign_suffixes
+from yolo_optimize.host.busy import host_before
 from yolo_optimize.host.cpu import usable_cpus
 from yolo_optimize.host.devices import resolve_device
-from yolo_optimize.machine.host_load import host_before
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def _measured(request: EvalRequest, settings: EvalSettings, progress: Callable[[
     dataset = evaluation_data(settings, found)
     limits = None
     if settings.profile_dir:
-        from yolo_optimize.machine.peaks import machine_limits
+        from yolo_optimize.limits.peaks import machine_limits
 
         progress("this machine's limits (measured once per machine and tool versions, then cached)", 0, 0)
         limits = machine_limits(settings.threads)

@@ -52,7 +52,7 @@ def cannot_compile(device: str) -> str | None:
     return f"AOTInductor compiles C++: no {compiler} on PATH (install g++ or set CXX)"
 
 
-def machine_environment() -> dict[str, str]:
+def bound_cpu() -> dict[str, str]:
     """What a package compiled here is bound to: the CPU's instruction sets (``-march=native``)."""
     return {"cpu_isa": " ".join(reported_isa())}
 
@@ -93,7 +93,7 @@ class AotiCompile(Stage):
         return cls(AotiConfig(request.imgsz, precision, request.input_form))
 
     def environment(self) -> dict[str, str]:
-        return machine_environment()
+        return bound_cpu()
 
     def unavailable_reason(self, device: str) -> str | None:
         if self.config.precision == "bf16" and not has_native_bf16():

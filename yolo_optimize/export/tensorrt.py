@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
-from yolo_optimize.artifact import machine_id
+from yolo_optimize.artifact import host_id
 from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
 from yolo_optimize.errors import StageSkipped
 from yolo_optimize.formats import format_named
@@ -79,7 +79,7 @@ def build_engine(
         timing_cache.parent.mkdir(parents=True, exist_ok=True)
         # a killed build never leaves a torn cache; on a store several machines share, whose FileLock none of the
         # others sees, each writes its own temporary file and the last complete one wins
-        partial = timing_cache.with_name(f"{timing_cache.name}.{machine_id()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        partial = timing_cache.with_name(f"{timing_cache.name}.{host_id()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         partial.write_bytes(bytes(config.get_timing_cache().serialize()))
         partial.replace(timing_cache)
     engine_path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ import numpy as np
 
 from yolo_optimize.building.loading import example_input, export_module
 from yolo_optimize.building.stage import REFERENCE, SOURCE, Stage, StageContext, StageOutput
-from yolo_optimize.export.aoti import cannot_compile, compile_package, exported, machine_environment
+from yolo_optimize.export.aoti import bound_cpu, cannot_compile, compile_package, exported
 from yolo_optimize.families import family_named
 from yolo_optimize.host.cpu import cpu_facts
 from yolo_optimize.metadata import FLOAT_INPUT
@@ -60,7 +60,7 @@ class AotiInt8(Stage):
                                   reduce_range=not request.int8_vnni))
 
     def environment(self) -> dict[str, str]:
-        return machine_environment()
+        return bound_cpu()
 
     def unavailable_reason(self, device: str) -> str | None:
         return cannot_compile(device)

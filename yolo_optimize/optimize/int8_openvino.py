@@ -10,7 +10,7 @@ ranges they lost 0.5 points of mAP50-95; with these ranges and bias correction t
 
 What the quantized IR keeps in float (the decode, and whatever the accuracy-aware route reverts)
 computes in bf16 where the building CPU's OpenVINO bf16 kernels measure faster than its fp32 ones
-(``machine/choices.py``: the cached ``optimize info`` rates, recorded beside the choice), in fp32
+(``limits/choices.py``: the cached ``optimize info`` rates, recorded beside the choice), in fp32
 elsewhere: OpenVINO runs it by its ``INFERENCE_PRECISION_HINT``, which the IR's metadata
 (``compile_config``) carries and the gate and every runner use. On the Zen 4 VM (bf16 at twice fp32)
 that made yolov5n's INT8 IR 5-11% faster at batch 1 at no measurable cost in mAP (issue 21,
@@ -28,7 +28,7 @@ import numpy as np
 
 from yolo_optimize.export.openvino import embed_metadata
 from yolo_optimize.host.cpu import cpu_facts
-from yolo_optimize.machine.choices import evidence_here
+from yolo_optimize.limits.choices import evidence_here
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.optimize.calibration import Int8Config, float_tail
 from yolo_optimize.optimize.nncf_int8 import NncfInt8
@@ -42,7 +42,7 @@ DEFAULT_RANGES_ROUTE = "NNCF MIXED, default activation ranges, bias correction"
 
 @dataclass(frozen=True)
 class OpenVinoInt8Config(Int8Config):
-    float_precision: str = "fp32"  # what its float parts compute in: bf16 where it measures faster (machine/choices)
+    float_precision: str = "fp32"  # what its float parts compute in: bf16 where it measures faster (limits/choices)
     precision: str = "int8"
 
 

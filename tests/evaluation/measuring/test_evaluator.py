@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import QUICK_EVAL, VAL_DATA, brief, eval_args, on_a_small_disk, optimize, written_matrix
-from tests.machine.test_host_load import spinning
+from tests.host.test_busy import spinning
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluation.reporting.recommend import Budget, recommend
 from yolo_optimize.evaluation.reporting.report import load_report
 from yolo_optimize.evaluation.results import MatrixRow
 from yolo_optimize.evaluation.run_statistics import TIE_MARGIN
-from yolo_optimize.machine.host_load import HostMeter
+from yolo_optimize.host.busy import HostMeter
 from yolo_optimize.runtime.runners.onnxruntime import IDLE_THREADS, SLEEPING
 
 FP32_EXPORTS = ("onnx-fp32", "openvino-fp32")

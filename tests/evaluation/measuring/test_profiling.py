@@ -125,7 +125,7 @@ def test_threads_are_scaled_up_to_the_usable_cpus_and_energy_is_measured_whereve
     """Energy: measured (J/image > 0) exactly where RAPL package counters are readable, else the reason they are not,
     as this machine gives it."""
     from yolo_optimize.host.cpu import usable_cpus
-    from yolo_optimize.machine.energy import package_domains
+    from yolo_optimize.host.energy import package_domains
 
     profile = json.loads((profiled / "profiles" / "yolov5n" / "onnx-fp32" / "profile.json").read_text())
     assert [t["threads"] for t in profile["threads"]] == thread_counts(usable_cpus())

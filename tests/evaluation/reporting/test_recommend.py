@@ -20,7 +20,7 @@ from yolo_optimize.evaluation.reporting.recommend import Budget, brief, describe
 from yolo_optimize.evaluation.reporting.report import load_report, write_report
 from yolo_optimize.evaluation.results import Report
 from yolo_optimize.evaluation.run_statistics import LatencyStats
-from yolo_optimize.machine.host_load import HostUse
+from yolo_optimize.host.busy import HostUse
 from yolo_optimize.runtime.accuracy import RANDOM_WEIGHTS, Accuracy
 
 

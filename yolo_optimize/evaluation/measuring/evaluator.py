@@ -41,7 +41,7 @@ from yolo_optimize.formats import formats
 from yolo_optimize.host.cpu import has_vnni
 from yolo_optimize.host.processes import one_line
 from yolo_optimize.images import check_input_fits
-from yolo_optimize.machine.peaks import MachineLimits
+from yolo_optimize.limits.peaks import MachineLimits
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.accuracy import (
     RANDOM_WEIGHTS,

@@ -50,8 +50,8 @@ from yolo_optimize.evaluation.results import (
     VariantChoice,
 )
 from yolo_optimize.evaluation.run_statistics import BLOCK_S, TIE_MARGIN
+from yolo_optimize.host.busy import HostMeter
 from yolo_optimize.host.processes import SPAWN, child_environment, configured_child, ended, oom_kills
-from yolo_optimize.machine.host_load import HostMeter
 from yolo_optimize.runtime.runners.base import Runner
 
 

@@ -28,9 +28,9 @@ from yolo_optimize.evaluation.measuring.measure import MeasureJob, Timing, batch
 from yolo_optimize.evaluation.run_statistics import BLOCK_S, FAST_STATE_SPAN
 from yolo_optimize.formats import format_named
 from yolo_optimize.host.cpu import usable_cpus
+from yolo_optimize.host.energy import Energy, measure_energy, package_domains
 from yolo_optimize.host.processes import in_own_process, one_line
-from yolo_optimize.machine.energy import Energy, measure_energy, package_domains
-from yolo_optimize.machine.peaks import MachineLimits
+from yolo_optimize.limits.peaks import MachineLimits
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.layers import LayerProfile, LayerTime
 from yolo_optimize.runtime.runners.base import Runner

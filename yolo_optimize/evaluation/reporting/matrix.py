@@ -18,7 +18,7 @@ from typing import Any
 from yolo_optimize.evaluation.reporting.roofline import roofline_cells
 from yolo_optimize.evaluation.results import END_TO_END, BatchCells, EvalSettings, MatrixRow, Report, Row, is_baseline
 from yolo_optimize.formats import formats
-from yolo_optimize.machine.peaks import MachineLimits
+from yolo_optimize.limits.peaks import MachineLimits
 from yolo_optimize.runtime.runners.cuda_phases import PHASES
 
 UNSTABLE_SPREAD = 0.15  # repeats of one row disagreeing by more than this are flagged
@@ -288,7 +288,7 @@ def calibration_warning(report: Report) -> str:
 
 
 def busy_warning(report: Report) -> str:
-    """One line when other processes shared the CPUs before or while measuring (``host_load.py``), else ""."""
+    """One line when other processes shared the CPUs before or while measuring (``host/busy.py``), else ""."""
     before = report.environment.get("host_before") or {}
     busy = [line.artifact for line in report.matrix if line.busy_host]
     doubted_before = before.get("busy") or before.get("unknown")

@@ -15,7 +15,7 @@ import numpy as np
 
 from yolo_optimize.evaluation.reporting.roofline import roofline_figure
 from yolo_optimize.evaluation.results import MatrixRow, Report
-from yolo_optimize.machine.peaks import MachineLimits
+from yolo_optimize.limits.peaks import MachineLimits
 
 ACCURACY_KEYS = {"detect": ("map50_95", "mAP50-95"), "classify": ("top1_agreement", "top-1 agreement with FP32")}
 KINDS_SHOWN = 6  # layer types drawn apart in the time-per-type bars; the rest is "other"

@@ -30,10 +30,10 @@ from yolo_optimize.evaluation.results import SCHEMA_VERSION, EvalSettings, Repor
 from yolo_optimize.evaluation.results_json import from_json, read_results, zero_runs
 from yolo_optimize.evaluation.run_statistics import BLOCK_S, FAST_STATE_SPAN, REFERENCE_QUANTILE
 from yolo_optimize.formats import formats
+from yolo_optimize.host.busy import HostBefore
 from yolo_optimize.host.cpu import cpu_facts, cpu_model, usable_cpus
 from yolo_optimize.host.processes import allocator_settings
-from yolo_optimize.machine.host_load import HostBefore
-from yolo_optimize.machine.peaks import MachineLimits
+from yolo_optimize.limits.peaks import MachineLimits
 
 UNSTABLE_LEGEND = (f"! = the row's processes differ by more than {UNSTABLE_SPREAD:.0%} (the host slowed some of "
                    "them); its speedup is from the runs in the host's fast state (matrix.md: how many were kept)")

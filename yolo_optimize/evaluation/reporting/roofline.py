@@ -17,7 +17,7 @@ import numpy as np
 from yolo_optimize.evaluation.facts import ModelFacts, peak_precision
 from yolo_optimize.evaluation.results import BatchCells, MatrixRow, Row
 from yolo_optimize.formats import format_named
-from yolo_optimize.machine.peaks import MachineLimits
+from yolo_optimize.limits.peaks import MachineLimits
 
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 

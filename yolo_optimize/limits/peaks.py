@@ -28,7 +28,7 @@ from yolo_optimize.formats import formats
 from yolo_optimize.host.cpu import cpu_facts, cpu_flags
 from yolo_optimize.host.environment import user_cache_dir
 from yolo_optimize.host.processes import in_own_process
-from yolo_optimize.machine.kernels import SHAPES
+from yolo_optimize.limits.kernels import SHAPES
 from yolo_optimize.versions import tool_versions
 
 # bump when what is measured or how changes: cached limits of another schema are measured again

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from yolo_optimize.declaring import Flag, Whole, option
-from yolo_optimize.machine.peaks import ROUNDS
+from yolo_optimize.limits.peaks import ROUNDS
 
 
 @dataclass(frozen=True)

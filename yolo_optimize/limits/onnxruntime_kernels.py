@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.machine.kernels import ConvShape, GemmShape, Kernel, Shape
+from yolo_optimize.limits.kernels import ConvShape, GemmShape, Kernel, Shape
 
 PRECISIONS = ("fp32", "int8")
 

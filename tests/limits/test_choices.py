@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from tests.building.test_dag import GATE, REQUEST, keys
 from yolo_optimize.building.pipeline import plan
-from yolo_optimize.machine.choices import BF16_MARGIN, bf16_evidence, float_parts_precision, slower_than_fp32_note
-from yolo_optimize.machine.peaks import SCHEMA, MachineLimits, Peak
+from yolo_optimize.limits.choices import BF16_MARGIN, bf16_evidence, float_parts_precision, slower_than_fp32_note
+from yolo_optimize.limits.peaks import SCHEMA, MachineLimits, Peak
 
 
 def measured(rates: dict[tuple[str, str], float | None]) -> MachineLimits:

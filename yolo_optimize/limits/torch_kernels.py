@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from yolo_optimize.host.cpu import has_native_bf16
-from yolo_optimize.machine.kernels import ConvShape, GemmShape, Kernel, Shape
+from yolo_optimize.limits.kernels import ConvShape, GemmShape, Kernel, Shape
 
 PRECISIONS = ("fp32", "bf16", "int8")
 

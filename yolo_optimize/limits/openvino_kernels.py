@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from yolo_optimize.host.cpu import has_native_bf16
-from yolo_optimize.machine.kernels import ConvShape, GemmShape, Kernel, Shape
+from yolo_optimize.limits.kernels import ConvShape, GemmShape, Kernel, Shape
 from yolo_optimize.runtime.runners.openvino import EXECUTION_HINTS, ov_precision
 
 PRECISIONS = ("fp32", "bf16", "int8")

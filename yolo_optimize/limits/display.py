@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from yolo_optimize.machine.peaks import MachineLimits
+from yolo_optimize.limits.peaks import MachineLimits
 
 
 def limits_tables(limits: MachineLimits) -> list[Table]:

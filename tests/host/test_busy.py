@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from yolo_optimize.machine.host_load import BUSY_CORES, BUSY_STEAL, CpuTimes, HostMeter, HostUse, host_before
+from yolo_optimize.host.busy import BUSY_CORES, BUSY_STEAL, CpuTimes, HostMeter, HostUse, host_before
 
 pytestmark = pytest.mark.alone  # another test's processes on the CPUs would be this host's other work
 
@@ -85,9 +85,9 @@ def test_an_unreadable_proc_stat_reads_as_unknown_never_as_a_quiet_host(monkeypa
     """A container without /proc/stat (here: the path made to name a missing file) knows nothing of other
     processes: the tally says unknown, and a row measured so is doubted as a busy one is."""
     from yolo_optimize.evaluation.results import Measurement, Row
-    from yolo_optimize.machine import host_load
+    from yolo_optimize.host import busy
 
-    monkeypatch.setattr(host_load, "STAT", str(tmp_path / "missing"))
+    monkeypatch.setattr(busy, "STAT", str(tmp_path / "missing"))
     before = host_before(1, 0.05)
     assert before.use.unknown and not before.use.busy and before.record()["unknown"]
     assert before.use.describe().startswith("unknown: ") and "could not be read" in before.use.describe()

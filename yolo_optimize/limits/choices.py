@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from yolo_optimize.machine.peaks import MachineLimits
+from yolo_optimize.limits.peaks import MachineLimits
 
 BF16_MARGIN = 1.1  # bf16 is chosen unasked only when it measures at least this much faster than fp32
 BF16_RUNTIMES = {"openvino": ("openvino-bf16",), "torch": ("aoti-bf16",)}  # runtime -> the bf16 artifacts it runs
@@ -74,7 +74,7 @@ def evidence_here(runtime: str) -> dict[str, Any]:
     """The evidence a build decided ``runtime``'s bf16 by on this machine, as its cached limits hold it (the build
     measured them first): recorded in the artifact beside the choice. Without native bf16 the flags decided."""
     from yolo_optimize.host.cpu import has_native_bf16, usable_cpus
-    from yolo_optimize.machine.peaks import cached_limits
+    from yolo_optimize.limits.peaks import cached_limits
 
     if not has_native_bf16():
         return {"runtime": runtime, "decided_by": "the CPU's flags: no native bf16 (emulated bf16 is never faster)"}
@@ -92,6 +92,6 @@ def bf16_matters(precisions: tuple[str, ...]) -> bool:
 def needs_measuring(precisions: tuple[str, ...]) -> bool:
     """Whether a build of ``precisions`` must measure this machine's limits first (about a minute, once)."""
     from yolo_optimize.host.cpu import usable_cpus
-    from yolo_optimize.machine.peaks import cached_limits
+    from yolo_optimize.limits.peaks import cached_limits
 
     return bf16_matters(precisions) and cached_limits(usable_cpus()) is None

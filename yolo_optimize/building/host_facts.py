@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from yolo_optimize.machine.choices import (
+from yolo_optimize.limits.choices import (
     BF16_RUNTIMES,
     Bf16Evidence,
     bf16_evidence,
@@ -16,9 +16,9 @@ from yolo_optimize.machine.choices import (
 
 
 @dataclass(frozen=True)
-class BuildingHost:
+class HostFacts:
     """What a build takes from the machine that builds: the device 'auto' stands for, the CPU's INT8 arithmetic, and
-    its measured bf16 and fp32 rates where it computes bf16 natively (``machine/choices.py``)."""
+    its measured bf16 and fp32 rates where it computes bf16 natively (``limits/choices.py``)."""
 
     device: str
     int8_vnni: bool | None = None  # the CPU multiplies u8 x s8 without saturating (int8 builds only)
@@ -26,18 +26,18 @@ class BuildingHost:
     bf16: tuple[Bf16Evidence, ...] = ()  # per runtime that runs bf16 artifacts (builds with int8 or bf16 only)
 
 
-def building_host(device: str, precisions: tuple[str, ...]) -> BuildingHost:
+def host_facts(device: str, precisions: tuple[str, ...]) -> HostFacts:
     """Read on the building machine (``Executor.probe``): its limits (``optimize info``, measured once per machine
     and tool versions, then cached) only where it has native bf16 and bf16 matters to this build."""
     from yolo_optimize.host.cpu import has_vnni, usable_cpus
     from yolo_optimize.host.devices import resolve_device
-    from yolo_optimize.machine.peaks import machine_limits
+    from yolo_optimize.limits.peaks import machine_limits
 
     evidence: tuple[Bf16Evidence, ...] = ()
     if bf16_matters(precisions):
         limits = machine_limits(usable_cpus())
         evidence = tuple(bf16_evidence(limits, runtime) for runtime in BF16_RUNTIMES)
     if "int8" not in precisions:
-        return BuildingHost(resolve_device(device), bf16=evidence)
+        return HostFacts(resolve_device(device), bf16=evidence)
     openvino = next((e for e in evidence if e.runtime == "openvino"), bf16_evidence(None, "openvino"))
-    return BuildingHost(resolve_device(device), has_vnni(), float_parts_precision(openvino), evidence)
+    return HostFacts(resolve_device(device), has_vnni(), float_parts_precision(openvino), evidence)
