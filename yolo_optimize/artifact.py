@@ -108,9 +108,10 @@ def store_folder(model_dir: Path, node: str, cache_key: str) -> Path:
 
 
 def host_id() -> str:
-    """Which machine (and process namespace) a pid belongs to, for folders in a store several machines share (NFS):
-    the kernel's boot id, which changes at every boot and differs between hosts, with this process's pid
-    namespace, which differs between containers on one host. Only this machine's pids can be judged here."""
+    """Which host (one boot of a computer, one pid namespace) a pid belongs to, for folders in a store several
+    machines share (NFS): the kernel's boot id, which changes at every boot and differs between computers, with this
+    process's pid namespace, which differs between containers on one computer. Only this host's pids can be judged
+    here."""
     boot = Path("/proc/sys/kernel/random/boot_id")
     namespace = Path("/proc/self/ns/pid")
     facts = boot.read_text().strip() if boot.exists() else platform.node()
@@ -119,7 +120,7 @@ def host_id() -> str:
 
 
 def _private_name(prefix: str, final: Path) -> Path:
-    """``<prefix><name>-<machine>-<pid>-<random>`` beside ``final``: whose it is, for ``sweep_leftovers``."""
+    """``<prefix><name>-<host>-<pid>-<random>`` beside ``final``: whose it is, for ``sweep_leftovers``."""
     return final.parent / f"{prefix}{final.name}-{host_id()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
@@ -199,7 +200,7 @@ STAGING_NAME = "written"  # the name a staging folder inside an existing output 
 
 @contextlib.contextmanager
 def scratch_folder(prefix: str) -> Iterator[Path]:
-    """A temporary folder (``<prefix><machine>-<pid>-*`` in the system's temporary directory), removed when the block
+    """A temporary folder (``<prefix><host>-<pid>-*`` in the system's temporary directory), removed when the block
     ends; those a killed run of this machine left (its process gone) are removed first, for they can hold every
     evaluation image preprocessed."""
     root = Path(tempfile.gettempdir())
@@ -304,13 +305,13 @@ def sweep_leftovers(model_dir: Path) -> list[Path]:
 
 
 def _owner_gone(name: str) -> bool:
-    """Staging and trash names end in ``-<machine>-<pid>-<random>``: made on this machine by a process that has ended?
+    """Staging and trash names end in ``-<host>-<pid>-<random>``: made on this machine by a process that has ended?
 
     A killed worker whose parent died stays a zombie until some init reaps it, and in
     containers nobody may: ``kill(pid, 0)`` succeeds on zombies, so /proc's state decides.
     """
-    machine, pid_text = name.rsplit("-", 3)[-3:-1] if name.count("-") >= 3 else ("", "")
-    if machine != host_id() or not pid_text.isdigit():
+    host, pid_text = name.rsplit("-", 3)[-3:-1] if name.count("-") >= 3 else ("", "")
+    if host != host_id() or not pid_text.isdigit():
         return False
     pid = int(pid_text)
     if Path("/proc/self/stat").exists():
