@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from yolo_optimize.building.stage import Stage, StageContext, StageOutput
+from yolo_optimize.checkpoint import ModelSource
 from yolo_optimize.families import family_named
 from yolo_optimize.metadata import FLOAT_INPUT, ArtifactMetadata
 from yolo_optimize.versions import __version__
@@ -50,7 +51,7 @@ def model_metadata(model: Any, ctx: StageContext) -> ArtifactMetadata:
     return facts.with_facts(family.embedded_facts(model))
 
 
-def export_module(source: Any, input_form: str) -> Any:
+def export_module(source: ModelSource, input_form: str) -> Any:
     """The model every artifact is exported from (``checkpoint.load_model``), taking ``input_form``."""
     from yolo_optimize.checkpoint import load_model
 
@@ -71,7 +72,7 @@ def example_input(input_form: str, batch: int, imgsz: int, device: str = "cpu") 
     return torch.zeros(batch, imgsz, imgsz, 3, dtype=torch.uint8, device=device)
 
 
-def warmed_up(source: Any, input_form: str, imgsz: int, one_shape: bool = False) -> tuple[Any, Any]:
+def warmed_up(source: ModelSource, input_form: str, imgsz: int, one_shape: bool = False) -> tuple[Any, Any]:
     """The export module and a one-image example, after one forward pass where the family builds what it caches on
     its first call (YOLOv5/v7 heads' anchor grids: ``Family.export_warm_up``), so that an exporter records them as
     constants. ``one_shape``: the graph only ever takes the example's shape (NCNN's), so the pass is made for every

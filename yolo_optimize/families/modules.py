@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from yolo_optimize.families.suppression import Candidates
+    from yolo_optimize.families.suppression import Candidates, NmsSettings
 
 
 class FirstOutput(torch.nn.Module):
@@ -113,7 +113,7 @@ class WithNms(torch.nn.Module):
     """A detector's export form followed by NMS inside the graph (families/suppression.py): [B, max_det, 6] out."""
 
     def __init__(self, model: torch.nn.Module, candidates: Callable[[torch.Tensor], Candidates],
-                 settings: Any, max_candidates: int) -> None:
+                 settings: NmsSettings, max_candidates: int) -> None:
         super().__init__()
         self.model = model
         self.candidates = candidates

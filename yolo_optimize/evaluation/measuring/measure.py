@@ -87,7 +87,7 @@ def activated(job: MeasureJob) -> Iterator[tuple[Any, np.ndarray, Started]]:
         yield runner, images, Started(round(load_s, 4), round(time.perf_counter() - started, 4))
 
 
-def finished(job: MeasureJob, runner: Any, images: np.ndarray, started: Started,
+def finished(job: MeasureJob, runner: Runner, images: np.ndarray, started: Started,
              batches: list[BatchResult], peak_bytes: int | None = None) -> tuple[Measurement, list[np.ndarray] | None]:
     """What this process tells of its artifact once its timed runs are done: peak memory read now (or ``peak_bytes``,
     read before the end-to-end path brought its decoder and post-processing in), before the predictions for the task
