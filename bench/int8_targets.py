@@ -40,7 +40,7 @@ def gate(out: Path, node: str) -> tuple[bool, str]:
 
 
 def main() -> None:
-    parser = study_parser(__doc__, "artifacts", "bench/results/int8_targets", "3")
+    parser = study_parser(__doc__, "artifacts", "bench/results/avx2/int8_targets", "3")
     parser.add_argument("--max-map-drop", default="1.0", help="The INT8 gate (points); the product's default is 1.0.")
     args = parser.parse_args()
     if not args.skip_build:

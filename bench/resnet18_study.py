@@ -27,7 +27,7 @@ def optimize(*args: str) -> None:
 
 
 def main() -> None:
-    parser = study_parser(__doc__, "artifacts-resnet18", "bench/results/resnet18_study", "2")
+    parser = study_parser(__doc__, "artifacts-resnet18", "bench/results/avx2/resnet18_study", "2")
     parser.add_argument("--min-time", default="0", help="seconds per batch size (at least 5 runs are timed anyway)")
     args = parser.parse_args()
     if not args.skip_build:
