@@ -2,7 +2,7 @@
 
     python bench/int8_peers.py --assets ../shared/assets --report bench/results/<cpu kind>/int8_peers
 
-Extends bench/int8_vs_nncf_defaults.py (OpenVINO's benchmark_app, NNCF's defaults only) to the three peers of the
+Extends bench/archive/int8_peers/README.md (OpenVINO's benchmark_app, NNCF's defaults only) to the three peers of the
 issue, each made from the same checkpoint and the same 128 coco128 images (the family's letterbox, /255):
 
 - ``nncf-defaults``: our build's ``onnx-fp32`` through ``ov.convert_model`` and ``nncf.quantize`` with every other
