@@ -18,8 +18,8 @@ step() {  # step NAME SECONDS COMMAND...: its output in $out/NAME.log, its exit 
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 step pytest "${PYTEST_S:-150}" python3 -m pytest -v -rs --durations=0 -p no:cacheprovider tests/runtime/runners/test_cuda_graph.py \
   tests/evaluation/measuring/test_measure.py -k "cuda or captured or gpu or streams"
-step gpu_lane "${LANE_S:-300}" python3 bench/gpu_lane.py --assets ../shared/assets --save "$out" \
+step gpu_lane "${LANE_S:-300}" python3 -m bench.gpu_lane --assets ../shared/assets --save "$out" \
   --targets "${LANE_TARGETS:-}"
 for r in report report-throughput report-auto_again; do mkdir -p "$out/$r" && cp /tmp/gpu-lane/$r/{results.json,matrix.md} "$out/$r/" 2>/dev/null; done
-step aoti "${AOTI_S:-0}" python3 bench/archive/gpu_lane/aoti_cuda_probe.py --assets ../shared/assets --save "$out" ${AOTI_DYNAMIC:+--dynamic}
+step aoti "${AOTI_S:-0}" python3 -m bench.archive.gpu_lane.aoti_cuda_probe --assets ../shared/assets --save "$out" ${AOTI_DYNAMIC:+--dynamic}
 true

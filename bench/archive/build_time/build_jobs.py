@@ -17,7 +17,6 @@ time is the children's user + system time, every worker included. Saves the roun
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import statistics
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import save
+from bench.harness import parser_for, results_folder, save
 
 SHAPES = {
     "small": ["--imgsz", "320", "--targets", "onnx,openvino", "--precisions", "fp32"],
@@ -39,11 +38,11 @@ SHAPES = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--shapes", default="small,session,int8")
-    parser.add_argument("--save", type=Path, default=Path("bench/results"))
+    parser.add_argument("--save", type=Path, default=results_folder("build_jobs"))
     args = parser.parse_args()
     shapes = args.shapes.split(",")
     with tempfile.TemporaryDirectory(prefix="build-jobs-") as scratch:

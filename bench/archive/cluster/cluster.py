@@ -19,35 +19,79 @@ Saves bench/results/<cpu kind>/cluster-<time>.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from common import save
-from reproducibility import agreement, measured, speedups
+from bench.harness import environment, optimize, parser_for, results_folder, save
+from yolo_optimize.evaluation.reporting.report import load_report
+from yolo_optimize.evaluation.results import MatrixRow
 
 ASSETS = Path("../shared/assets")
 SWEEP = ("--imgsz", "320,640", "--targets", "onnx,openvino", "--precisions", "fp32")
 QUIET = {"RAY_USAGE_STATS_ENABLED": "0", "YOLO_OPTIMIZE_OFFLINE": "1"}
 
 
-def optimize(*args: str | Path) -> float:
+TIE, GOAL = 0.05, 0.10  # speedups this close count as tied; two runs' speedups this close agree
+
+
+def timed_optimize(*args: str | Path) -> float:
     """Run the CLI; its wall time."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "yolo_optimize", *map(str, args)], check=True,
-                   env={**os.environ, **QUIET}, stdout=subprocess.DEVNULL)
+    with environment(QUIET):
+        optimize(*args)
     return round(time.perf_counter() - started, 1)
+
+
+def measured(report: Path) -> dict[str, MatrixRow]:
+    """An eval's matrix lines of the rows it measured, by artifact."""
+    return {line.artifact: line for line in load_report(report).matrix if line.status == "ok"}
+
+
+def speedups(lines: dict[str, MatrixRow], batch: int) -> dict[str, float]:
+    """Each artifact's speedup at ``batch``."""
+    return {name: line.at(batch).speedup or 0.0 for name, line in lines.items()}
+
+
+def rank_conflicts(first: dict[str, float], second: dict[str, float]) -> list[str]:
+    """Pairs ordered one way in one run and the other way in the other, neither run calling them tied (each run:
+    artifact -> speedup)."""
+    conflicts = []
+    for a, b in itertools.combinations(sorted(set(first) & set(second)), 2):
+        orders = []
+        for run in (first, second):
+            ratio = run[a] / run[b]
+            orders.append(0 if abs(ratio - 1) <= TIE else (1 if ratio > 1 else -1))
+        if orders[0] * orders[1] < 0:
+            conflicts.append(f"{a} vs {b}: {first[a]}/{first[b]} then {second[a]}/{second[b]}")
+    return conflicts
+
+
+def agreement(first: dict[str, float], second: dict[str, float], batch: int) -> dict[str, Any]:
+    """Do two runs' speedups at ``batch`` (artifact -> speedup) meet the goal? Printed, and returned for the saved
+    summary."""
+    gaps = {name: abs(first[name] / second[name] - 1) for name in set(first) & set(second)}
+    worst = max(gaps, key=gaps.__getitem__)
+    conflicts = rank_conflicts(first, second)
+    met = not conflicts and gaps[worst] <= GOAL
+    print(f"b{batch}: ranking {'agrees' if not conflicts else 'DIFFERS: ' + '; '.join(conflicts)}; largest speedup "
+          f"disagreement {gaps[worst]:.1%} ({worst}); goal {'met' if met else 'MISSED'}")
+    return {"same_ranking": not conflicts, "rank_conflicts": conflicts,
+            "largest_speedup_disagreement": round(gaps[worst], 4),
+            "worst_artifact": worst, "speedups": {name: [first[name], second[name]] for name in sorted(gaps)},
+            "goal_met": met}
+
+
 
 
 def cluster(cpus_per_node: list[int], labels: list[str]) -> Any:
     """A local cluster: a head with no CPUs and one node per entry, each with a bench slot."""
     from ray.cluster_utils import Cluster
 
-    small = {"object_store_memory": 128 * 2**20}  # only results travel through Ray
+    small: dict[str, Any] = {"object_store_memory": 128 * 2**20}  # only results travel through Ray
     found = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False, **small})
     for cpus, kind in zip(cpus_per_node, labels):
         found.add_node(num_cpus=cpus, labels={"kind": kind}, resources={"bench_slot": 1}, **small)
@@ -58,7 +102,7 @@ def cluster(cpus_per_node: list[int], labels: list[str]) -> Any:
 def integrity(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Local and Ray evaluations of the same artifacts, alternating; each Ray run against the local run before it."""
     if not (args.artifacts / "yolov5n").is_dir():
-        optimize("build", ASSETS / "weights" / "yolov5n.pt", "--out", args.artifacts, "--parity-data",
+        timed_optimize("build", ASSETS / "weights" / "yolov5n.pt", "--out", args.artifacts, "--parity-data",
                  ASSETS / "coco_val128", "--targets", "onnx,openvino", "--precisions", "fp32")
     common = ["--no-accuracy", "--repeats", str(args.repeats), "--batch-sizes", "1,8", "--min-time", "1"]
     threads = os.cpu_count() or 1
@@ -67,8 +111,8 @@ def integrity(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     try:
         for index in range(args.rounds):
             local, ray = work / f"local-{index}", work / f"ray-{index}"
-            optimize("eval", args.artifacts, "--out", local, *common)
-            optimize("eval", args.artifacts, "--out", ray, "--executor", "ray", "--ray-address", running.address,
+            timed_optimize("eval", args.artifacts, "--out", local, *common)
+            timed_optimize("eval", args.artifacts, "--out", ray, "--executor", "ray", "--ray-address", running.address,
                      "--on", "kind=local", *common)
             first, second = measured(local), measured(ray / "kind-local")
             pairs.append({batch: agreement(speedups(first, batch), speedups(second, batch), batch) for batch in (1, 8)})
@@ -83,13 +127,14 @@ def integrity(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def sweep(work: Path) -> dict[str, float]:
     """Wall time of one build sweep from scratch: locally, on one Ray node with every CPU, on two with one each."""
-    build = ["build", ASSETS / "weights" / "yolov5n.pt", "--parity-data", ASSETS / "coco_val128", *SWEEP]
-    times = {"local (--jobs 2)": optimize(*build, "--out", work / "sweep-local", "--jobs", "2")}
+    build: list[str | Path] = [
+        "build", ASSETS / "weights" / "yolov5n.pt", "--parity-data", ASSETS / "coco_val128", *SWEEP]
+    times = {"local (--jobs 2)": timed_optimize(*build, "--out", work / "sweep-local", "--jobs", "2")}
     for name, cpus in (("ray, 1 node x 2 CPUs", [2]), ("ray, 2 nodes x 1 CPU", [1, 1])):
         running = cluster(cpus, ["build"] * len(cpus))
         try:
-            times[name] = optimize(*build, "--out", work / f"sweep-{len(cpus)}", "--executor", "ray",
-                                   "--ray-address", running.address)
+            times[name] = timed_optimize(*build, "--out", work / f"sweep-{len(cpus)}", "--executor", "ray",
+                                         "--ray-address", running.address)
         finally:
             running.shutdown()
     for name, seconds in times.items():
@@ -98,12 +143,12 @@ def sweep(work: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("--artifacts", type=Path, default=Path("artifacts-cluster"))
     parser.add_argument("--repeats", type=int, default=2, help="interleaved rounds inside each evaluation")
     parser.add_argument("--rounds", type=int, default=2, help="local/ray pairs of evaluations")
     parser.add_argument("--work", type=Path, default=Path("/tmp/yolo-optimize-cluster-bench"))
-    parser.add_argument("--save", type=Path, default=Path("bench/results"))
+    parser.add_argument("--save", type=Path, default=results_folder("cluster"))
     args = parser.parse_args()
     os.environ.update(QUIET)
     shutil.rmtree(args.work, ignore_errors=True)

@@ -12,22 +12,14 @@ folder keeps every raw sample; ``--skip-build --skip-eval`` reprints the table f
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from common import study_parser
-
+from bench.harness import optimize, study_parser
 from yolo_optimize.evaluation.reporting.report import load_report
 
 BATCHES = "16,32,48,64"
 
 
-def optimize(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "yolo_optimize", *args], check=True)
-
-
 def main() -> None:
-    parser = study_parser(__doc__, "artifacts-resnet18", "bench/results/avx2/resnet18_study", "2")
+    parser = study_parser(__doc__, "resnet18_study", "artifacts-resnet18", "2")
     parser.add_argument("--min-time", default="0", help="seconds per batch size (at least 5 runs are timed anyway)")
     args = parser.parse_args()
     if not args.skip_build:

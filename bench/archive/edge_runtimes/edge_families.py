@@ -1,6 +1,7 @@
 """Issue 45: every family to NCNN and ExecuTorch, FP32 and INT8, or the one line that refuses it.
 
-    python -m bench.archive.edge_runtimes.edge_families --assets ../shared/assets --out /tmp/edge-families --save bench/results/<cpu kind>
+    python -m bench.archive.edge_runtimes.edge_families --assets ../shared/assets --out /tmp/edge-families --save \
+        bench/results/<cpu kind>
 
 Builds each model at 320 (yolov5n from its real weights, the others with seeded random weights) to ncnn and
 executorch in FP32 and INT8 (calibrated on 16 coco128 images, gated on 24 held out, 3 points: the suite's INT8
@@ -13,9 +14,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from common import save
-
 import yolo_optimize as yo
+from bench.harness import parser_for, results_folder, save
 from yolo_optimize.errors import BuildFailed
 
 MODELS = ("yolov5n", "yolov7-tiny", "yolov8n", "yolo11n", "yolo12n", "yolo26n", "yolov10n", "rtdetr-l", "resnet18")
@@ -38,10 +38,10 @@ def built(model: str, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
     parser.add_argument("--out", type=Path, default=Path("/tmp/edge-families"))
-    parser.add_argument("--save", type=Path, default=Path("bench/results"))
+    parser.add_argument("--save", type=Path, default=results_folder("edge_families"))
     parser.add_argument("--models", default=",".join(MODELS))
     args = parser.parse_args()
     results = {}

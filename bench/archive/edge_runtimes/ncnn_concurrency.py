@@ -24,7 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from common import save, timing_parser
+
+from bench.harness import save, timing_parser
 
 WAYS = ("latency", "concurrent", "one thread")
 
@@ -64,7 +65,7 @@ def images_per_second(folder: Path, way: str, threads: int, seconds: float) -> f
 
 
 def main() -> None:
-    parser = timing_parser(__doc__, 3.0)
+    parser = timing_parser(__doc__, "ncnn_concurrency", 3.0)
     parser.add_argument("artifact", type=Path, help="an ncnn-fp32 artifact folder (its model.ncnn.param)")
     parser.add_argument("--one", choices=WAYS, help=argparse.SUPPRESS)  # the measuring process's own option
     args = parser.parse_args()

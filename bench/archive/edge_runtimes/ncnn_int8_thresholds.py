@@ -17,7 +17,6 @@ Rules: `kl` (ncnn2table's search, ported: 128 levels, KL floor 1e-4, threshold (
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from collections.abc import Callable
@@ -25,10 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import save
-from held_out_gate import build
-from held_out_gate import drops as held_out_drops
 
+from bench.harness import gate_drops, int8_build, parser_for, results_folder, save
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.held_out import ImageSet
 from yolo_optimize.families import family_named
@@ -75,13 +72,13 @@ RULES: dict[str, Callable[[np.ndarray], int]] = {"kl": kl_bin, "full range": lam
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
     parser.add_argument("--out", type=Path, default=Path("artifacts-ncnn-thresholds"))
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--save", type=Path, default=Path("bench/results"))
+    parser.add_argument("--save", type=Path, default=results_folder("ncnn_int8_thresholds"))
     args = parser.parse_args()
-    model = build(args.out / "built", args.assets, ["ncnn"])
+    model = int8_build(args.out / "built", args.assets, ["ncnn"])
     parent, built = Manifest.read(model / "ncnn-fp32"), Manifest.read(model / "ncnn-int8")
     param = model / "ncnn-fp32" / str(parent.entry)
     family = family_named("yolov5")
@@ -95,7 +92,7 @@ def main() -> None:
                               pick) for rule, pick in RULES.items()}
     candidates = {rule: (folder, model / "ncnn-fp32") for rule, (folder, _) in folders.items()}
     unpublished = {rule: manifest for rule, (_, manifest) in folders.items()}
-    drops = {name: held_out_drops(images, candidates, args.threads, unpublished) for name, images in sets.items()}
+    drops = {name: gate_drops(images, candidates, args.threads, unpublished) for name, images in sets.items()}
     result = {"calibration_images": len(calibration), "int8_convolutions": len(blobs), "stage_route": ROUTE,
               "drops": drops}
     print(json.dumps(result["drops"], indent=1))

@@ -34,8 +34,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common import save, timing_parser
-
+from bench.harness import save, timing_parser
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.runtime.runners.ncnn import CONVOLUTIONS, NcnnLayer, read_layers
 
@@ -111,7 +110,7 @@ def ratios(rounds: list[dict[str, Any]], timer: str, key: str) -> list[float]:
 
 
 def main() -> None:
-    parser = timing_parser(__doc__, 1.0)
+    parser = timing_parser(__doc__, "ncnn_layers", 1.0)
     parser.add_argument("--artifacts", type=Path, required=True, help="a build's --out, with yolov5n's ncnn files")
     parser.add_argument("--ncnn", type=Path, required=True, help="the folder an NCNN_BENCHMARK ncnn is installed in")
     parser.add_argument("--data", type=Path, default=Path("../shared/assets/coco_val128"))
@@ -131,7 +130,7 @@ def main() -> None:
         rounds.append(entry)
     param = args.artifacts / "yolov5n" / "ncnn-int8" / str(Manifest.read(args.artifacts / "yolov5n" /
                                                                       "ncnn-int8").entry)
-    summary = {"kinds": kinds_table(rounds), "classes": classes_table(rounds, param),
+    summary: dict[str, Any] = {"kinds": kinds_table(rounds), "classes": classes_table(rounds, param),
                "int8_speedup_wheel_forward": ratios(rounds, "wheel", "forward_ms"),
                "int8_speedup_benchmark_forward": ratios(rounds, "benchmark", "forward_ms"),
                "int8_speedup_benchmark_layers": ratios(rounds, "benchmark", "layers_ms"),

@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from common import save, timing_parser
 
+from bench.harness import by_name, save, timing_parser
 from yolo_optimize.host.processes import in_own_process
 
 SIZES = (8, 16, 32, 64, 640)
@@ -62,11 +62,9 @@ def difference(param: Path, size: int, feed: str) -> float:
 
 
 def main() -> None:
-    parser = timing_parser(__doc__, 0.0)
-    parser.set_defaults(save=Path("bench/results/ncnn_reorg"))
+    parser = timing_parser(__doc__, "ncnn_reorg", 0.0)
     args = parser.parse_args()
     import ncnn
-    from ncnn_reorg import difference  # as a module: the package's spawn never hands a child the caller's __main__
 
     found: dict[str, dict[str, str]] = {feed: {} for feed in FEEDS}
     with tempfile.TemporaryDirectory(prefix="ncnn-reorg-") as scratch:
@@ -75,7 +73,7 @@ def main() -> None:
         for feed in FEEDS:
             for size in SIZES:
                 try:
-                    found[feed][str(size)] = f"{in_own_process(difference, param, size, feed):.6g}"
+                    found[feed][str(size)] = f"{in_own_process(by_name(difference), param, size, feed):.6g}"
                 except RuntimeError as err:  # the process died: how, as the package says it
                     found[feed][str(size)] = f"failed: {err}"
                 print(f"{feed}, {size}x{size}: largest difference from PyTorch {found[feed][str(size)]}", flush=True)

@@ -2,11 +2,12 @@
 space-to-depth plus a 3x3 stride-1 convolution on 12 channels (what ``optimize/space_to_depth.py`` does for ONNX), in
 FP32 and in NCNN's INT8, at 640.
 
-    python -m bench.archive.edge_runtimes.ncnn_stem [--assets ../shared/assets] [--repeats 5] [--save bench/results/<cpu kind>/ncnn_stem]
+    python -m bench.archive.edge_runtimes.ncnn_stem [--assets ../shared/assets] [--repeats 5] [--save \
+        bench/results/<cpu kind>/ncnn_stem]
 
-Why: in ``bench/archive/edge_runtimes/ncnn_layers.py`` the stem ran at 46-63 GOP/s in both ncnn-fp32 and ncnn-int8, 5.6 ms of ncnn-int8's
-20.3 ms of convolutions, the largest single layer; a 6x6 kernel on 3 input channels does not suit NCNN's packed
-kernels. The rewrite gives the same sums (``space_to_depth.stride_one_weights``, its input channels put in
+Why: in ``bench/archive/edge_runtimes/ncnn_layers.py`` the stem ran at 46-63 GOP/s in both ncnn-fp32 and ncnn-int8, 5.6
+ms of ncnn-int8's 20.3 ms of convolutions, the largest single layer; a 6x6 kernel on 3 input channels does not suit
+NCNN's packed kernels. The rewrite gives the same sums (``space_to_depth.stride_one_weights``, its input channels put in
 ``PixelUnshuffle``'s order) on input channels NCNN packs.
 
 Each form is the convolution alone (16 output channels, as yolov5n's; seeded random weights, He-scaled), exported by
@@ -27,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import save, timing_parser
 
+from bench.harness import by_name, save, timing_parser
 from yolo_optimize.host.processes import in_own_process
 
 SIDE, CHANNELS, BLOCK = 640, 16, 2
@@ -44,6 +45,7 @@ def stems() -> dict[str, torch.nn.Module]:
     strided = torch.nn.Conv2d(3, CHANNELS, 6, 2, 2)
     torch.nn.init.kaiming_normal_(strided.weight)
     stride_one = torch.nn.Conv2d(3 * BLOCK * BLOCK, CHANNELS, 3, 1, 1)
+    assert strided.bias is not None and stride_one.bias is not None  # both made with a bias
     with torch.no_grad():
         stride_one.weight.copy_(torch.from_numpy(unshuffled_order(stride_one_weights(strided.weight.numpy(), BLOCK))))
         stride_one.bias.copy_(strided.bias)
@@ -140,11 +142,10 @@ def median_pass_ms(param: Path, image: np.ndarray, threads: int, seconds: float)
 
 
 def main() -> None:
-    parser = timing_parser(__doc__, 2.0)
+    parser = timing_parser(__doc__, "ncnn_stem", 2.0)
     parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
-    parser.set_defaults(save=Path("bench/results/ncnn_stem"), repeats=5)
+    parser.set_defaults(repeats=5)
     args = parser.parse_args()
-    from ncnn_stem import median_pass_ms  # as a module: the package's spawn never hands a child the caller's __main__
 
     images = calibration_images(args.assets)
     modules = stems()
@@ -168,7 +169,7 @@ def main() -> None:
         for round_ in range(args.repeats):
             for (form, precision), param in params.items():
                 rounds[f"{form}, {precision}"].append(round(
-                    in_own_process(median_pass_ms, param, images[0], args.threads, args.seconds), 3))
+                    in_own_process(by_name(median_pass_ms), param, images[0], args.threads, args.seconds), 3))
             print(f"round {round_ + 1}: " + "; ".join(f"{case} {times[-1]:.2f} ms" for case, times in rounds.items()))
     medians = {case: round(statistics.median(times), 3) for case, times in rounds.items()}
     for case, ms in medians.items():

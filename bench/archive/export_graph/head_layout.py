@@ -1,6 +1,7 @@
 """Issue 46's first lever: yolov5's Detect decode rewritten five ways, against yolov5's own, in OpenVINO.
 
-    python -m bench.archive.export_graph.head_layout --assets ../shared/assets [--repeats 3] [--seconds 5] [--heads plain,chain] [--batch 8]
+    python -m bench.archive.export_graph.head_layout --assets ../shared/assets [--repeats 3] [--seconds 5] [--heads \
+        plain,chain] [--batch 8]
 
 yolov5's head permutes each level's ``[B, 255, H, W]`` to ``[B, 3, H, W, 85]`` first, then splits the 85 (x y, w h,
 the rest) along the innermost axis, decodes and concatenates them there. Three rewrites keep the output contract
@@ -41,7 +42,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from common import save
+from bench.harness import parser_for, results_folder, save
 
 VARIANTS = ("plain", "planes", "one_transpose", "chain", "channels_last", "channels_last_chain")
 SIZE = 640
@@ -176,11 +177,11 @@ def timed(path: Path, seconds: float, batch: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5)
-    parser.add_argument("--save", type=Path, default=Path("bench/results"))
+    parser.add_argument("--save", type=Path, default=results_folder("head_layout"))
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", default=",".join(VARIANTS), help="which of " + ", ".join(VARIANTS))
     parser.add_argument("--time", type=Path, help=argparse.SUPPRESS)  # one fresh process's timing of this IR

@@ -7,15 +7,16 @@ the 10% quantile of every sample (> 1: the added file is faster).
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import numpy as np
 
+from bench.harness import parser_for
+
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("results", type=Path, help="the evaluation's results.json")
     parser.add_argument("--label", default="added", help="what the added files are, for the printed lines")
     parser.add_argument("--batch-sizes", default="1,8", help="the evaluation's batch sizes, in its order")

@@ -21,8 +21,8 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
-from common import save, timing_parser
 
+from bench.harness import save, timing_parser
 from yolo_optimize.evaluation.measuring.discover import discover
 from yolo_optimize.evaluation.measuring.measure import MeasureJob, measure
 from yolo_optimize.evaluation.results import BASELINE_TARGET, Measurement, Timing
@@ -42,11 +42,12 @@ def measured(job: MeasureJob, env: dict[str, str]) -> Measurement:
 
 
 def main() -> None:
-    parser = timing_parser(__doc__, seconds=3.0)
+    parser = timing_parser(__doc__, "allocator", 3.0)
     parser.add_argument("artifacts", type=Path)
     parser.add_argument("--batch-sizes", default="1,8")
     args = parser.parse_args()
     baseline = next(c for c in discover(args.artifacts) if c.target == BASELINE_TARGET)
+    assert baseline.manifest is not None  # a built artifact's folder has one
     imgsz = ArtifactMetadata.of(baseline.manifest).side
     batch_sizes = tuple(int(b) for b in args.batch_sizes.split(","))
     found: dict[str, list[dict]] = {name: [] for name in SETTINGS}

@@ -1,6 +1,7 @@
 """What openvino-int8's Reorders after the Detect outputs are, and whether anything in the IR removes them (issue 46).
 
-    python -m bench.archive.fastest_artifact.openvino_detect_outputs --artifacts <a build holding yolov5n/openvino-int8 and openvino-fp32>
+    python -m bench.archive.fastest_artifact.openvino_detect_outputs --artifacts <a build holding \
+        yolov5n/openvino-int8 and openvino-fp32>
         [--repeats 5] --save bench/results/zen4
 
 On a CPU where the build chooses bf16 float parts (``INFERENCE_PRECISION_HINT`` bf16 in the artifact's
@@ -19,7 +20,6 @@ f32 before the decode reads it. This script:
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 from dataclasses import replace
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import save
 
+from bench.harness import by_name, parser_for, results_folder, save
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.families import family_named
 from yolo_optimize.host.processes import in_own_process
@@ -96,21 +96,20 @@ def layer_sums(folder: Path, manifest: Manifest, precision: str, pixels: Path, t
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("--artifacts", type=Path, required=True)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5, help="fresh processes per precision, in turns")
-    parser.add_argument("--save", type=Path, default=Path("bench/results"))
+    parser.add_argument("--save", type=Path, default=results_folder("openvino_detect_outputs"))
     parser.add_argument("--data", type=Path, default=Path("../shared/assets/coco_val128"))
     args = parser.parse_args()
-    from openvino_detect_outputs import layer_sums, written_precisions
 
     int8, fp32 = args.artifacts / "yolov5n" / "openvino-int8", args.artifacts / "yolov5n" / "openvino-fp32"
     results: dict[str, Any] = {"written": {}}
     for folder in (int8, fp32):
         entry = folder / str(Manifest.read(folder).entry)
         results["written"][folder.name] = {("marked" if marked else "as built"): in_own_process(
-            written_precisions, entry, marked) for marked in (False, True)}
+            by_name(written_precisions), entry, marked) for marked in (False, True)}
         print(f"{folder.name}, what the Detect output convolutions write with bf16 float parts: "
               f"{results['written'][folder.name]}")
     family = family_named("yolov5")
@@ -122,7 +121,8 @@ def main() -> None:
         for round_ in range(args.repeats):
             order = PRECISIONS if round_ % 2 == 0 else PRECISIONS[::-1]
             for precision in order:
-                rounds[precision].append(in_own_process(layer_sums, int8, manifest, precision, pixels, args.threads))
+                rounds[precision].append(in_own_process(by_name(layer_sums), int8, manifest, precision, pixels,
+                                                        args.threads))
     results["layers_ms"] = {precision: {"rounds": runs, "median": {key: round(statistics.median(
         run[key] for run in runs), 3) for key in runs[0]}} for precision, runs in rounds.items()}
     for precision in PRECISIONS:

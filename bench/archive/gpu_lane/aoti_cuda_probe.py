@@ -17,6 +17,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+from bench.harness import results_folder
 
 STEP_S = 240
 
@@ -41,7 +44,7 @@ def compile_and_run(assets: Path, package: Path, dynamic: bool) -> None:
     load_and_run(package, model, example)
 
 
-def load_and_run(package: Path, model: object = None, example: object = None) -> None:
+def load_and_run(package: Path, model: Any = None, example: Any = None) -> None:
     """Step 2 (and the end of step 1): load the package, run it, compare with eager when the model is at hand."""
     import torch
 
@@ -64,7 +67,7 @@ def step(name: str, *args: str) -> dict[str, object]:
                               text=True, timeout=STEP_S)
         code, out, err = done.returncode, done.stdout, done.stderr
     except subprocess.TimeoutExpired as expired:
-        code, out, err = None, f"timed out after {STEP_S} s\n{expired.stdout or ''}", str(expired.stderr or "")
+        code, out, err = None, f"timed out after {STEP_S} s\n{str(expired.stdout or '')}", str(expired.stderr or "")
     print(f"{name}: exit {code}\n{out}{err[-3000:]}", flush=True)
     return {"exit": code, "seconds": round(time.perf_counter() - started, 1), "printed": out.splitlines(),
             "stderr_tail": err.splitlines()[-30:]}
@@ -76,7 +79,7 @@ def main() -> None:
     parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
     parser.add_argument("--package", type=Path, default=Path("/tmp/aoti-cuda-probe/yolov5n-fp16.pt2"))
     parser.add_argument("--dynamic", action="store_true")
-    parser.add_argument("--save", type=Path, default=Path("bench/results/gpu"))
+    parser.add_argument("--save", type=Path, default=results_folder("aoti_cuda_probe"))
     args = parser.parse_args()
     if args.step == "compile":
         compile_and_run(args.assets, args.package, args.dynamic)

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import save, timing_parser
 
+from bench.harness import by_name, save, timing_parser
 from yolo_optimize.host.processes import in_own_process
 
 SHAPE = (1, 16, 320, 320)
@@ -83,16 +83,15 @@ def median_run_ms(variant: str, threads: int) -> tuple[float, list[str]]:
 
 
 def main() -> None:
-    parser = timing_parser(__doc__, 0.0)
-    parser.set_defaults(save=Path("bench/results/ort_silu_lookup"), repeats=5)
+    parser = timing_parser(__doc__, "ort_silu_lookup", 0.0)
+    parser.set_defaults(repeats=5)
     args = parser.parse_args()
-    from ort_silu_lookup import median_run_ms  # a module's: spawn never hands a child the caller's __main__
 
     rounds: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
     operators: dict[str, list[str]] = {}
     for round_ in range(args.repeats):
         for variant in VARIANTS:
-            ms, operators[variant] = in_own_process(median_run_ms, variant, args.threads)
+            ms, operators[variant] = in_own_process(by_name(median_run_ms), variant, args.threads)
             rounds[variant].append(round(ms, 3))
         print(f"round {round_ + 1}: " + "; ".join(f"{variant} {times[-1]:.3f} ms" for variant, times in rounds.items()))
     medians = {variant: round(statistics.median(times), 3) for variant, times in rounds.items()}

@@ -5,20 +5,17 @@ output convolutions; classifiers: none).
 Builds each model's onnx-fp32 and openvino-fp32 at 320 into --out (cached), then compares, per model, the ONNX
 ``float_nodes`` and the OpenVINO ``decode_ops`` of the recorded float part with the old rule's ops:
 
-    python -m bench.archive.int8_recipes.float_part --assets ../shared/assets --out /tmp/float_part --save bench/results/avx2
+    python -m bench.archive.int8_recipes.float_part --assets ../shared/assets --out /tmp/float_part --save \
+        bench/results/avx2
 """
 
 from __future__ import annotations
 
-import argparse
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common import save
-
+from bench.harness import optimize, parser_for, results_folder, save
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.stage import recorded_float_part
 from yolo_optimize.optimize.int8_onnx import float_nodes
@@ -83,17 +80,16 @@ def compared(folder: Path, detector: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
     parser.add_argument("--out", type=Path, default=Path("/tmp/float_part"))
-    parser.add_argument("--save", type=Path, default=Path("bench/results"))
+    parser.add_argument("--save", type=Path, default=results_folder("float_part"))
     args = parser.parse_args()
     results = {}
     for label, model, folder, detector in MODELS:
         argv = [arg.format(weights=args.assets / "weights" / "yolov5n.pt") for arg in model]
-        subprocess.run([sys.executable, "-m", "yolo_optimize", "build", *argv, "--imgsz", "320", "--targets",
-                        "onnx,openvino", "--precisions", "fp32", "--out", str(args.out / folder)], check=True,
-                       capture_output=True)
+        optimize("build", *argv, "--imgsz", "320", "--targets", "onnx,openvino", "--precisions", "fp32", "--out",
+                 args.out / folder)
         results[label] = compared(args.out / folder / folder, detector)
         print(f"{label:24} " + "  ".join(f"{name}: {r['kept']} kept of a {r['float_part']}-op part, "
                                         f"{'identical' if r['identical'] else 'DIFFERENT'}"

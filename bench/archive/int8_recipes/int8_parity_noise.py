@@ -1,6 +1,7 @@
 """How far a sound INT8 file is from PyTorch FP32 on real images: the noise the INT8 parity tolerance is set from.
 
-    python -m bench.archive.int8_recipes.int8_parity_noise MODEL_DIR [MODEL_DIR...] [--images 32] [--data ../shared/assets/coco_val128]
+    python -m bench.archive.int8_recipes.int8_parity_noise MODEL_DIR [MODEL_DIR...] [--images 32] [--data \
+        ../shared/assets/coco_val128]
 
 Issue 43. For every `*-int8` folder of each built model (e.g. the ones `bench/archive/int8_recipes/README.md` leaves in
 `artifacts-held-out-gate/held-out/yolov5n`), the parity check's own comparison (`Family.compare`: the largest score
@@ -13,7 +14,6 @@ multiplied by 8): what the check must refuse. Saves `int8_parity_noise-<time>.js
 
 from __future__ import annotations
 
-import argparse
 import functools
 import shutil
 import tempfile
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import save
 
+from bench.harness import parser_for, results_folder, save
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.parity import reference_outputs
 from yolo_optimize.checkpoint import load_model, recorded_source
@@ -94,16 +94,16 @@ def broken_copy(folder: Path, copy: Path) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("model_dirs", type=Path, nargs="+")
     parser.add_argument("--data", type=Path, default=Path("../shared/assets/coco_val128"))
     parser.add_argument("--images", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--save", type=Path, default=Path("bench/results"))
+    parser.add_argument("--save", type=Path, default=results_folder("int8_parity_noise"))
     args = parser.parse_args()
     paths = list_images(args.data)[:args.images]
     with tempfile.TemporaryDirectory() as work:
-        result = {"data": str(args.data), "models": {
+        result: dict[str, Any] = {"data": str(args.data), "models": {
             str(model_dir): model_noise(model_dir, paths, args.threads, Path(work)) for model_dir in args.model_dirs}}
     for model_dir, found in result["models"].items():
         for name, stats in found.items():

@@ -1,7 +1,8 @@
 """AOTInductor INT8 on a CPU without VNNI: the accuracy it loses with 8-bit activations, and with the 7-bit ones the
 build chooses there (torchao's ``reduce_range``, optimize/int8_aoti.py).
 
-    python -m bench.archive.int8_recipes.int8_without_vnni [--assets ../shared/assets] [--out artifacts-novnni]   (as root, on Linux)
+    python -m bench.archive.int8_recipes.int8_without_vnni [--assets ../shared/assets] [--out artifacts-novnni]   \
+        (as root, on Linux)
 
 Runs on a VNNI machine and holds oneDNN, which runs the package's int8 convolutions, to an instruction set without
 VNNI (``ONEDNN_MAX_CPU_ISA``: AVX2, or AVX512_CORE, AVX-512 as before Cascade Lake), where u8 x s8 pair sums
@@ -28,8 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from common import save
-
+from bench.harness import parser_for, results_folder, save
 from yolo_optimize.evaluation.reporting.report import load_report
 
 HELD_ISAS = ("AVX2", "AVX512_CORE")
@@ -74,10 +74,10 @@ def case(args: argparse.Namespace, isa: str | None, cpuinfo: Path | None) -> dic
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
     parser.add_argument("--out", type=Path, default=Path("artifacts-novnni"))
-    parser.add_argument("--save", type=Path, default=Path("bench/results/zen4"))
+    parser.add_argument("--save", type=Path, default=results_folder("int8_without_vnni"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     cpuinfo = cpuinfo_without_vnni(args.out.resolve() / "cpuinfo-without-vnni")

@@ -1,6 +1,7 @@
 """Why there is no torch-int8 target: neural-compressor's PyTorch static INT8 against FP32 eager, measured.
 
-    pip install -e ".[inc]" && python -m bench.archive.int8_recipes.neural_compressor_int8 --weights ../shared/assets/weights/yolov5n.pt
+    pip install -e ".[inc]"
+    python -m bench.archive.int8_recipes.neural_compressor_int8 --weights ../shared/assets/weights/yolov5n.pt
 
 neural-compressor 3.10's PyTorch backend (the package neural-compressor-pt) quantizes through
 PT2E: the result is a GraphModule of quantize/dequantize ops, fast only after torch.compile
@@ -9,17 +10,19 @@ and only with VNNI/AMX int8 kernels. This prints eager and compiled latencies be
 
 from __future__ import annotations
 
-import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from bench.harness import parser_for
 from yolo_optimize.checkpoint import load_model, resolve_source
 from yolo_optimize.host.environment import configure
 
 
-def latency_ms(model: torch.nn.Module, x: torch.Tensor, runs: int = 10) -> float:
+def latency_ms(model: Callable[[torch.Tensor], Any], x: torch.Tensor, runs: int = 10) -> float:
     with torch.no_grad():
         for _ in range(3):
             model(x)
@@ -33,7 +36,7 @@ def latency_ms(model: torch.nn.Module, x: torch.Tensor, runs: int = 10) -> float
 
 def main() -> None:
     configure()  # a benchmark is a program of ours, like the CLI: the tools stay offline and out of $HOME
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("--weights", type=Path, default=Path("../shared/assets/weights/yolov5n.pt"))
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()

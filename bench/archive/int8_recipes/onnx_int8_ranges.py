@@ -1,6 +1,7 @@
 """onnx-int8's activation ranges by calibration size: NNCF's default (min-max) ranges against its histogram ranges.
 
-    python -m bench.archive.int8_recipes.onnx_int8_ranges --assets ../shared/assets --minmax /tmp/minmax --histogram /tmp/exp \
+    python -m bench.archive.int8_recipes.onnx_int8_ranges --assets ../shared/assets --minmax /tmp/minmax \
+        --histogram /tmp/exp \
         [--sizes 16,32,64]
 
 Issue 46. On the AVX2-only host, histogram ranges (openvino-int8's) took onnx-int8's loss on coco_val128 from 0.82
@@ -21,16 +22,11 @@ coco_val128 (`held_out_gate.drops`: mAP50-95 drop with its 90% paired-bootstrap 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from common import save
-from held_out_gate import drops
-
+from bench.harness import gate_drops, optimize, parser_for, results_folder, save
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.held_out import ImageSet
 
@@ -39,15 +35,13 @@ RECIPES = ("default ranges", "histogram ranges")
 
 def build(out: Path, assets: Path, calib_images: int | None, tree: Path) -> Path:
     """yolov5n's onnx-fp32, and its onnx-int8 calibrated on ``calib_images`` (None: none), into ``out`` with the code
-    of ``tree``, run from ``tree``: ``python -m`` puts the working folder before PYTHONPATH."""
+    of ``tree``."""
     out, assets, tree = out.resolve(), assets.resolve(), tree.resolve()
-    env = {**os.environ, "PYTHONPATH": str(tree)}
     int8 = ["--precisions", "fp32,int8", "--calib-data", assets / "coco128", "--calib-images", str(calib_images),
             "--max-map-drop", "100"]
-    subprocess.run([sys.executable, "-m", "yolo_optimize", "build", "yolov5n", "--weights-dir", assets / "weights",
-                    "--targets", "onnx", *(int8 if calib_images else ["--precisions", "fp32"]), "--parity-data",
-                    assets / "coco_val128", "--out", out],
-                   check=True, env=env, cwd=tree)
+    optimize("build", "yolov5n", "--weights-dir", assets / "weights", "--targets", "onnx",
+             *(int8 if calib_images else ["--precisions", "fp32"]), "--parity-data", assets / "coco_val128", "--out",
+             out, tree=tree)
     return out / "yolov5n"
 
 
@@ -67,14 +61,14 @@ def built_pairs(args: argparse.Namespace, sizes: list[int]) -> dict[str, Path]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
     parser.add_argument("--minmax", type=Path, required=True, help="a clone at 3d05340 (min-max ranges)")
     parser.add_argument("--histogram", type=Path, required=True, help="that clone with histogram_ranges.patch applied")
     parser.add_argument("--sizes", default="16,32,64", help="calibration images (64: all of the calibration half)")
     parser.add_argument("--out", type=Path, default=Path("artifacts-onnx-int8-ranges"))
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--save", type=Path, default=Path("bench/results"))
+    parser.add_argument("--save", type=Path, default=results_folder("onnx_int8_ranges"))
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     folders = built_pairs(args, sizes)
@@ -84,7 +78,7 @@ def main() -> None:
     sets = {"held-out gate": ImageSet(gated["root"], tuple(gated["images"])),
             "coco_val128 (evaluation)": ImageSet.of(args.assets / "coco_val128")}
     candidates = {name: (folder, parent) for name, folder in folders.items()}
-    found = {name: drops(images, candidates, args.threads) for name, images in sets.items()}
+    found = {name: gate_drops(images, candidates, args.threads) for name, images in sets.items()}
     result: dict[str, Any] = {
         "sizes": sizes, "drops": found,
         "recorded_gate": {name: {key: Manifest.read(folder).info["gate"][key]

@@ -1,6 +1,7 @@
 """Every INT8 ONNX route we considered: mAP lost on the gate set and on coco_val128, and ONNX Runtime speed.
 
-    python -m bench.archive.int8_recipes.onnx_int8_routes --artifact artifacts/yolov5n/onnx-fp32 --assets ../shared/assets
+    python -m bench.archive.int8_recipes.onnx_int8_routes --artifact artifacts/yolov5n/onnx-fp32 --assets \
+        ../shared/assets
 
 Routes (all with per-channel symmetric s8 weights, u8 or s8 asymmetric activations, the Detect head in
 float, ranges from every coco128 image):
@@ -37,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import save, timing_parser
 
+from bench.harness import save, timing_parser
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.gate import Gate
 from yolo_optimize.building.held_out import ImageSet
@@ -171,7 +172,7 @@ def speed(folders: dict[str, Path], parent: Manifest, pixels: Path, args: Any) -
 
 
 def main() -> None:
-    parser = timing_parser(__doc__, seconds=2.0)
+    parser = timing_parser(__doc__, "onnx_int8_routes", 2.0)
     parser.add_argument("--artifact", type=Path, default=Path("artifacts/yolov5n/onnx-fp32"))
     parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
     parser.add_argument("--routes", default=",".join(ROUTES))

@@ -15,8 +15,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from common import save
-
+from bench.harness import save
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluation.reporting.report import load_report
 from yolo_optimize.evaluation.results import TIE_MARGIN, is_baseline

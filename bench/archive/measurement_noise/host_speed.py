@@ -1,6 +1,7 @@
 """How steady is this host? One artifact run back to back in one process, its throughput per window.
 
-    python -m bench.archive.measurement_noise.host_speed --artifact artifacts/yolov5n/onnx-fp32 [--seconds 60] [--window 1]
+    python -m bench.archive.measurement_noise.host_speed --artifact artifacts/yolov5n/onnx-fp32 [--seconds 60] \
+        [--window 1]
 
 Why: on the hosts of this project a process sometimes runs 1.4-1.7x slower than the same process
 a few seconds earlier, with no other process running and no steal time reported. This shows how
@@ -16,8 +17,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import save, timing_parser
 
+from bench.harness import save, timing_parser
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.images import to_input
 from yolo_optimize.metadata import ArtifactMetadata
@@ -47,7 +48,7 @@ def windows(folder: Path, seconds: float, window: float, threads: int) -> list[f
 
 
 def main() -> None:
-    parser = timing_parser(__doc__, seconds=60.0)
+    parser = timing_parser(__doc__, "host_speed", 60.0)
     parser.add_argument("--artifact", type=Path, default=Path("artifacts/yolov5n/onnx-fp32"))
     parser.add_argument("--window", type=float, default=1.0, help="seconds per throughput sample")
     args = parser.parse_args()

@@ -3,12 +3,11 @@
     python -m bench.archive.measurement_noise.thread_state [--seconds 120] [--threads 2]
 
 Why: on the Zen 4 VM every runtime slows for seconds at a time, each by its own factor
-(bench/archive/measurement_noise/host_speed.py). This times the same small float32 matrix product (OpenBLAS through numpy)
-alternately with one thread pinned to each CPU and with ``--threads`` threads, about 20 times a
-second, and counts for each how often a reading is over 1.3x its 10th percentile. If only the
-multi-threaded readings slow down, the state is the cost of the threads' synchronization, not the
-cores' speed, and a speedup measured across it compares two different machines (README,
-"Reproducibility, Zen 4"). Saves every reading.
+(bench/archive/measurement_noise/host_speed.py). This times the same small float32 matrix product (OpenBLAS through
+numpy) alternately with one thread pinned to each CPU and with ``--threads`` threads, about 20 times a second, and
+counts for each how often a reading is over 1.3x its 10th percentile. If only the multi-threaded readings slow down, the
+state is the cost of the threads' synchronization, not the cores' speed, and a speedup measured across it compares two
+different machines (README, "Reproducibility, Zen 4"). Saves every reading.
 """
 
 from __future__ import annotations
@@ -17,8 +16,9 @@ import os
 import time
 
 import numpy as np
-from common import save, timing_parser
 from threadpoolctl import threadpool_limits
+
+from bench.harness import save, timing_parser
 
 SLOW = 1.3  # a reading this much over its 10th percentile counts as slow
 MATRIX = np.random.default_rng(1).random((192, 192), dtype=np.float32)
@@ -52,7 +52,7 @@ def readings(seconds: float, threads: int) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    args = timing_parser(__doc__, seconds=120.0).parse_args()
+    args = timing_parser(__doc__, "thread_state", 120.0).parse_args()
     found = readings(args.seconds, args.threads)
     summary = {}
     for name, values in found.items():
