@@ -1,6 +1,6 @@
 """How long a build with nothing to do takes: yolov5n's 8 nodes, all cached, timed as a user runs the command.
 
-    python bench/cached_build.py --assets ../shared/assets [--runs 5]
+    python -m bench.cached_build --assets ../shared/assets [--runs 5]
 
 Builds yolov5n for TorchScript, ONNX and OpenVINO in FP32 and FP16 (load, reference, the two TorchScript and
 four ONNX/OpenVINO nodes: 8 that run on a CPU) into a temporary folder, then runs the same command again
@@ -11,7 +11,6 @@ four ONNX/OpenVINO nodes: 8 that run on a CPU) into a temporary folder, then run
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import save
+from bench.harness import parser_for, results_folder, save
 
 TARGETS = "torchscript,onnx,openvino"
 
@@ -31,10 +30,10 @@ def timed(command: list[str]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("--assets", type=Path, default=Path("../shared/assets"))
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--save", type=Path, default=Path("bench/results"))
+    parser.add_argument("--save", type=Path, default=results_folder("cached_build"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cached-build-") as out:
         command = [sys.executable, "-m", "yolo_optimize", "build", "yolov5n", "--weights-dir",

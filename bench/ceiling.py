@@ -1,6 +1,6 @@
 """How far issue 21's batch-8 goal (the best artifact >= 5x PyTorch eager) lies from what this host can do.
 
-    python bench/ceiling.py [--report bench/results/zen4/fastest_artifact] [--goal 5]
+    python -m bench.ceiling [--report bench/results/zen4/fastest_artifact] [--goal 5]
 
 Reads a saved ``bench/fastest_artifact.py`` report (results.json and the per-artifact profiles beside it; nothing
 is measured again) and prints, for every artifact whose profile has per-layer times:
@@ -20,13 +20,11 @@ bound assumes the same split of time at one thread. Saves the table with the env
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
 
-from common import save
-
+from bench.harness import parser_for, results_folder, save
 from yolo_optimize.evaluation.reporting.report import load_report
 from yolo_optimize.evaluation.results import MatrixRow
 from yolo_optimize.runtime.layers import WEIGHT_INPUT
@@ -55,16 +53,15 @@ def other_kinds(profile: dict[str, Any], top: int = 3) -> str:
 
 def ceiling(line: MatrixRow, profile: dict[str, Any], goal_ips: float) -> dict[str, Any] | None:
     """One artifact's bound against the goal, or None when its profile has no per-layer kinds."""
-    share = product_share(profile)
-    if share is None or not line.at(8).throughput_ips:
+    share, b8, peak = product_share(profile), line.at(8).throughput_ips, line.peak_gops
+    if share is None or not b8:
         return None
-    b8, peak = line.at(8).throughput_ips, line.peak_gops
     others_allowed = b8 / goal_ips - share  # the goal leaves b8 / goal_ips of today's time per image
     return {
         "model": line.model, "artifact": line.artifact, "runs_in": line.executed_precision,
         "b8_ips": round(b8, 1), "b8_of_peak": line.at(8).utilization, "peak_of": line.peak_of,
         "peak_gops": peak, "goal_ips": round(goal_ips, 1),
-        "goal_of_peak": round(goal_ips * line.gflops_per_image / peak, 3) if peak else None,
+        "goal_of_peak": round(goal_ips * line.gflops_per_image / peak, 3) if peak and line.gflops_per_image else None,
         "product_share": round(share, 3), "products_alone_b8_ips": round(b8 / share, 1),
         "products_alone_reach_goal": b8 / share >= goal_ips,
         "others_must_shrink_to": round(others_allowed / (1 - share), 3) if others_allowed > 0 else 0.0,
@@ -90,10 +87,10 @@ def table(rows: list[dict[str, Any]], goal: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("--report", type=Path, default=Path("bench/results/zen4/fastest_artifact"))
     parser.add_argument("--goal", type=float, default=5.0, help="the batch-8 speedup over PyTorch eager asked for")
-    parser.add_argument("--save", type=Path, default=Path("bench/results/zen4"))
+    parser.add_argument("--save", type=Path, default=results_folder("ceiling"))
     args = parser.parse_args()
     report = load_report(args.report)
     matrix = [line for line in report.matrix if line.status == "ok"]

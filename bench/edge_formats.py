@@ -1,6 +1,6 @@
 """Issue 45: the edge runtimes (NCNN, ExecuTorch) beside ONNX Runtime and OpenVINO on an x86 CPU, yolov5n.
 
-    python bench/edge_formats.py --assets ../shared/assets --report bench/results/<cpu kind>/edge_formats
+    python -m bench.edge_formats --assets ../shared/assets --report bench/results/<cpu kind>/edge_formats
 
 Builds the real yolov5n (at 640, or --imgsz) into --out: onnx, openvino, ncnn and executorch FP32 and INT8
 (calibrated on coco128 with its held-out gate at the default limit), and ncnn FP16 (the others' FP16 files compute
@@ -15,13 +15,10 @@ what ``optimize recommend`` picks at each batch size and accuracy budget (``reco
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from common import study_parser
-
 import yolo_optimize as yo
+from bench.harness import NODE_FAILED, optimize, study_parser
 from yolo_optimize.evaluation.reporting.recommend import Candidate
 from yolo_optimize.evaluation.reporting.report import load_report
 from yolo_optimize.evaluation.results import Report
@@ -32,15 +29,8 @@ BATCHES = "1,4"
 BUDGETS = (0.0, 0.5, 1.0)  # points of mAP50-95 an artifact may lose, recommend's --max-map-drop (its default last)
 
 
-def optimize(*args: str) -> None:
-    """The command; a build whose INT8 file the gate refuses (exit 1) goes on: the others are evaluated."""
-    allowed = (0, 1) if args[0] == "build" else (0,)
-    if subprocess.run([sys.executable, "-m", "yolo_optimize", *args]).returncode not in allowed:
-        raise SystemExit(f"optimize {args[0]} failed")
-
-
 def main() -> None:
-    parser = study_parser(__doc__, "bench-edge-artifacts", "bench/results/edge_formats", "3")
+    parser = study_parser(__doc__, "edge_formats", "bench-edge-artifacts", "3")
     parser.add_argument("--imgsz", default="640", help="the input size every file is built and evaluated at")
     args = parser.parse_args()
     for targets, precisions in BUILDS if not args.skip_build else ():
@@ -48,7 +38,8 @@ def main() -> None:
         args.report.mkdir(parents=True, exist_ok=True)  # each build's result (what the gate refused, and why) in it
         optimize("build", str(args.assets / "weights" / "yolov5n.pt"), "--targets", targets, "--precisions",
                  precisions, "--imgsz", args.imgsz, "--parity-data", str(args.assets / "coco_val128"), "--out",
-                 str(args.out), *calibration, "--result", str(args.report / f"build-{precisions}.json"))
+                 str(args.out), *calibration, "--result", str(args.report / f"build-{precisions}.json"),
+                 allowed=(0, NODE_FAILED))
     if not args.skip_eval:
         optimize("eval", str(args.out), "--data", str(args.assets / "coco_val128"), "--batch-sizes", BATCHES,
                  "--imgsz", args.imgsz, "--repeats", args.repeats, "--min-time", "1", "--out", str(args.report))

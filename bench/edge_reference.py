@@ -2,7 +2,7 @@
 evaluation: the same runtimes, runners, threads and images.
 
     pip install --no-deps --target /tmp/pnnx-ultralytics pnnx==20260526
-    python bench/edge_reference.py --assets ../shared/assets --pnnx /tmp/pnnx-ultralytics \
+    python -m bench.edge_reference --assets ../shared/assets --pnnx /tmp/pnnx-ultralytics \
         --out /tmp/edge-reference --report bench/results/<cpu kind>/edge_reference
 
 1. A yolo11n with seeded random weights (``torch.manual_seed(0)``, Ultralytics' own initialization) saved as an
@@ -21,13 +21,13 @@ evaluation: the same runtimes, runners, threads and images.
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from common import study_parser
-
+from bench.harness import optimize, study_parser
 from yolo_optimize.evaluation.reporting.report import load_report
 
 IMGSZ = 640
@@ -44,11 +44,7 @@ def python(code: str, *, path: Path | None = None) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
-def optimize(*args: str | Path) -> None:
-    subprocess.run([sys.executable, "-m", "yolo_optimize", *map(str, args)], check=True)
-
-
-def build(args: object, work: Path) -> list[Path]:
+def build(args: argparse.Namespace, work: Path) -> list[Path]:
     """The checkpoint, Ultralytics' exports (returned: what --add takes) and our build of it."""
     checkpoint = work / CHECKPOINT
     work.mkdir(parents=True, exist_ok=True)
@@ -70,7 +66,7 @@ def build(args: object, work: Path) -> list[Path]:
 
 
 def main() -> None:
-    parser = study_parser(__doc__, "/tmp/edge-reference", "bench/results/edge_reference", "3")
+    parser = study_parser(__doc__, "edge_reference", "/tmp/edge-reference", "3")
     parser.add_argument("--pnnx", type=Path, default=Path("/tmp/pnnx-ultralytics"),
                         help="a folder holding pnnx==20260526 (pip install --no-deps --target)")
     parser.add_argument("--images", default="32")

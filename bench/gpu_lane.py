@@ -1,7 +1,7 @@
 """Issue 33's benchmark: the GPU rows of an evaluation against a hand-written probe of what the same PyTorch gets
 from the same GPU, in the same run.
 
-    python bench/gpu_lane.py --assets ../shared/assets        # on a GPU machine (../shared/gpu's kit runs it there)
+    python -m bench.gpu_lane --assets ../shared/assets        # on a GPU machine (../shared/gpu's kit runs it there)
 
 1. The probe, in this process: yolov5n (the real weights) in FP16, channels-last, cuDNN's autotuner on, timed by CUDA
    events (compute only: the input already on the GPU) eager and replayed from one CUDA graph, and by the host's clock
@@ -23,13 +23,12 @@ from the same GPU, in the same run.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import re
 import time
 from pathlib import Path
 from typing import Any
 
-from common import save, study_parser
+from bench.harness import NODE_FAILED, optimize, results_folder, save, study_parser
 
 BATCHES = (1, 8, 32, 64)
 CALLS_S = 1.0  # seconds of calls per figure (after warm-up)
@@ -46,6 +45,12 @@ def gpu_facts() -> dict[str, Any]:
         pynvml.nvmlShutdown()
     return {"gpu": torch.cuda.get_device_name(0), "driver": driver, "torch": torch.__version__,
             "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
+
+
+def gpu_kind(name: str) -> str:
+    """The results folder of a GPU: its model (``NVIDIA H100 80GB HBM3`` -> ``h100``)."""
+    model = re.search(r"\b([A-Z]\d{2,4})\b", name)
+    return model.group(1).lower() if model else "gpu"
 
 
 def captured(forward: Any) -> tuple[Any, Any]:
@@ -195,10 +200,6 @@ def decode_rates(assets: Path) -> dict[str, float]:
     return found
 
 
-def optimize(*args: str) -> int:
-    return subprocess.run([sys.executable, "-m", "yolo_optimize", *args]).returncode
-
-
 def tool_rows(args: Any) -> dict[str, Any]:
     """Build on the GPU, then the three evaluations of the module's docstring (3): each one's exit and rows."""
     sizes = ",".join(map(str, BATCHES))
@@ -207,14 +208,15 @@ def tool_rows(args: Any) -> dict[str, Any]:
         targets = ["--targets", args.targets] if args.targets else []  # default: the default targets
         found["build_exit"] = optimize("build", "yolov5n", "--weights-dir", str(args.assets / "weights"), "--device",
                                        "cuda", "--parity-data", str(args.assets / "coco_val128"), "--batch-sizes",
-                                       sizes, "--out", str(args.out), *targets)
+                                       sizes, "--out", str(args.out), *targets,
+                                       allowed=(0, NODE_FAILED))
     evaluations = {"auto": (), "throughput": ("--mode", "throughput", "--no-accuracy", "--no-end-to-end"),
                    "auto_again": ("--no-accuracy", "--no-end-to-end")}
     for name, extra in evaluations.items():
         report = args.report.parent / f"{args.report.name}-{name}" if name != "auto" else args.report
         exit_code = optimize("eval", str(args.out), "--device", "cuda", "--data", str(args.assets / "coco_val128"),
                              "--batch-sizes", sizes, "--repeats", args.repeats, "--min-time", "1", "--out",
-                             str(report), *extra)
+                             str(report), *extra, allowed=(0, NODE_FAILED))
         found[name] = {"exit": exit_code, "rows": rows_of(report) if exit_code == 0 else {}}
     return found
 
@@ -237,7 +239,7 @@ def rows_of(folder: Path) -> dict[str, dict[int, dict[str, Any]]]:
                 "deployed_ips": result.throughput_ips, "error": result.error, "end_to_end_ips": result.end_to_end_ips,
                 "compute_ips": round(result.batch / (compute.p50_ms / 1e3), 1) if compute else None,
                 "execution": result.execution}
-        rows[row.name]["map50_95"] = row.accuracy.map50_95 if row.accuracy else None  # type: ignore[assignment]  # a JSON record of mixed values
+        rows[row.name]["map50_95"] = row.accuracy.map50_95 if row.accuracy else None  # type: ignore[assignment, index]  # a JSON record of mixed keys
     return rows
 
 
@@ -293,10 +295,10 @@ def markdown(found: dict[int, dict[str, float]], table: dict[str, dict[int, dict
 
 
 def main() -> None:
-    parser = study_parser(__doc__, "/tmp/gpu-lane/artifacts", "/tmp/gpu-lane/report", "1")
+    parser = study_parser(__doc__, "gpu_lane", "/tmp/gpu-lane/artifacts", "1")
     parser.add_argument("--probe-only", action="store_true")
     parser.add_argument("--targets", default="", help="what to build (default: the default targets)")
-    parser.add_argument("--save", type=Path, default=Path("bench/results/gpu"))
+    parser.add_argument("--save", type=Path, help="default: bench/results/<the GPU's model, e.g. h100>/gpu_lane")
     args = parser.parse_args()
     facts = gpu_facts()
     print(json.dumps(facts), flush=True)
@@ -309,7 +311,7 @@ def main() -> None:
             result |= {"ratios": ratios(found, evaluations), "agreement": agreement(evaluations)}
             print(markdown(found, result["ratios"]))
             print(json.dumps({k: v for k, v in result["agreement"].items() if k != "speedups"}))
-    save(args.save, "gpu_lane", result, threads=0)
+    save(args.save or results_folder("gpu_lane", gpu_kind(facts["gpu"])), "gpu_lane", result, threads=0)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """Issue 46: our INT8 files against the recipes users copy, on one CPU, in one interleaved evaluation.
 
-    python bench/int8_peers.py --assets ../shared/assets --report bench/results/<cpu kind>/int8_peers
+    python -m bench.int8_peers --assets ../shared/assets --report bench/results/<cpu kind>/int8_peers
 
-Extends bench/int8_vs_nncf_defaults.py (OpenVINO's benchmark_app, NNCF's defaults only) to the three peers of the
-issue, each made from the same checkpoint and the same 128 coco128 images (the family's letterbox, /255):
+Extends issue 31's study (OpenVINO's benchmark_app, NNCF's defaults only: bench/archive/int8_peers/) to the three peers
+of the issue, each made from the same checkpoint and the same 128 coco128 images (the family's letterbox, /255):
 
 - ``nncf-defaults``: our build's ``onnx-fp32`` through ``ov.convert_model`` and ``nncf.quantize`` with every other
-  argument NNCF's default (int8_vs_nncf_defaults.nncf_defaults);
+  argument NNCF's default (``nncf_defaults``);
 - ``ultralytics-recipe``: Ultralytics' own OpenVINO INT8 export function (``ultralytics.utils.export.openvino.
   torch2openvino``, the installed release) on the export form of the model: traced, converted from PyTorch, preset
   MIXED, every Sigmoid and the head's own operations left in float, all images calibrating;
@@ -19,22 +19,19 @@ calibrates on one half and gates on the other) at the default ``--max-map-drop``
 compared, and the summary says so. Then one ``optimize eval`` measures every row on all of coco_val128 at batch 1
 and 8 in ``--repeats`` interleaved fresh-process rounds, the peers as ``--add`` rows, and the summary gives each
 pair's throughput, mAP50-95 and per-process ratio of median latencies (peer over ours: > 1, ours faster). The
-evaluation profiles every row too, so ``bench/ceiling.py --report <the report>`` gives each file's share of its
+evaluation profiles every row too, so ``python -m bench.ceiling --report <the report>`` gives each file's share of its
 convolutions-only ceiling from the same run. ``--skip-build --skip-eval`` recomputes the summary from the saved report.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import study_parser
-from int8_vs_nncf_defaults import calibration_inputs, nncf_defaults
 
+from bench.harness import NODE_FAILED, optimize, study_parser
 from yolo_optimize.evaluation.reporting.report import load_report
 
 IMGSZ = 640
@@ -42,11 +39,24 @@ PEERS = {"nncf-defaults": "openvino-int8", "ultralytics-recipe": "openvino-int8"
 SUFFIXES = {"openvino-int8": "xml", "onnx-int8": "onnx"}  # each peer's file, by the row of ours it is set beside
 
 
-def optimize(*args: str | Path, allowed: tuple[int, ...] = (0,)) -> int:
-    code = subprocess.run([sys.executable, "-m", "yolo_optimize", *map(str, args)]).returncode
-    if code not in allowed:
-        raise SystemExit(f"optimize {args[0]} failed ({code})")
-    return code
+def calibration_inputs(images: list[Path], imgsz: int) -> list[np.ndarray]:
+    """The images as a copied recipe's calibration reads them: letterboxed as yolov5 does, NCHW, /255."""
+    from yolo_optimize.families import family_named
+
+    family = family_named("yolov5")
+    return [np.ascontiguousarray(family.preprocess(path, imgsz).pixels.transpose(2, 0, 1)[None], dtype=np.float32)
+            / 255 for path in images]
+
+
+def nncf_defaults(onnx: Path, inputs: list[np.ndarray], out: Path) -> Path:
+    """The recipe of NNCF's and OpenVINO's docs: convert, then quantize with a calibration dataset, defaults else."""
+    import nncf
+    import openvino as ov
+
+    quantized = nncf.quantize(ov.convert_model(str(onnx)), nncf.Dataset(inputs))
+    xml = out / "yolov5n.xml"
+    ov.save_model(quantized, str(xml))
+    return xml
 
 
 def ultralytics_recipe(assets: Path, inputs: list[np.ndarray], out: Path) -> Path:
@@ -70,7 +80,7 @@ def ort_quantize_static(onnx_fp32: Path, inputs: list[np.ndarray], out: Path) ->
     """ONNX Runtime's static quantization as its docs give it: pre-processing, then the defaults."""
     from onnxruntime.quantization import CalibrationDataReader, quant_pre_process, quantize_static
 
-    class Images(CalibrationDataReader):  # type: ignore[misc]  # onnxruntime has no type hints
+    class Images(CalibrationDataReader):
         def __init__(self) -> None:
             self.left = iter(inputs)
 
@@ -90,7 +100,7 @@ def build_ours(args: Any) -> dict[str, str]:
               args.assets / "coco128", "--parity-data", args.assets / "coco_val128", "--out", args.out]
     gated = {"openvino-int8": "1.0 (default)"}
     optimize(*common, "--targets", "openvino", "--precisions", "fp32,int8")
-    if optimize(*common, "--targets", "onnx", "--precisions", "fp32,int8", allowed=(0, 1)) == 0:
+    if optimize(*common, "--targets", "onnx", "--precisions", "fp32,int8", allowed=(0, NODE_FAILED)) == 0:
         gated["onnx-int8"] = "1.0 (default)"
     else:
         optimize(*common, "--targets", "onnx", "--precisions", "int8", "--max-map-drop", args.onnx_max_map_drop)
@@ -139,7 +149,7 @@ def _samples(row: dict[str, Any], process: int, batch_index: int) -> list[float]
 
 
 def main() -> None:
-    parser = study_parser(__doc__, "bench-int8-peers", "bench/results/int8_peers", "3")
+    parser = study_parser(__doc__, "int8_peers", "bench-int8-peers", "3")
     parser.add_argument("--onnx-max-map-drop", default="4", help="onnx-int8's limit where the default refuses it")
     args = parser.parse_args()
     args.report.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Each issue-21 lever measured on its own: the same artifact with and without it, in interleaved fresh processes.
 
-    python bench/levers.py --artifacts artifacts-fastest [--repeats 3] [--seconds 3]
+    python -m bench.levers --artifacts artifacts-fastest [--repeats 3] [--seconds 3]
 
 Reads the two builds bench/fastest_artifact.py makes (``<artifacts>/yolov5n`` with float input,
 ``<artifacts>/yolov5n-uint8``) and measures, per lever, a "without" and a "with" variant in turns, one fresh
@@ -31,54 +31,30 @@ process each per round, images/s in the host's fast state over all rounds (resul
 
 ``--only TEXT`` measures the levers whose name contains TEXT (and reads only the artifacts those need).
 
-Saves everything under bench/results/ with the environment.
+Saves everything under bench/results/<host kind>/levers/ with the environment.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import statistics
 import tempfile
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import save, timing_parser
 
+from bench.harness import Variant, by_name, paired_rounds, rates, save, timed, timing_parser
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluation.measuring.measure import MeasureJob, measure
-from yolo_optimize.evaluation.results import BLOCK_S, Timing, fast_state
 from yolo_optimize.families import family_named
 from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.images import list_images
-from yolo_optimize.metadata import ArtifactMetadata
-from yolo_optimize.runtime.runners.base import AUTO, LATENCY
+from yolo_optimize.runtime.runners.base import LATENCY
 
 STEM = "node_conv2d"
 HUGE_PAGES = (("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"),)  # glibc >= 2.35: madvise its heap for THP
-
-
-@dataclass(frozen=True)
-class Variant:
-    folder: Path
-    manifest: Manifest
-    batch: int
-    mode: str = AUTO
-    end_to_end: bool = False  # time the pipelined path instead of inference
-    single_threaded_helpers: bool = True  # end_to_end: OpenCV and PyTorch on one thread, as eval runs it
-    request_batch: int = 1  # images per request in the throughput configuration (the runners' own value is 1)
-    environment: tuple[tuple[str, str], ...] = ()  # set while the measuring process starts
-
-    def compiled_with(self, **entries: Any) -> Variant:
-        """The same artifact with ``entries`` added to the config its runtime is compiled with."""
-        metadata = ArtifactMetadata.of(self.manifest)
-        metadata = replace(metadata, compile_config={**(metadata.compile_config or {}), **entries})
-        return replace(self, manifest=replace(self.manifest, metadata=metadata.to_dict()))
 
 
 Pair = tuple[Variant, Variant]
@@ -89,8 +65,7 @@ def lever_pairs(root: Path, work: Path) -> dict[str, Callable[[], Pair]]:
     only the artifacts it needs."""
     floats, bytes_ = root / "yolov5n", root / "yolov5n-uint8"
 
-    def variant(folder: Path, batch: int, **kwargs: Any) -> Variant:
-        return Variant(folder, Manifest.read(folder), batch, **kwargs)
+    variant = Variant.of
 
     def float_parts_in_bf16() -> Pair:
         ov_int8 = variant(floats / "openvino-int8", 1)
@@ -279,59 +254,6 @@ def strided_weights(moved: np.ndarray, block: int) -> np.ndarray:
     return weights
 
 
-def timed(variant: Variant, pixels: Path, files: tuple[Path, ...], seconds: float, threads: int) -> list[float]:
-    """One fresh process's runs (ms) of ``variant``: inference, or the end-to-end path's intervals. The children's
-    functions are taken from this file imported as a module: the package's spawn never hands a child the caller's
-    ``__main__``."""
-    from levers import _measure_worker, _path_worker
-
-    with environment(dict(variant.environment)):
-        if not variant.end_to_end:
-            timing = Timing((variant.batch,), seconds, threads, mode=variant.mode)
-            job = MeasureJob(variant.folder, variant.manifest, pixels, timing, predict=False)
-            return in_own_process(_measure_worker, job, variant.request_batch)
-        return in_own_process(_path_worker, variant, files, seconds, threads)
-
-
-@contextlib.contextmanager
-def environment(settings: dict[str, str]) -> Iterator[None]:
-    """``settings`` in this process's environment while the block runs (a child started in it inherits them)."""
-    before = {name: os.environ.get(name) for name in settings}
-    os.environ.update(settings)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def _measure_worker(job: MeasureJob, request_batch: int) -> list[float]:
-    """The runs (ms) of ``job`` with the runners' images per throughput request set to ``request_batch`` (in this
-    process only)."""
-    from yolo_optimize.runtime.runners import onnxruntime, openvino
-
-    onnxruntime.THROUGHPUT_REQUEST_BATCH = openvino.THROUGHPUT_REQUEST_BATCH = request_batch
-    measurement, _ = measure(job)
-    return measurement.batches[0].latency.samples_ms  # type: ignore[union-attr]  # latency is None only for a failed row
-
-
-def _path_worker(variant: Variant, files: tuple[Path, ...], seconds: float, threads: int) -> list[float]:
-    from yolo_optimize.evaluation.measuring.end_to_end import EndToEnd, single_threaded_helpers
-    from yolo_optimize.runtime.runners import open_runner
-
-    with open_runner(variant.folder, variant.manifest, threads=threads, mode=variant.mode) as runner:
-        if variant.single_threaded_helpers:
-            single_threaded_helpers(runner)
-        path = EndToEnd(runner.metadata.model_family(), runner, files, runner.metadata.side, variant.batch)
-        try:
-            return [ms * 1e3 for _ in range(max(1, round(seconds / BLOCK_S))) for ms in path.block(BLOCK_S)]
-        finally:
-            path.close()
-
-
 def is_stem(layer: str) -> bool:
     """The stem's layers in a per-layer profile: ``node_conv2d`` itself, fused (``node_conv2d_token_20``) or
     rearranged (``node_conv2d_space_to_depth_u8``), never ``node_conv2d_<n>...``, the model's other convolutions;
@@ -341,9 +263,7 @@ def is_stem(layer: str) -> bool:
 
 def stem_profile(variant: Variant, pixels: Path, threads: int) -> dict[str, Any]:
     """The stem's share of the runtime's per-layer profile (ms and share of the layer sum), at batch 1."""
-    from levers import _stem_worker
-
-    return in_own_process(_stem_worker, variant.folder, variant.manifest, pixels, threads)
+    return in_own_process(by_name(_stem_worker), variant.folder, variant.manifest, pixels, threads)
 
 
 def _stem_worker(folder: Path, manifest: Manifest, pixels: Path, threads: int) -> dict[str, Any]:
@@ -361,9 +281,8 @@ def _stem_worker(folder: Path, manifest: Manifest, pixels: Path, threads: int) -
 def largest_difference(pair: Pair, pixels: Path, threads: int) -> float:
     """The largest absolute difference between the two variants' raw outputs on the same images, each run as the
     runner runs it (its compile config)."""
-    from levers import _outputs_worker
-
-    outputs = [in_own_process(_outputs_worker, variant.folder, variant.manifest, pixels, threads) for variant in pair]
+    worker = by_name(_outputs_worker)
+    outputs = [in_own_process(worker, variant.folder, variant.manifest, pixels, threads) for variant in pair]
     return float(np.abs(outputs[0] - outputs[1]).max())
 
 
@@ -375,7 +294,7 @@ def _outputs_worker(folder: Path, manifest: Manifest, pixels: Path, threads: int
 
 
 def main() -> None:
-    parser = timing_parser(__doc__, 3.0)
+    parser = timing_parser(__doc__, "levers", 3.0)
     parser.add_argument("--artifacts", type=Path, default=Path("artifacts-fastest"))
     parser.add_argument("--data", type=Path, default=Path("../shared/assets/coco_val128"))
     parser.add_argument("--only", default="", help="measure only the levers whose name contains this")
@@ -386,27 +305,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="levers-") as work:
         pixels = Path(work) / "pixels.npy"
         np.save(pixels, np.stack([family.preprocess(path, 640).pixels for path in files]))
-        from levers import lever_pairs  # the module's Variant, which a spawned child can unpickle
-
         pairs = {name: make() for name, make in lever_pairs(args.artifacts, Path(work)).items() if args.only in name}
-        samples = {lever: ([], []) for lever in pairs}
-        for round_ in range(args.repeats):
-            for lever, variants in pairs.items():
-                for index in (round_ % 2, 1 - round_ % 2):  # which goes first alternates
-                    samples[lever][index].append(timed(variants[index], pixels, files, args.seconds, args.threads))
-        for lever, (without, with_) in samples.items():
-            batch = pairs[lever][0].batch
-            rates = [fast_state(runs, batch).throughput_ips for runs in (without, with_)]  # type: ignore[union-attr]  # None only for a failed row
-            per_round = [[round(batch / (statistics.median(r) / 1e3), 2) for r in runs] for runs in (without, with_)]
-            results[lever] = {"without_ips": rates[0], "with_ips": rates[1], "gain": round(rates[1] / rates[0], 3),
-                              "rounds_ips": {"without": per_round[0], "with": per_round[1]}}
-            print(f"{lever}: {rates[0]:.1f} -> {rates[1]:.1f} img/s ({rates[1] / rates[0] - 1:+.1%}); rounds "
-                  f"{per_round[0]} / {per_round[1]}")
+        for lever, variants in pairs.items():
+            runs = paired_rounds(variants, args.repeats,
+                                 lambda variant: timed(variant, pixels, files, args.seconds, args.threads))
+            (without, without_rounds), (with_, with_rounds) = (rates(v, r) for v, r in zip(variants, runs))
+            results[lever] = {"without_ips": without, "with_ips": with_, "gain": round(with_ / without, 3),
+                              "rounds_ips": {"without": without_rounds, "with": with_rounds}}
+            print(f"{lever}: {without:.1f} -> {with_:.1f} img/s ({with_ / without - 1:+.1%}); rounds "
+                  f"{without_rounds} / {with_rounds}")
         for lever in [name for name in pairs if name.startswith("stem as space-to-depth")]:
-            without, with_ = pairs[lever]
-            results[lever]["stem profile"] = {"without": stem_profile(without, pixels, args.threads),
-                                              "with": stem_profile(with_, pixels, args.threads)}
-            results[lever]["largest output difference"] = largest_difference((without, with_), pixels, args.threads)
+            plain, rewritten = pairs[lever]
+            results[lever]["stem profile"] = {"without": stem_profile(plain, pixels, args.threads),
+                                              "with": stem_profile(rewritten, pixels, args.threads)}
+            results[lever]["largest output difference"] = largest_difference(pairs[lever], pixels, args.threads)
             print(f"{lever}, largest output difference: {results[lever]['largest output difference']:.4g}")
             print(f"{lever}, stem profile (the runtime's, b1): {results[lever]['stem profile']}")
     save(args.save, "levers", {"settings": {k: str(v) for k, v in vars(args).items()}, "levers": results}, args.threads)

@@ -42,7 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="yolo-optimize-test-cache-")
     else:
         # two workers' processes share the cores: PyTorch's OpenMP threads then spin away the time the other's need
-        # (yolov5n's 2-thread forward beside another: 4.6x slower spinning, 1.6x sleeping; bench/omp_wait_policy.py)
+        # (yolov5n's 2-thread forward beside another: 4.6x slower spinning, 1.6x sleeping;
+        # bench/archive/test_suite_time/README.md)
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 

@@ -1,5 +1,5 @@
-"""The whole tree (package, tests, benchmarks) passes ruff with the rules pyproject.toml chooses; the package passes
-mypy."""
+"""The whole tree (package, tests, benchmarks) passes ruff with the rules pyproject.toml chooses; the package and the
+benchmarks pass mypy."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ def test_the_tree_passes_ruff() -> None:
 
 
 def test_the_package_passes_mypy(tmp_path: Path) -> None:
-    """mypy at its defaults on the package (pyproject.toml's [tool.mypy]), every ``type: ignore`` left still needed;
-    its cache outside the tree."""
+    """mypy at its defaults on the package and bench/ (pyproject.toml's [tool.mypy]), every ``type: ignore`` left still
+    needed; its cache outside the tree."""
     mypy = Path(sys.executable).parent / "mypy"
     if not mypy.exists():
         pytest.skip(f"mypy is not installed beside {sys.executable} (pip install -e '.[dev]')")

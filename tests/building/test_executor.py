@@ -55,7 +55,7 @@ def test_threads_share_the_cpus_a_build_may_use_between_its_jobs() -> None:
 
 def test_without_jobs_a_host_of_two_cpus_builds_one_node_at_a_time_and_a_larger_one_two() -> None:
     """Each worker imports PyTorch and the model's package before its first node: on 2 CPUs a second one costs more
-    than it wins (bench/build_jobs.py). With --threads the build's CPUs are those threads."""
+    than it wins (bench/archive/build_time/build_jobs.py). With --threads the build's CPUs are those threads."""
     assert [default_jobs(cpus) for cpus in (1, 2, 3, 16)] == [1, 1, 2, 2]
     assert executor_for(build_options(None, {"threads": 2}, "test")).threads == 2
     assert executor_for(build_options(None, {"threads": 4}, "test")).threads == 2

@@ -50,8 +50,8 @@ def test_an_int8_file_with_one_scale_wrong_fails_parity_on_its_scores_and_its_ag
                                                                                          tmp_path: Path) -> None:
     """onnx-int8 with the weight scale of its middle quantized convolution multiplied by 8, as a faulty quantizer
     could leave it: refused by the check every artifact passes before it is published, on the 99.9th percentile of
-    its score differences and on its agreement, each far outside what sound INT8 files show (bench/README.md,
-    "INT8 parity"). The sound file passes the same check."""
+    its score differences and on its agreement, each far outside what sound INT8 files show
+    (bench/archive/int8_recipes/README.md, "INT8 parity"). The sound file passes the same check."""
     sound = Manifest.read(built_int8 / "onnx-int8").parity
     assert sound and sound["passed"] and sound["p99.9_abs_diff_scores"] <= TOLERANCES["int8"].quantile_limit
     broken = tmp_path / "onnx-int8"

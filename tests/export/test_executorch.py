@@ -49,7 +49,7 @@ def dequantize_per_channel(weights: torch.Tensor) -> torch.Tensor:
 def test_int8_weights_left_outside_xnnpack_are_named_by_their_module() -> None:
     """ExecuTorch cannot run a dequantize left outside XNNPACK: the build names the modules it came from instead of
     failing on "Missing out variants" (as YOLOv7-tiny's convolutions before its float head were, until their weights
-    were folded: bench/edge_families.py)."""
+    were folded: bench/archive/edge_runtimes/edge_families.py)."""
     graph = torch.fx.Graph()
     images, weights = graph.placeholder("images"), graph.placeholder("weights")
     convolution = graph.call_function(torch.nn.functional.conv2d,

@@ -110,8 +110,9 @@ def topk_graph(tmp_path: Path) -> Path:
 
 
 def test_an_operator_ncnn_lacks_is_named_in_one_line(topk_graph: Path) -> None:
-    """pnnx leaves torch.topk unconverted (YOLO26's and YOLOv10's NMS-free heads, bench/edge_families.py): the export
-    names it, instead of writing a graph NCNN refuses to load, and says which head NCNN runs."""
+    """pnnx leaves torch.topk unconverted (YOLO26's and YOLOv10's NMS-free heads,
+    bench/archive/edge_runtimes/edge_families.py): the export names it, instead of writing a graph NCNN refuses to load,
+    and says which head NCNN runs."""
     with pytest.raises(RuntimeError, match=r"^NCNN has no layer for torch.topk: pnnx left them unconverted "
                                            r"\(ultralytics-end2end picks its detections with a top-k: --head "
                                            r"one-to-many builds its NMS head, which NCNN runs\)$"):

@@ -121,7 +121,7 @@ def _print_unflushed_and_hook_the_exit(marker: str) -> None:
 def test_a_child_ends_as_a_forked_one_with_its_output_flushed_and_no_interpreter_teardown(tmp_path: Path) -> None:
     """A spawned child ends by ``os._exit`` once multiprocessing has cleaned up and flushed its streams, as a forked
     child does: what it printed arrives, C's buffered output too, and the interpreter's teardown (about 2 s of a CPU
-    once yolov5n is loaded, bench/process_end.py), atexit hooks included, never runs."""
+    once yolov5n is loaded, bench/archive/test_suite_time/README.md), atexit hooks included, never runs."""
     marker = tmp_path / "torn-down"
     code = ("from tests.host.test_processes import _print_unflushed_and_hook_the_exit as work\n"
             "from yolo_optimize.host.processes import in_own_process\n"

@@ -19,8 +19,8 @@ GATE = GateConfig(ImageSet.of(CALIB_DATA, 8), None, "the first 8", 1.0)
                                                 (HISTOGRAM_FROM_IMAGES, [HISTOGRAM_ROUTE, ROUTE])])
 def test_histogram_ranges_from_enough_calibration_images_and_min_max_ranges_below_and_as_the_fallback(
         images: int, routes: list[str]) -> None:
-    """bench/onnx_int8_ranges.py: histograms of fewer images lost more on the held-out gate than min-max ranges. Both
-    recipes keep the overflow fix of 7-bit weights and one grid per activation tensor."""
+    """bench/archive/int8_recipes/onnx_int8_ranges.py: histograms of fewer images lost more on the held-out gate than
+    min-max ranges. Both recipes keep the overflow fix of 7-bit weights and one grid per activation tensor."""
     recipes = OnnxInt8(OnnxInt8Config(640, tuple(f"{i}.jpg" for i in range(images)), GATE, 7)).recipes()
     assert [route for route, _ in recipes] == routes
     nncf_default = AdvancedQuantizationParameters().activations_range_estimator_params

@@ -24,7 +24,8 @@ T = TypeVar("T")
 INTERRUPT_GRACE_S, INTERRUPT_WAIT_S = 2, 30
 # Nodes built at once when --jobs is not given. Each worker imports PyTorch and the model's package first (seconds);
 # on a 2-CPU host a second worker's imports cost more than running two nodes at once wins back: one job took a median
-# 0.83-0.97x the wall time and 0.80-0.88x the CPU time of two, over three build shapes (bench/build_jobs.py).
+# 0.83-0.97x the wall time and 0.80-0.88x the CPU time of two, over three build shapes
+# (bench/archive/build_time/build_jobs.py).
 JOBS, SMALL_HOST_JOBS, SMALL_HOST_CPUS = 2, 1, 2
 
 

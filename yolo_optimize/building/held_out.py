@@ -10,7 +10,8 @@ bytes, so a copy in another folder is caught too) with the calibration images.
 
 Why half (docs/building.md, "The held-out gate"): the gate's 90% interval widens with the square root of the
 images it loses (sqrt 2 for half of a set), while INT8 accuracy measured on coco_val128 did not change between
-calibration on 64 and on 128 images (bench/held_out_gate.py); an even split keeps each side as large as it can be.
+calibration on 64 and on 128 images (bench/archive/int8_recipes/README.md); an even split keeps each side as large as it
+can be.
 """
 
 from __future__ import annotations

@@ -49,13 +49,13 @@ class Tolerance:
 
 # From tightest to loosest. bf16 keeps 8 bits of mantissa: OpenVINO's bf16 execution of yolov5n was reported
 # 0.067-0.080 off in scores with 0.947-1.0 agreement on 4 images (issue 8), hence 0.15 for more images.
-# INT8 (bench/int8_parity_noise.py, bench/README.md "INT8 parity", an AVX2-only host: 7-bit arithmetic, the noisiest
-# kind): a sound file's largest score difference reached 0.49-0.81 on 32 real images (an anchor near a threshold
-# flips), so the largest says little and stays a sanity bound; the 99.9th percentile of the differences stayed at
-# most 0.29 on any 4 of those images (the default parity set), where a file with one convolution's weight scale x8
-# showed 0.26-0.76 per image (median 0.53-0.54) and 0.11-0.12 agreement; sound agreement on any 4 images was at
-# least 0.70. So INT8 holds no largest difference at all (a bound of 1 could never fail on scores in 0..1): its live
-# checks are the quantile and the agreement.
+# INT8 (bench/archive/int8_recipes/int8_parity_noise.py, bench/archive/int8_recipes/README.md "INT8 parity", an
+# AVX2-only host: 7-bit arithmetic, the noisiest kind): a sound file's largest score difference reached 0.49-0.81 on 32
+# real images (an anchor near a threshold flips), so the largest says little and stays a sanity bound; the 99.9th
+# percentile of the differences stayed at most 0.29 on any 4 of those images (the default parity set), where a file with
+# one convolution's weight scale x8 showed 0.26-0.76 per image (median 0.53-0.54) and 0.11-0.12 agreement; sound
+# agreement on any 4 images was at least 0.70. So INT8 holds no largest difference at all (a bound of 1 could never fail
+# on scores in 0..1): its live checks are the quantile and the agreement.
 TOLERANCES = {t.precision: t for t in (
     Tolerance("fp32", 1e-3, 0.95),
     Tolerance("fp16", 0.05, 0.90),

@@ -43,9 +43,10 @@ class AotiConfig:
 def cannot_compile(device: str) -> str | None:
     """Why an AOTInductor package cannot be built here for ``device``, or None: it is compiled for the CPU, with
     $CXX or g++."""
-    if device == "cuda":  # H100, torch 2.11 + CUDA 13 (issue 33, bench/aoti_cuda_probe.py): export and compile work
+    if device == "cuda":  # H100, torch 2.11 + CUDA 13 (issue 33, bench/archive/gpu_lane/aoti_cuda_probe.py): export
+        # and compile work
         return ("the aoti target is compiled for the CPU here (--device cpu): torch 2.11's AOTInductor loader "
-                "segfaults on the CUDA packages it compiles (bench/README.md)")
+                "segfaults on the CUDA packages it compiles (bench/archive/gpu_lane/README.md)")
     compiler = os.environ.get("CXX", "g++")
     if shutil.which(compiler):
         return None

@@ -6,8 +6,8 @@ of the parts on the same axis. Each part is a quadratic of its sigmoid ``s``, so
 ``s * (A * s + B) + C``, with A, B and C the parts' coefficients side by side. OpenVINO runs the split and the
 concatenation as two copies of every output value, but fuses an elementwise chain into one kernel: on yolov5n at
 640 and batch 8 the chain took its INT8 IR from 297 to 283 ms and its FP32 IR from 542 to 494 ms (AVX2,
-bench/README.md "The chain at batch 8, on top of channels last"). ONNX Runtime runs each operation of the chain
-as its own pass over every value, which cost onnx-int8 5-10% at batch 8, so the rewrite is OpenVINO's alone
+bench/archive/export_graph/README.md "The chain at batch 8, on top of channels last"). ONNX Runtime runs each operation
+of the chain as its own pass over every value, which cost onnx-int8 5-10% at batch 8, so the rewrite is OpenVINO's alone
 (export/openvino.py).
 
 The coefficients are read off numerically, not from the operations' names: each part's arithmetic is evaluated at

@@ -135,9 +135,9 @@ def decoded_channels_last(detect: Any, levels: list[torch.Tensor]) -> tuple[torc
     write anyway, so OpenVINO's becomes no copy at all), decoded there and reshaped to ``[B, H * W * anchors,
     outputs]``. Yolov5's own head permutes every logit to ``[B, anchors, H, W, outputs]`` first: in OpenVINO's INT8
     yolov5n at 640 that transpose and the reorders around it took 4.8 of 38.6 ms, 0.7 ms here
-    (bench/head_layout.py). The rows are yolov5's, in (y, x, anchor) order instead of (anchor, y, x); NMS and every
-    loader read a set of candidates, in any order. ``detect``: yolov5's ``Detect`` in export mode, whose forward this
-    replaces (``YoloV5.for_export``)."""
+    (bench/archive/export_graph/head_layout.py). The rows are yolov5's, in (y, x, anchor) order instead of (anchor, y,
+    x); NMS and every loader read a set of candidates, in any order. ``detect``: yolov5's ``Detect`` in export mode,
+    whose forward this replaces (``YoloV5.for_export``)."""
     found = []
     for i, level in enumerate(levels):
         y = detect.m[i](level)

@@ -98,8 +98,8 @@ def _above(candidates: Candidates, settings: NmsSettings,
     threshold are looked at, as YOLOv5's own NMS does first (a class probability is at most 1, so no product exceeds
     its objectness): their raw rows are gathered, and the box and the products are taken of those few rows alone.
     Slicing every anchor's boxes and class scores out of the [B, 25200, 85] output first cost OpenVINO 0.45 ms at
-    batch 1 (Slice, VariadicSplit), 2-3x the NMS ops themselves (bench/README.md); the exporter drops the unused
-    slices. Else the scores of every anchor (``_candidates``), the class of those above the threshold."""
+    batch 1 (Slice, VariadicSplit), 2-3x the NMS ops themselves (bench/archive/detectors/README.md); the exporter drops
+    the unused slices. Else the scores of every anchor (``_candidates``), the class of those above the threshold."""
     import torch
 
     boxes, classes, objectness, rows = candidates
@@ -129,9 +129,9 @@ def kept_per_image(candidates: Candidates, settings: NmsSettings, max_candidates
     is: the candidates above the threshold gathered (a host synchronisation a graph cannot have, which a GPU row
     can), their best class taken by the family's products, every image suppressed in one NMS call, one copy back.
     On an H100 a yolov5n FP16 row spent 1.2 ms after its forward at batch 1 with ``in_graph_nms`` (fixed-shape
-    ranking and scatter), 0.8-0.95 ms with this: 24-33% more images/s at batch 1 and 8 (bench/README.md). Best class
-    only; an image with more than ``max_candidates`` above the threshold (never at deployment settings) goes through
-    ``in_graph_nms``, which ranks them first."""
+    ranking and scatter), 0.8-0.95 ms with this: 24-33% more images/s at batch 1 and 8
+    (bench/archive/detectors/README.md). Best class only; an image with more than ``max_candidates`` above the threshold
+    (never at deployment settings) goes through ``in_graph_nms``, which ranks them first."""
     import torch
 
     assert not settings.multi_label, "the deployed NMS keeps each box's best class"

@@ -5,9 +5,9 @@ Every such process keeps the memory it frees (``ALLOCATOR_ENV``, glibc's malloc 
 the process's start): by default glibc hands large freed blocks back to the kernel, so PyTorch
 eager, which allocates its activations afresh in every inference, page-faults them back in on the
 next one, at a cost the host decides: on the Zen 4 VM its batch-1 latency moved between 45 and 113
-ms from process to process with it, and stayed at 43-47 ms without it (bench/allocator.py). ONNX
-Runtime and OpenVINO reuse their own arenas and do not notice. PyTorch's CPU tuning guide has
-deployments swap in jemalloc or tcmalloc for the same reason. A user's own MALLOC_* settings win.
+ms from process to process with it, and stayed at 43-47 ms without it (bench/archive/fastest_artifact/allocator.py).
+ONNX Runtime and OpenVINO reuse their own arenas and do not notice. PyTorch's CPU tuning guide has deployments swap in
+jemalloc or tcmalloc for the same reason. A user's own MALLOC_* settings win.
 The settings are in the environment only while a child starts (``child_environment``): the parent's
 own environment, and every process it starts later for other reasons, stay as they were.
 
@@ -150,7 +150,8 @@ class _OwnProcess(SpawnProcess):
         """The target, multiprocessing's own cleanup (its finalizers, this process's children) and the flushed
         standard streams, then ``os._exit``, as multiprocessing ends a forked child: spawn's ``sys.exit`` would
         tear the interpreter down module by module, about 2 s of a CPU once yolov5n is loaded and 2.5 s after its
-        ONNX export (``bench/process_end.py``), which the parent waits for at every worker's and row's end."""
+        ONNX export (bench/archive/test_suite_time/README.md, "How a child ends"), which the parent waits for at
+        every worker's and row's end."""
         code = super()._bootstrap(parent_sentinel)  # type: ignore[misc]  # typeshed omits _bootstrap
         _flush_native_streams()
         os._exit(code)

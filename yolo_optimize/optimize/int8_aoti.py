@@ -10,7 +10,7 @@ recipe here. The gate scores the compiled package through its runner, as it will
 
 Without VNNI (AVX2, or AVX-512 before Cascade Lake) oneDNN multiplies u8 by s8 with instructions
 whose 16-bit pair sums saturate: with oneDNN held to AVX2 or to AVX-512 without VNNI, yolov5n lost
-5 points of mAP50-95 on coco_val128 (bench/int8_without_vnni.py). There the recipe takes torchao's
+5 points of mAP50-95 on coco_val128 (bench/archive/int8_recipes/int8_without_vnni.py). There the recipe takes torchao's
 documented remedy, ``reduce_range``: activations on 7 bits (0..127), so no pair sum can saturate
 (no measurable loss). The building CPU decides (``reduce_range`` is in the cache key, like ONNX
 INT8's weight bits).

@@ -8,8 +8,9 @@ The recipe is the tools' (ncnn's ``tools/quantize``), step for step, but for the
   31/max|w| for 3x3 stride-1 convolutions, whose INT8 Winograd kernels want 6-bit weights.
 - The threshold keeps 99.999% of each input's values in range (``clip_bin``), not the tool's default KL threshold:
   on yolov5n at 640, KL's thresholds cost 5.14 points of mAP50-95 on the held-out gate images (2.80 on
-  coco_val128), the 99.999% range 0.43 (0.32), the full range 0.57 (0.32) (``bench/ncnn_int8_thresholds.py``, saved
-  per host in bench/results/). KL clips SiLU's long positive tail, where a detector's large activations are.
+  coco_val128), the 99.999% range 0.43 (0.32), the full range 0.57 (0.32)
+  (``bench/archive/edge_runtimes/ncnn_int8_thresholds.py``, saved per host in bench/results/). KL clips SiLU's long
+  positive tail, where a detector's large activations are.
 - ``ncnn2int8``: those weights rounded to int8 (half away from zero, clamped to ±127) in the .bin, with the int8
   tag, and ``int8_scale_term=2`` with the scales after the bias: NCNN then quantizes each one's input, convolves
   in int8 and dequantizes its output to float.

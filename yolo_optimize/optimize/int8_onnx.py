@@ -11,14 +11,15 @@ with VNNI, but on CPUs without it (AVX2 only) they add pairs of u8 x s8 products
 16 bits, which saturates for full 8-bit weights. There the weights are kept to 7 bits
 (NNCF's overflow fix on every layer), which cannot saturate; on VNNI CPUs they use all
 8 bits, and the file says in its metadata that it needs VNNI to compute exactly.
-Measured on this project's AVX2-only host (bench/onnx_int8_routes.py): this recipe lost
+Measured on this project's AVX2-only host (bench/archive/int8_recipes/onnx_int8_routes.py): this recipe lost
 less mAP than ONNX Runtime's own quantize_static with every calibration and
 sensitivity option the project tried, and the completed graph no more than NNCF's own (README).
 Activation ranges come from NNCF's histogram estimator, as openvino-int8's do, where at least HISTOGRAM_FROM_IMAGES
-images calibrate them; from fewer, NNCF's default (min-max) ranges. Measured there (bench/onnx_int8_ranges.py, the
-build's own recipe at 16-64 calibration images, scored on the 64 held-out gate images and on coco_val128): from 24
-images on the histogram lost 0.2-1.2 points less on the gate, and at the default 64 also 0.95 less on coco_val128
-(none lost); from 16 it lost 1.6 points more on the gate, min-max ranges of few images being tighter.
+images calibrate them; from fewer, NNCF's default (min-max) ranges. Measured there
+(bench/archive/int8_recipes/onnx_int8_ranges.py, the build's own recipe at 16-64 calibration images, scored on the 64
+held-out gate images and on coco_val128): from 24 images on the histogram lost 0.2-1.2 points less on the gate, and at
+the default 64 also 0.95 less on coco_val128 (none lost); from 16 it lost 1.6 points more on the gate, min-max ranges of
+few images being tighter.
 """
 
 from __future__ import annotations

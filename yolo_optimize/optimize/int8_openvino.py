@@ -6,7 +6,7 @@ correction, so that the Detect head's output convolutions can run in int8 too, o
 after them staying in float. With them in float (revision 6) the IR was 2.6% slower than the
 same model quantized with NNCF's defaults at batch 1 on the Zen 4 VM; quantized with the default
 ranges they lost 0.5 points of mAP50-95; with these ranges and bias correction they lose none
-(issue 31, bench/README.md "openvino-int8 against NNCF's defaults").
+(issue 31, bench/archive/int8_peers/README.md "openvino-int8 against NNCF's defaults").
 
 What the quantized IR keeps in float (the decode, and whatever the accuracy-aware route reverts)
 computes in bf16 where the building CPU's OpenVINO bf16 kernels measure faster than its fp32 ones
@@ -14,8 +14,8 @@ computes in bf16 where the building CPU's OpenVINO bf16 kernels measure faster t
 elsewhere: OpenVINO runs it by its ``INFERENCE_PRECISION_HINT``, which the IR's metadata
 (``compile_config``) carries and the gate and every runner use. On the Zen 4 VM (bf16 at twice fp32)
 that made yolov5n's INT8 IR 5-11% faster at batch 1 at no measurable cost in mAP (issue 21,
-bench/README.md); on an Intel Xeon with AVX-512 BF16 and no AMX, bf16 measures at half fp32 and cost 7%
-(issue 31); without native bf16 OpenVINO would emulate it.
+bench/archive/fastest_artifact/README.md); on an Intel Xeon with AVX-512 BF16 and no AMX, bf16 measures at half fp32 and
+cost 7% (issue 31); without native bf16 OpenVINO would emulate it.
 """
 
 from __future__ import annotations

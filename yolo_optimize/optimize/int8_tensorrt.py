@@ -8,7 +8,7 @@ their absolute values over the calibration images (histograms taken a few images
 memory stays bounded: otherwise ONNX Runtime holds every image's activations at once), what the family keeps
 in float (a detector's Detect head) excluded, and gated like every INT8 artifact: the Q/DQ graph runs in
 ONNX Runtime on the CPU and is scored with the family's metric on the gate set before any engine is built
-from it. The choice is measured (bench/onnx_int8_routes.py, README "Which INT8 ONNX recipe").
+from it. The choice is measured (bench/archive/int8_recipes/onnx_int8_routes.py, README "Which INT8 ONNX recipe").
 NNCF, the project's other INT8 tool, cannot write it: its CPU hardware configuration refuses signed
 activations (``signedness_to_force``) and makes non-negative tensors unsigned, which TensorRT rejects.
 """
@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 
 ROUTE = ("ONNX Runtime quantize_static: symmetric signed int8 on the convolutions' inputs, per-channel weights, "
          "99.999th-percentile ranges, float bias")
-RANGES = "percentile:99.999"  # how activation ranges are chosen (quantize_symmetric); bench/onnx_int8_routes.py
-#                                measured min-max, entropy and percentiles: this one lost least on both image sets
+RANGES = "percentile:99.999"  # how activation ranges are chosen (quantize_symmetric);
+#                                bench/archive/int8_recipes/onnx_int8_routes.py measured min-max, entropy and
+#                                percentiles: this one lost least on both image sets
 QUANTIZED_OPS = ("Conv",)  # Q/DQ on the convolutions' inputs only: NVIDIA's recommended placement for TensorRT
 #                             (weighted layers' inputs); SiLU, Concat, Add, MaxPool and Resize stay in float
 HELD_IMAGES = 4  # calibration images whose every activation is held at once: ONNX Runtime keeps them all by

@@ -24,7 +24,7 @@ NNCF's own quantizers:
   ``Cast -> Div(255) -> QuantizeLinear`` becomes nothing, and the first convolution dequantizes the
   image bytes at scale 1/255 (layout changes such as the stem's SpaceToDepth move to the uint8 bytes).
 
-Every choice is measured in bench/onnx_int8_routes.py (README "Which INT8 ONNX recipe").
+Every choice is measured in bench/archive/int8_recipes/onnx_int8_routes.py (README "Which INT8 ONNX recipe").
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ import pytest
 from tests.conftest import brief, optimize
 from yolo_optimize.evaluation.run_statistics import LatencyStats
 
-SLOWDOWN = 4.0  # beyond the spread of one eval's processes, so a correct comparison always flags it: 2.0 was not
-# (one baseline round ran about 2.5x slower than the other in bench/results/avx2/suite-freshvenv-xdist-c066af8.log)
+SLOWDOWN = 4.0  # beyond the spread of one eval's processes, so a correct comparison always flags it: 2.0 was not (one
+# baseline round ran about 2.5x slower than the other in ab9bc74:bench/results/avx2/suite-freshvenv-xdist-c066af8.log)
 
 
 @pytest.fixture(scope="module")

@@ -88,10 +88,10 @@ def test_a_float_image_in_any_layout_or_type_reaches_ncnn_as_its_values(form: st
 
 def test_ncnn_benchmark_lines_give_each_layer_its_time_precision_and_operations(built_edge_int8: Path) -> None:
     """One pass of yolov5n's INT8 file at 640 as an ncnn built with NCNN_BENCHMARK printed it (saved from the build
-    bench/ncnn_layers.py describes), read against the fixture's .param (pnnx names the layers alike in every build):
-    every layer the graph runs timed once, in the order it ran; the 57 convolutions the .param gives int8 scales in
-    int8 and the Detect head's 3 in fp32; their operations summing to yolov5n's 4.5 GFLOPs at 640; two passes read as
-    their mean."""
+    bench/archive/edge_runtimes/ncnn_layers.py describes), read against the fixture's .param (pnnx names the layers
+    alike in every build): every layer the graph runs timed once, in the order it ran; the 57 convolutions the .param
+    gives int8 scales in int8 and the Detect head's 3 in fp32; their operations summing to yolov5n's 4.5 GFLOPs at 640;
+    two passes read as their mean."""
     folder = built_edge_int8 / "ncnn-int8"
     param = folder / str(Manifest.read(folder).entry)
     printed = SAVED_BENCHMARK.read_text()
@@ -111,7 +111,7 @@ def test_the_pypi_ncnn_has_no_per_layer_timer_and_the_profile_says_how_to_get_on
                                                                                   tmp_path: Path) -> None:
     folder = built_edge / "ncnn-fp32"
     with open_runner(folder, Manifest.read(folder), threads=2) as runner, \
-            pytest.raises(NotImplementedError, match="built without NCNN_BENCHMARK.*bench/README"):
+            pytest.raises(NotImplementedError, match="built without NCNN_BENCHMARK.*bench/archive/edge_runtimes"):
         runner.profile_layers(np.zeros((1, 3, 320, 320), np.float32), 2, tmp_path / "trace.json")
     assert not (tmp_path / "trace.json").exists()
 

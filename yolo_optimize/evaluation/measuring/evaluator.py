@@ -1,7 +1,7 @@
 """The evaluation protocol: every artifact in its own processes, in interleaved rounds with the baseline.
 
 A process on these hosts runs in a fast mode or a 1.4-1.7x slower one, which on some hosts
-changes every few seconds even within one process (bench/host_speed.py), so one process per
+changes every few seconds even within one process (bench/archive/measurement_noise/host_speed.py), so one process per
 artifact decides nothing. Each round starts a fresh process per row, the PyTorch baseline first
 and the artifacts' order rotated from round to round, keeps them all alive, and has them take
 turns in short blocks at each batch size (``interleave.py``), so every row's runs are spread over

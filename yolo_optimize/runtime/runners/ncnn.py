@@ -176,7 +176,7 @@ class NcnnRunner(Runner):
     """Latency: one image at a time on every thread. Throughput (a batch, under ``auto``): the images at once, one per
     thread, each through its own extractor of a one-thread net, as NCNN's multi-instance use has it (no
     synchronisation between threads inside a layer). Measured at 0.99-1.32x latency's images/s on yolov5n at 320 on a
-    2-core AVX2 host (bench/ncnn_concurrency.py)."""
+    2-core AVX2 host (bench/archive/edge_runtimes/ncnn_concurrency.py)."""
 
     takes_one_image = True
     _concurrent: tuple[Any, ThreadPoolExecutor] | None = None  # the one-thread net and its request threads
@@ -241,9 +241,9 @@ class NcnnRunner(Runner):
 
     def profile_layers(self, images: np.ndarray, runs: int, trace: Path) -> LayerProfile:
         """NCNN's own per-layer timer: an ncnn built with ``NCNN_BENCHMARK`` prints each layer's type, name, wall time
-        (to 0.01 ms) and output shape to stderr as the layer runs; the PyPI wheel is built without it (bench/README,
-        "Where ncnn-int8's time goes", builds one). The images run one after the other on every thread, the latency
-        configuration, so no two layers' lines interleave."""
+        (to 0.01 ms) and output shape to stderr as the layer runs; the PyPI wheel is built without it
+        (bench/archive/edge_runtimes/README.md, "Where ncnn-int8's time goes", builds one). The images run one after the
+        other on every thread, the latency configuration, so no two layers' lines interleave."""
         def one_by_one() -> None:
             for image in images:
                 self._one(self.net, image)
@@ -257,8 +257,8 @@ class NcnnRunner(Runner):
             layers, events = benchmark_layers(printed.read_text(), self.entry, self.compute_precision, runs)
         if not layers:
             raise NotImplementedError("this ncnn is built without NCNN_BENCHMARK, NCNN's per-layer timer (as the PyPI "
-                                      "wheel is: bench/README, \"Where ncnn-int8's time goes\", builds one), and "
-                                      "its Python API offers no other")
+                                      "wheel is: bench/archive/edge_runtimes/README.md, \"Where ncnn-int8's time "
+                                      "goes\", builds one), and its Python API offers no other")
         trace.write_text(json.dumps({"traceEvents": events, "otherData": {"source": TRACE_NOTE}}))
         return LayerProfile(layers, runs, TRACE_NOTE, passes)
 

@@ -26,7 +26,7 @@ the session infers on every usable CPU, and ONNX Runtime's default, threads that
 cores. On the 2-core AVX2 VM, yolov5n's onnx-int8 at batch 1 ran end to end 1.10x and 1.15x as fast with them
 sleeping, inference alone 0.97x and 1.07x; spinning only while a run lasts (``session.force_spinning_stop``) was
 level with sleeping in inference and lost end to end. On the Zen 4 VM spinning only while a run lasts beat sleeping
-by 1.07-1.09x in inference and 1.07-1.08x end to end (bench/ort_spinning.py, bench/README.md). So the two are timed
+by 1.07-1.09x in inference and 1.07-1.08x end to end (bench/archive/int8_peers/README.md). So the two are timed
 against each other at the smallest batch size in a process of the row's own, sleeping kept on a tie: on both VMs the
 inference-only winner also won end to end. Spinning all the time is not offered: it lost end to end on both.
 """

@@ -98,7 +98,7 @@ class TorchModuleRunner(Runner):
 
     def _on_streams(self, batch: int) -> bool:
         """Only when asked for by name (``--mode throughput``): on an H100, yolov5n's batches of 8 and 32 ran 29% and
-        8% slower on two streams than on one, and batches of 64 as fast (bench/README.md, the GPU lane)."""
+        8% slower on two streams than on one, and batches of 64 as fast (bench/archive/gpu_lane/README.md)."""
         return self.mode == THROUGHPUT and batch >= len(self.lanes) > 1
 
     def _kept_on_streams(self, images: np.ndarray) -> list[np.ndarray]:
