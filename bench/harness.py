@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from yolo_optimize.artifact import Manifest
-from yolo_optimize.evaluation.measuring.measure import MeasureJob, measure
+from yolo_optimize.evaluation.measuring.measure import MeasureJob, Timing, measure
 from yolo_optimize.evaluation.reporting.report import environment as host_environment
-from yolo_optimize.evaluation.results import BLOCK_S, Timing, fast_state
+from yolo_optimize.evaluation.run_statistics import BLOCK_S, fast_state
 from yolo_optimize.host.cpu import cpu_flags, cpu_model
 from yolo_optimize.host.environment import configure
 from yolo_optimize.host.processes import in_own_process

@@ -4,7 +4,7 @@
 
 Reads the two builds bench/fastest_artifact.py makes (``<artifacts>/yolov5n`` with float input,
 ``<artifacts>/yolov5n-uint8``) and measures, per lever, a "without" and a "with" variant in turns, one fresh
-process each per round, images/s in the host's fast state over all rounds (results.fast_state):
+process each per round, images/s in the host's fast state over all rounds (run_statistics.fast_state):
 
 - throughput configuration at batch 8 (OpenVINO's THROUGHPUT hint and requests, concurrent ONNX Runtime
   requests on a one-thread session) against the latency configuration, for onnx/openvino fp32 and int8;

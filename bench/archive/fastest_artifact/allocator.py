@@ -24,8 +24,8 @@ import numpy as np
 
 from bench.harness import save, timing_parser
 from yolo_optimize.evaluation.measuring.discover import discover
-from yolo_optimize.evaluation.measuring.measure import MeasureJob, measure
-from yolo_optimize.evaluation.results import BASELINE_TARGET, Measurement, Timing
+from yolo_optimize.evaluation.measuring.measure import MeasureJob, Timing, measure
+from yolo_optimize.evaluation.results import BASELINE_TARGET, Measurement
 from yolo_optimize.host.processes import ALLOCATOR_ENV
 from yolo_optimize.metadata import ArtifactMetadata
 

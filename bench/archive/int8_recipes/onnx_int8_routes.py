@@ -45,8 +45,7 @@ from yolo_optimize.building.gate import Gate
 from yolo_optimize.building.held_out import ImageSet
 from yolo_optimize.building.request import GateConfig
 from yolo_optimize.building.stage import recorded_float_part
-from yolo_optimize.evaluation.measuring.measure import MeasureJob, measure
-from yolo_optimize.evaluation.results import Timing
+from yolo_optimize.evaluation.measuring.measure import MeasureJob, Timing, measure
 from yolo_optimize.host.cpu import has_vnni
 from yolo_optimize.host.processes import in_own_process
 from yolo_optimize.images import list_images

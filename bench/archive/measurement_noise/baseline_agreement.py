@@ -18,7 +18,8 @@ from typing import Any
 from bench.harness import save
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluation.reporting.report import load_report
-from yolo_optimize.evaluation.results import TIE_MARGIN, is_baseline
+from yolo_optimize.evaluation.results import is_baseline
+from yolo_optimize.evaluation.run_statistics import TIE_MARGIN
 
 RESULTS = Path(__file__).parent / "results"
 
