@@ -27,6 +27,7 @@ from yolo_optimize.evaluation.measuring.discover import FoundArtifact
 from yolo_optimize.evaluation.measuring.external import external_record
 from yolo_optimize.evaluation.measuring.interleave import LiveRow, take_turns, turns_for
 from yolo_optimize.evaluation.measuring.measure import MeasureJob, Timing
+from yolo_optimize.evaluation.measuring.profiling import PROFILE_IMAGES, ProfileRequest, Profiling, profile_artifact
 from yolo_optimize.evaluation.results import (
     BASELINE_TARGET,
     END_TO_END,
@@ -41,7 +42,6 @@ from yolo_optimize.formats import formats
 from yolo_optimize.host.cpu import has_vnni
 from yolo_optimize.host.processes import one_line
 from yolo_optimize.images import check_input_fits
-from yolo_optimize.machine.peaks import MachineLimits
 from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.accuracy import (
     RANDOM_WEIGHTS,
@@ -78,10 +78,10 @@ class CountedProgress:
 
 
 def measured_rows(candidates: list[FoundArtifact], settings: EvalSettings, dataset: Dataset, progress: CountedProgress,
-             limits: MachineLimits | None = None) -> list[Row]:
+                  profiling: Profiling | None = None) -> list[Row]:
     """Measure every candidate (``discover``'s artifacts and baselines, model files added beside them) on ``dataset``
-    (``evaluation_data``); rows that fail carry their reason, the rest still run. ``limits`` (--profile) gives each
-    profiled layer its utilization."""
+    (``evaluation_data``); rows that fail carry their reason, the rest still run. ``profiling`` (--profile: given
+    with ``settings.profile_dir``) profiles each measured row after its model's group."""
     for imgsz in {_imgsz(c) for c in candidates if c.manifest}:
         check_input_fits(imgsz, max(settings.batch_sizes), "--batch-sizes")
     rows = [_row(c, settings, dataset.images) for c in candidates]
@@ -101,7 +101,8 @@ def measured_rows(candidates: list[FoundArtifact], settings: EvalSettings, datas
                     row.facts = facts if _imgsz(candidate) == imgsz else row.facts
             _measure_group(group, prepared, dataset, settings, progress)
             if settings.profile_dir:
-                _profile_group(group, dataset, settings, progress, limits)
+                assert profiling, "--profile needs its peaks and its writer"
+                _profile_group(group, dataset, settings, progress, profiling)
     progress.done = progress.total
     progress.note("measured")
     return rows
@@ -123,15 +124,9 @@ def _group(rows: list[Row], candidates: list[FoundArtifact], model: str) -> list
 
 
 def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, progress: CountedProgress,
-                   limits: MachineLimits | None) -> None:
-    """Each measured row profiled at batch 1 (breakdown also at the largest batch size); a failure is the row's note."""
-    from yolo_optimize.evaluation.measuring.profiling import (
-        PROFILE_IMAGES,
-        ProfileRequest,
-        profile_artifact,
-        write_profile,
-    )
-
+                   profiling: Profiling) -> None:
+    """Each measured row profiled at batch 1 (breakdown also at the largest batch size), its files written as soon as
+    it is taken; a failure is the row's note."""
     assert settings.profile_dir
     for row, candidate in group:
         if row.error or not row.measurements:
@@ -141,14 +136,14 @@ def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, 
         out = settings.profile_dir / row.model / row.name
         request = ProfileRequest(candidate.folder, candidate.measurable, tuple(dataset.images[:PROFILE_IMAGES]),
                                  batch_size=1, largest_batch=max(settings.batch_sizes), threads=settings.threads,
-                                 out=out, min_time_s=settings.min_time_s, limits=limits,
+                                 out=out, min_time_s=settings.min_time_s, limits=profiling.limits,
                                  variant=row.variant_choice.chosen if row.variant_choice else "")
         try:
             profile = profile_artifact(request)
         except Exception as err:  # noqa: BLE001 - the row keeps its measurements
             row.profile = {"error": one_line(err)}
             continue
-        write_profile(profile, out)
+        profiling.write(profile, out)
         row.profile = {**{k: v for k, v in asdict(profile).items() if k != "layers"},
                        "folder": str(out.relative_to(settings.profile_dir.parent))}
 
