@@ -14,11 +14,12 @@ from typing import Any
 
 from yolo_optimize.building.build_requests import VERDICTS, requests_for
 from yolo_optimize.building.build_result import BuildResult, ModelBuild
-from yolo_optimize.building.dag import Build, NodeResult
+from yolo_optimize.building.dag import NodeResult
 from yolo_optimize.building.executor import Executor, LocalExecutor
 from yolo_optimize.building.option_checks import check_options
 from yolo_optimize.building.options import BuildOptions
 from yolo_optimize.building.request import BuildRequest
+from yolo_optimize.building.scheduling import Build
 from yolo_optimize.declaring import LOCAL
 from yolo_optimize.errors import UserError
 from yolo_optimize.files import write_atomically

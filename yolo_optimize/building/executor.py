@@ -1,4 +1,4 @@
-"""Where the build's nodes run: the worker pool behind ``dag.Build``, which keeps the one scheduling loop.
+"""Where the build's nodes run: the worker pool behind ``scheduling.Build``, which keeps the one scheduling loop.
 
 An executor runs a picklable function on one job and hands back a ``concurrent.futures.Future``, so
 the loop waits on this machine's processes and a cluster's tasks alike. ``LocalExecutor`` is this

@@ -1,6 +1,6 @@
 """``optimize build --executor ray``: the build's nodes as Ray tasks on a cluster's nodes.
 
-``dag.Build`` keeps its loop; this executor only decides where each ready node runs: on the
+``scheduling.Build`` keeps its loop; this executor only decides where each ready node runs: on the
 building node with the fewest of this build's tasks in flight, holding as many CPUs as the
 smallest building node has (so a node task never shares its cores with another). The artifacts
 go to the store every node mounts at the same path, never through Ray's object store: a task

@@ -276,12 +276,8 @@ def profile(artifact: Path, **given: Any) -> None:
     """Explain one ARTIFACT folder: per-layer time and hotspots, a trace, the end-to-end breakdown, thread scaling
     and energy (profile.json, profile.md, trace.json in --out)."""
     from yolo_optimize.evaluation.measuring.discover import verified_artifact
-    from yolo_optimize.evaluation.measuring.profiling import (
-        ProfileRequest,
-        profile_artifact,
-        profile_markdown,
-        write_profile,
-    )
+    from yolo_optimize.evaluation.measuring.profiling import ProfileRequest, profile_artifact
+    from yolo_optimize.evaluation.reporting.profile_page import profile_markdown, write_profile
     from yolo_optimize.images import list_images
     from yolo_optimize.metadata import ArtifactMetadata
     from yolo_optimize.runtime.runners import runner_class

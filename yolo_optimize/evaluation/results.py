@@ -137,7 +137,7 @@ class Row:
     accuracy: Accuracy | None = None
     cpu_note: str = ""  # what the artifact's arithmetic assumes of the CPU, and whether this one has it
     facts: ModelFacts | None = None  # the model's at the row's input size (None: could not be counted)
-    profile: dict[str, Any] | None = None  # eval --profile: profiling.ArtifactProfile less its layers (profile.json)
+    profile: dict[str, Any] | None = None  # eval --profile: profiles.ArtifactProfile less its layers (profile.json)
     error: str = ""  # set when the row could not be measured at all
     skipped: str = ""  # why the row is not measured on purpose (a GPU-only format on a CPU evaluation)
     input_form: str = ""  # what the artifact takes (metadata.InputSpec.describe of its metadata's input)

@@ -24,7 +24,9 @@ from yolo_optimize.evaluation.measuring.external import (
     inspect_entries,
     model_files,
 )
+from yolo_optimize.evaluation.measuring.profiling import Profiling
 from yolo_optimize.evaluation.options import EvalOptions
+from yolo_optimize.evaluation.reporting.profile_page import write_profile
 from yolo_optimize.evaluation.reporting.report import build_report, write_report
 from yolo_optimize.evaluation.results import EvalSettings, Report
 from yolo_optimize.formats import foreign_suffixes
@@ -106,16 +108,16 @@ def _measured(request: EvalRequest, settings: EvalSettings, progress: Callable[[
     anything is measured (the machine's limits included)."""
     found = found_artifacts(request)
     dataset = evaluation_data(settings, found)
-    limits = None
+    profiling = None
     if settings.profile_dir:
         from yolo_optimize.limits.peaks import machine_limits
 
         progress("this machine's limits (measured once per machine and tool versions, then cached)", 0, 0)
-        limits = machine_limits(settings.threads)
+        profiling = Profiling(machine_limits(settings.threads), write_profile)
     progress("watching the host before measuring (other processes on its CPUs?)", 0, 0)
     before = host_before(settings.threads)
-    rows = measured_rows(found, settings, dataset, limits=limits, progress=CountedProgress(progress))
-    return build_report(rows, request.settings, limits, before)
+    rows = measured_rows(found, settings, dataset, profiling=profiling, progress=CountedProgress(progress))
+    return build_report(rows, request.settings, profiling.limits if profiling else None, before)
 
 
 def found_artifacts(request: EvalRequest) -> list[FoundArtifact]:

@@ -198,7 +198,7 @@ def configured_child() -> None:
     package's settings and, in a process multiprocessing started (not a Ray worker, whose runtime owns its
     signals and watches its parent), an exit as soon as its parent is gone (``_exit_with``) and SIGINT
     ignored: a terminal's Ctrl-C reaches the whole process group, and the parent decides what stops (a build
-    node that must clean up takes it while it builds, ``dag.build_node``)."""
+    node that must clean up takes it while it builds, ``node_worker.build_node``)."""
     from yolo_optimize.host.environment import configure
 
     parent = multiprocessing.parent_process()

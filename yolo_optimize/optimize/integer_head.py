@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.optimize.onnxruntime_fusion import QdqGraph, observed_ranges, u8_grid
+from yolo_optimize.optimize.qdq_graph import QdqGraph, observed_ranges, u8_grid
 from yolo_optimize.runtime.runners.onnxruntime import INTEGER_CONVOLUTION_SUFFIX
 
 ANCHOR_PERMUTE = [0, 1, 3, 4, 2]  # [B, anchors, outputs, H, W] -> [B, anchors, H, W, outputs]

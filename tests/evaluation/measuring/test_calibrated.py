@@ -14,7 +14,7 @@ from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluation.measuring import calibrated
 from yolo_optimize.evaluation.measuring.calibrated import calibration_overlap
 from yolo_optimize.evaluation.measuring.discover import FoundArtifact
-from yolo_optimize.evaluation.measuring.evaluator import _row
+from yolo_optimize.evaluation.measuring.rows import unmeasured_row
 from yolo_optimize.files import file_sha256
 
 CALIBRATION = sorted((CALIB_DATA / "images" / "train2017").glob("*.jpg"))[:6]
@@ -58,5 +58,5 @@ def test_the_evaluation_s_row_carries_how_many_of_its_images_calibrated_the_arti
     manifest = _int8_manifest(tmp_path / "yolov5n" / "onnx-int8", CALIBRATION[:4])
     candidate = FoundArtifact(tmp_path / "yolov5n" / "onnx-int8", manifest, "onnx-int8", "yolov5n", target="onnx",
                           precision="int8")
-    assert _row(candidate, SETTINGS, CALIBRATION).calibration_overlap == 4
-    assert _row(candidate, SETTINGS, CALIBRATION[4:]).calibration_overlap == 0
+    assert unmeasured_row(candidate, SETTINGS, CALIBRATION).calibration_overlap == 4
+    assert unmeasured_row(candidate, SETTINGS, CALIBRATION[4:]).calibration_overlap == 0

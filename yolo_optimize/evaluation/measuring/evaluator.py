@@ -22,11 +22,11 @@ import numpy as np
 from yolo_optimize.artifact import scratch_folder
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluation.facts import ModelFacts, recorded_model_facts
-from yolo_optimize.evaluation.measuring.calibrated import calibration_overlap
 from yolo_optimize.evaluation.measuring.discover import FoundArtifact
-from yolo_optimize.evaluation.measuring.external import external_record
 from yolo_optimize.evaluation.measuring.interleave import LiveRow, take_turns, turns_for
 from yolo_optimize.evaluation.measuring.measure import MeasureJob, Timing
+from yolo_optimize.evaluation.measuring.profiling import PROFILE_IMAGES, ProfileRequest, Profiling, profile_artifact
+from yolo_optimize.evaluation.measuring.rows import unmeasured_row
 from yolo_optimize.evaluation.results import (
     BASELINE_TARGET,
     END_TO_END,
@@ -37,12 +37,8 @@ from yolo_optimize.evaluation.results import (
     is_baseline,
 )
 from yolo_optimize.families.base import Family
-from yolo_optimize.formats import formats
-from yolo_optimize.host.cpu import has_vnni
 from yolo_optimize.host.processes import one_line
 from yolo_optimize.images import check_input_fits
-from yolo_optimize.limits.peaks import MachineLimits
-from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.accuracy import (
     RANDOM_WEIGHTS,
     Accuracy,
@@ -78,13 +74,13 @@ class CountedProgress:
 
 
 def measured_rows(candidates: list[FoundArtifact], settings: EvalSettings, dataset: Dataset, progress: CountedProgress,
-             limits: MachineLimits | None = None) -> list[Row]:
+                  profiling: Profiling | None = None) -> list[Row]:
     """Measure every candidate (``discover``'s artifacts and baselines, model files added beside them) on ``dataset``
-    (``evaluation_data``); rows that fail carry their reason, the rest still run. ``limits`` (--profile) gives each
-    profiled layer its utilization."""
+    (``evaluation_data``); rows that fail carry their reason, the rest still run. ``profiling`` (--profile: given
+    with ``settings.profile_dir``) profiles each measured row after its model's group."""
     for imgsz in {_imgsz(c) for c in candidates if c.manifest}:
         check_input_fits(imgsz, max(settings.batch_sizes), "--batch-sizes")
-    rows = [_row(c, settings, dataset.images) for c in candidates]
+    rows = [unmeasured_row(c, settings, dataset.images) for c in candidates]
     progress.total = sum(len(measurement_schedule(_group(rows, candidates, model), settings.repeats))
                          + (len(_group(rows, candidates, model)) if settings.profile_dir else 0)
                          for model in dict.fromkeys(r.model for r in rows))
@@ -101,7 +97,8 @@ def measured_rows(candidates: list[FoundArtifact], settings: EvalSettings, datas
                     row.facts = facts if _imgsz(candidate) == imgsz else row.facts
             _measure_group(group, prepared, dataset, settings, progress)
             if settings.profile_dir:
-                _profile_group(group, dataset, settings, progress, limits)
+                assert profiling, "--profile needs its peaks and its writer"
+                _profile_group(group, dataset, settings, progress, profiling)
     progress.done = progress.total
     progress.note("measured")
     return rows
@@ -123,15 +120,9 @@ def _group(rows: list[Row], candidates: list[FoundArtifact], model: str) -> list
 
 
 def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, progress: CountedProgress,
-                   limits: MachineLimits | None) -> None:
-    """Each measured row profiled at batch 1 (breakdown also at the largest batch size); a failure is the row's note."""
-    from yolo_optimize.evaluation.measuring.profiling import (
-        PROFILE_IMAGES,
-        ProfileRequest,
-        profile_artifact,
-        write_profile,
-    )
-
+                   profiling: Profiling) -> None:
+    """Each measured row profiled at batch 1 (breakdown also at the largest batch size), its files written as soon as
+    it is taken; a failure is the row's note."""
     assert settings.profile_dir
     for row, candidate in group:
         if row.error or not row.measurements:
@@ -141,14 +132,14 @@ def _profile_group(group: list[Pair], dataset: Dataset, settings: EvalSettings, 
         out = settings.profile_dir / row.model / row.name
         request = ProfileRequest(candidate.folder, candidate.measurable, tuple(dataset.images[:PROFILE_IMAGES]),
                                  batch_size=1, largest_batch=max(settings.batch_sizes), threads=settings.threads,
-                                 out=out, min_time_s=settings.min_time_s, limits=limits,
+                                 out=out, min_time_s=settings.min_time_s, limits=profiling.limits,
                                  variant=row.variant_choice.chosen if row.variant_choice else "")
         try:
             profile = profile_artifact(request)
         except Exception as err:  # noqa: BLE001 - the row keeps its measurements
             row.profile = {"error": one_line(err)}
             continue
-        write_profile(profile, out)
+        profiling.write(profile, out)
         row.profile = {**{k: v for k, v in asdict(profile).items() if k != "layers"},
                        "folder": str(out.relative_to(settings.profile_dir.parent))}
 
@@ -170,56 +161,6 @@ def evaluation_data(settings: EvalSettings, candidates: list[FoundArtifact]) -> 
         raise UserError(f"{settings.data} has labels but not a single labelled box in its {len(dataset.images)} "
                         f"images: no mAP can be scored on it; pass a labelled set, or --no-accuracy")
     return dataset
-
-
-def _row(candidate: FoundArtifact, settings: EvalSettings, images: list[Path]) -> Row:
-    manifest = candidate.manifest
-    metadata = candidate.metadata if manifest else None
-    row = Row(candidate.name, candidate.model, candidate.target, candidate.precision, str(candidate.folder),
-              _file_mb(candidate), bool(metadata and metadata.pretrained), error=candidate.error,
-              task=(metadata.task or "") if metadata else "",
-              input_form=metadata.takes.describe() if metadata else "")
-    row.cpu_note = _cpu_note(metadata) if metadata else ""
-    row.entry = _entry(candidate)
-    row.external = external_record(manifest) if manifest else None
-    row.calibration_overlap = calibration_overlap(manifest, images) if settings.accuracy else 0
-    if manifest and settings.imgsz and _imgsz(candidate) != settings.imgsz:
-        row.error = f"artifact imgsz {_imgsz(candidate)} differs from --imgsz {settings.imgsz}"
-    row.skipped = _skip_reason(candidate, settings.device)
-    return row
-
-
-def _skip_reason(candidate: FoundArtifact, device: str) -> str:
-    """Why a row is not measured in this evaluation on purpose: its runtime cannot run on this device here (a
-    GPU-only format on a CPU evaluation is never measured against a CPU baseline)."""
-    if candidate.manifest is None or candidate.target not in formats():
-        return ""
-    from yolo_optimize.runtime.runners import runner_class
-
-    return runner_class(candidate.target).unavailable_reason(device) or ""
-
-
-def _entry(candidate: FoundArtifact) -> str:
-    """The file a deployment loads: the artifact's entry, or the baseline's checkpoint ("" for random weights)."""
-    manifest = candidate.manifest
-    if manifest is None:
-        return ""
-    if candidate.target == BASELINE_TARGET:
-        return str(manifest.info.get("source", {}).get("checkpoint") or "")
-    return str(candidate.folder / manifest.entry) if manifest.entry else ""
-
-
-def _cpu_note(metadata: ArtifactMetadata) -> str:
-    """The file's own CPU note; a warning instead when it needs VNNI and this CPU lacks it."""
-    if metadata.requires_vnni and not has_vnni():
-        return "built for VNNI CPUs: this CPU has none, so its INT8 sums may saturate"
-    return metadata.cpu_note or ""
-
-
-def _file_mb(candidate: FoundArtifact) -> float | None:
-    if candidate.manifest is None or candidate.manifest.target == BASELINE_TARGET:
-        return None
-    return round(sum(f["bytes"] for f in candidate.manifest.files.values()) / 1e6, 2)
 
 
 def _family(candidate: FoundArtifact) -> Family:

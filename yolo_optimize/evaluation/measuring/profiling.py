@@ -9,15 +9,16 @@ add up to); both are set against the forward time measured without a profiler ju
 in the same host state (``LayerAttempt``);
 the breakdown times the path a deployment runs, image file to
 kept predictions: reading (the family's decoder), preparing (resize/letterbox, layout),
-inference, post-processing (the family's ``postprocess``: NMS at 0.25 for detectors).
+inference, post-processing (the family's ``postprocess``: NMS at 0.25 for detectors). What a profile holds is
+evaluation/profiles.py; its files are written by reporting/profile_page.py.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,18 @@ import numpy as np
 from yolo_optimize.artifact import Manifest, scratch_folder
 from yolo_optimize.evaluation.facts import peak_precision
 from yolo_optimize.evaluation.measuring.measure import MeasureJob, Timing, batch_input, measure, time_batch
-from yolo_optimize.evaluation.run_statistics import BLOCK_S, FAST_STATE_SPAN
+from yolo_optimize.evaluation.profiles import (
+    PROFILE_SCHEMA,
+    STAGES,
+    TOP,
+    ArtifactProfile,
+    Breakdown,
+    Hotspot,
+    LayerAttempt,
+    LayerRate,
+    ThreadPoint,
+)
+from yolo_optimize.evaluation.run_statistics import BLOCK_S
 from yolo_optimize.formats import format_named
 from yolo_optimize.host.cpu import usable_cpus
 from yolo_optimize.host.energy import Energy, measure_energy, package_domains
@@ -35,14 +47,21 @@ from yolo_optimize.metadata import ArtifactMetadata
 from yolo_optimize.runtime.layers import LayerProfile, LayerTime
 from yolo_optimize.runtime.runners.base import Runner
 
-PROFILE_SCHEMA = 4
 PROFILED_RUNS = 10
 LAYER_ATTEMPTS = 4  # profiles taken at most, until the host's speed held across one
 PROFILE_IMAGES = 16  # image files eval --profile runs each artifact's profile on
 BREAKDOWN_BATCHES = 4  # timed batches per batch size, after one warm-up batch
 ENERGY_SECONDS = 3.0
-TOP = 10
-STAGES = ("read", "prepare", "infer", "postprocess")
+
+
+@dataclass(frozen=True)
+class Profiling:
+    """What ``eval --profile`` profiles with besides its settings: the measured peaks (each weighted layer's
+    utilization), and what writes a profile's files as soon as it is taken (reporting's, which measuring may not
+    import: the evaluation's session hands it in)."""
+
+    limits: MachineLimits | None
+    write: Callable[[ArtifactProfile, Path], object]
 
 
 @dataclass(frozen=True)
@@ -60,75 +79,6 @@ class ProfileRequest:
 
 
 @dataclass(frozen=True)
-class Hotspot:
-    name: str
-    kind: str
-    ms: float
-    share: float  # of the per-layer sum
-    executed: str
-    kernel: str
-
-
-@dataclass(frozen=True)
-class LayerRate:
-    """A convolution's (or fully connected layer's) achieved rate against the measured peak of its runtime in the
-    precision that layer ran in (an INT8 file's float layers against the float peak)."""
-
-    name: str
-    kind: str
-    ms: float
-    gflops: float  # per forward pass of the profiled batch
-    achieved_gops: float
-    utilization: float | None  # None where that peak was not measured
-    executed: str
-
-
-@dataclass(frozen=True)
-class Breakdown:
-    """Seconds per image in each stage of the deployed path, and the end-to-end rate next to inference alone."""
-
-    batch: int
-    seconds_per_image: dict[str, float]  # read, prepare, infer, postprocess
-    shares: dict[str, float]
-    end_to_end_s_per_image: float  # wall time around the whole loop
-    end_to_end_ips: float
-    infer_ips: float
-
-
-@dataclass(frozen=True)
-class ThreadPoint:
-    threads: int
-    latency_p50_ms: float | None
-    throughput_ips: float | None
-    error: str = ""
-
-
-@dataclass(frozen=True)
-class LayerAttempt:
-    """One profile with the forward time measured without a profiler right before and right after it.
-
-    Why: some hosts switch for seconds at a time into a slower state (README "Reproducibility"), so a
-    forward time and a per-layer sum taken a second apart can differ by 1.7x with nothing wrong in
-    either. The two brackets agreeing within FAST_STATE_SPAN says the host held one speed throughout.
-    """
-
-    forward_before_ms: float
-    forward_after_ms: float
-    layers_ms: float  # the per-layer sum of this attempt's profile
-    profiled_pass_ms: float  # the mean pass under the profiler, whose time the layers account for
-
-    @property
-    def disagreement(self) -> float:
-        """How far apart the brackets are: the slower over the faster, less one (infinite if one is missing)."""
-        low, high = sorted((self.forward_before_ms, self.forward_after_ms))
-        return high / low - 1 if low > 0 and high > 0 else float("inf")  # NaN: a bracket without runs
-
-    @property
-    def steady(self) -> bool:
-        return self.disagreement <= FAST_STATE_SPAN - 1
-
-
-@dataclass(frozen=True)
 class LayerTiming:
     """The layer worker's answer: the reported profile and every attempt that led to it."""
 
@@ -143,33 +93,6 @@ class LayerTiming:
     @property
     def profiled_pass_ms(self) -> float:
         return self.attempts[self.reported_attempt].profiled_pass_ms if self.attempts else float("nan")
-
-
-@dataclass
-class ArtifactProfile:
-    schema: int
-    model: str
-    artifact: str
-    executed_precision: str
-    batch_size: int
-    forward_ms: float  # median latency without a profiler, around the reported profile
-    layers_ms: float  # the per-layer sum under the profiler
-    profiled_pass_ms: float  # the mean pass under the profiler: the layers' share of it says what they miss
-    attempts: list[LayerAttempt]  # every profile taken, in order
-    reported_attempt: int  # the one reported: the first steady one, else the one whose brackets agree best
-    layers: list[LayerTime]
-    by_kind_ms: dict[str, float]
-    hotspots: list[Hotspot]
-    convolutions: list[LayerRate]  # every weighted layer, slowest first
-    convolution_gflops: float  # their sum: the model's operations as the runtime's graph counts them
-    convolution_utilization: float | None  # their operations over their time, against the peak of the row's precision
-    peak_of: str  # the runtime and precision convolution_utilization is measured against
-    trace: str  # file name in the profile folder
-    trace_note: str
-    breakdown: list[Breakdown]
-    threads: list[ThreadPoint]
-    energy: Energy
-    unavailable: dict[str, str] = field(default_factory=dict)  # part -> why it was not measured
 
 
 def profile_artifact(request: ProfileRequest) -> ArtifactProfile:
@@ -233,14 +156,6 @@ def _layer_rates(layers: list[LayerTime], runtime: str | None, limits: MachineLi
         rates.append(LayerRate(layer.name, layer.kind, layer.ms, round(layer.gflops, 5), round(achieved, 2),
                                round(achieved / peak, 4) if peak else None, layer.executed))
     return rates
-
-
-def write_profile(profile: ArtifactProfile, out: Path) -> list[Path]:
-    """profile.json and profile.md beside the trace the runner wrote."""
-    files = [out / "profile.json", out / "profile.md"]
-    files[0].write_text(json.dumps(asdict(profile), indent=2) + "\n")
-    files[1].write_text(profile_markdown(profile))
-    return files + ([out / profile.trace] if profile.trace else [])
 
 
 def thread_counts(cores: int) -> list[int]:
@@ -393,53 +308,3 @@ def _energy_worker(request: ProfileRequest, pixels_path: Path) -> Energy:
             return done
 
         return measure_energy(work)
-
-
-def profile_markdown(profile: ArtifactProfile) -> str:
-    """The profile as a short Markdown report: hotspots, layer types, breakdown, threads, energy."""
-    lines = [f"# {profile.model} {profile.artifact} (runs in {profile.executed_precision}), batch {profile.batch_size}",
-             "", f"Forward {profile.forward_ms:.2f} ms without a profiler; a pass under the profiler "
-             f"{profile.profiled_pass_ms:.2f} ms ({_ratio(profile.profiled_pass_ms, profile.forward_ms)} of the "
-             f"forward){_unsteady(profile)}; per-layer sum {profile.layers_ms:.2f} ms "
-             f"({_ratio(profile.layers_ms, profile.profiled_pass_ms)} of the profiled pass). "
-             f"Trace: {profile.trace or 'none'} ({profile.trace_note or profile.unavailable.get('trace', '')}).", "",
-             "| hotspot | type | ms | share | runs in | kernel |", "|---|---|---|---|---|---|"]
-    lines += [f"| {h.name} | {h.kind} | {h.ms:.3f} | {h.share:.1%} | {h.executed} | {h.kernel} |"
-              for h in profile.hotspots]
-    lines += ["", f"Convolutions and fully connected layers ({len(profile.convolutions)} whose shapes the runtime "
-              f"reports): {profile.convolution_gflops:.3f} GFLOPs per pass, "
-              f"{_share(profile.convolution_utilization)} of the measured peak ({profile.peak_of}).", "",
-              "| convolution | type | GFLOPs | ms | GOP/s | of its peak | runs in |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r.name} | {r.kind} | {r.gflops:.4f} | {r.ms:.3f} | {r.achieved_gops:.1f} | {_share(r.utilization)} "
-              f"| {r.executed} |" for r in profile.convolutions[:TOP]]
-    lines += ["", "| layer type | ms | share |", "|---|---|---|"]
-    lines += [f"| {kind} | {ms:.3f} | {ms / profile.layers_ms:.1%} |" for kind, ms in profile.by_kind_ms.items()]
-    lines += ["", "| batch | " + " | ".join(STAGES) + " | end-to-end img/s | inference-only img/s |",
-              "|---|" + "---|" * (len(STAGES) + 2)]
-    lines += [f"| {b.batch} | " + " | ".join(f"{b.seconds_per_image[s] * 1e3:.2f} ms ({b.shares[s]:.0%})"
-                                           for s in STAGES) + f" | {b.end_to_end_ips} | {b.infer_ips} |"
-              for b in profile.breakdown]
-    lines += ["", "| threads | p50 ms | img/s |", "|---|---|---|"]
-    lines += [f"| {t.threads} | {t.latency_p50_ms} | {t.throughput_ips} |" for t in profile.threads]
-    energy = profile.energy
-    lines += ["", f"Energy: {energy.joules_per_image} J/image ({', '.join(energy.domains)})"
-              if energy.joules_per_image is not None else f"Energy: {energy.unavailable}", ""]
-    return "\n".join(lines)
-
-
-def _unsteady(profile: ArtifactProfile) -> str:
-    """Says when the host's speed changed around a profile: around the reported one, or only earlier ones."""
-    attempts = profile.attempts
-    if attempts and not attempts[profile.reported_attempt].steady:
-        return f"; the host's speed changed around each of {len(attempts)} profiles (this one's brackets differ by " \
-               f"{attempts[profile.reported_attempt].disagreement:.0%}): the ratio is not reliable"
-    return f"; profiled {len(attempts)} times, the host's speed changed around the earlier ones" \
-        if len(attempts) > 1 else ""
-
-
-def _share(fraction: float | None) -> str:
-    return f"{fraction:.0%}" if fraction is not None else "n/a"
-
-
-def _ratio(part: float, whole: float) -> str:
-    return f"{part / whole:.0%}" if whole and not math.isnan(whole) and not math.isnan(part) else "n/a"

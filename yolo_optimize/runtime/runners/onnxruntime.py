@@ -44,15 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from yolo_optimize.runtime.layers import (
-    WEIGHT_INPUT,
-    LayerProfile,
-    LayerTime,
-    timed_ms,
-    weighted_gflops,
-)
+from yolo_optimize.runtime.layers import LayerProfile, timed_ms
 from yolo_optimize.runtime.runners.base import LATENCY, THROUGHPUT, Execution, Runner, wanted_mode
 from yolo_optimize.runtime.runners.cuda_phases import CudaPhases
+from yolo_optimize.runtime.runners.onnxruntime_profile import node_times
 
 X86 = ("x86_64", "AMD64", "i686")
 GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")  # preferred first
@@ -66,8 +61,6 @@ SLEEPING = next(iter(IDLE_THREADS))
 
 # a 1x1 convolution as MatMulIntegerToFloat (optimize/integer_head.py)
 INTEGER_CONVOLUTION_SUFFIX = "_as_integer_matmul"
-INTEGER_OPS = ("QLinearConv", "ConvInteger", "MatMulInteger", "QLinearMatMul", "MatMulIntegerToFloat",
-               "DynamicQuantizeLinear", "QLinearAdd", "QLinearMul", "QLinearConcat", "QLinearSigmoid")
 
 
 class OnnxRuntimeRunner(Runner):
@@ -166,7 +159,7 @@ class OnnxRuntimeRunner(Runner):
                 session.run(None, {self.input_name: images})
             passes = [timed_ms(lambda: session.run(None, {self.input_name: images})) for _ in range(runs)]
             shutil.copy(session.end_profiling(), trace)
-        return LayerProfile(_node_times(json.loads(trace.read_text()), runs, self.compute_precision), runs,
+        return LayerProfile(node_times(json.loads(trace.read_text()), runs, self.compute_precision), runs,
                             "ONNX Runtime's own profile: every node of every run, warm-up runs included", passes)
 
     def _prepare_cuda(self) -> None:
@@ -319,37 +312,6 @@ def gpu_providers(available: list[str], stream: int, cache: Path, *, int8: bool)
         found.append(("CUDAExecutionProvider", {
             "device_id": "0", "has_user_compute_stream": "1", "user_compute_stream": str(stream), "use_tf32": "0"}))
     return [*found, "CPUExecutionProvider"]
-
-
-def _node_times(events: list[dict[str, Any]], runs: int, float_precision: str) -> list[LayerTime]:
-    """Mean time per run of every node, over the last ``runs`` ``model_run`` spans of ONNX Runtime's profile."""
-    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == "model_run")[-runs:]
-    totals: dict[str, list[Any]] = {}
-    for event in events:
-        name = event.get("name", "")
-        if event.get("cat") != "Node" or not name.endswith("_kernel_time"):
-            continue
-        if any(start <= event["ts"] <= end for start, end in spans):
-            args = event.get("args", {})
-            entry = totals.setdefault(name.removesuffix("_kernel_time"), [args.get("op_name", ""), 0.0,
-                                                                          args.get("provider", ""), _gflops(args)])
-            entry[1] += event["dur"]
-    return [LayerTime(name, op, round(us / runs / 1e3, 4), "int8" if op in INTEGER_OPS else float_precision, provider,
-                      gflops) for name, (op, us, provider, gflops) in totals.items()]
-
-
-def _gflops(args: dict[str, Any]) -> float | None:
-    """A weighted node's operations from the shapes ONNX Runtime's profile records (``[{"float": [...]}]``).
-
-    None where they are not there: ONNX Runtime leaves prepacked weights out of the shapes of its channels-last
-    int8 convolutions, so the entry at the weight's index is then a scale vector, not a weight.
-    """
-    index = WEIGHT_INPUT.get(args.get("op_name", ""))
-    inputs, outputs = args.get("input_type_shape", []), args.get("output_type_shape", [])
-    if index is None or len(inputs) <= index or not outputs:
-        return None
-    weight = next(iter(inputs[index].values()))
-    return weighted_gflops(weight, next(iter(outputs[0].values()))) if len(weight) >= 2 else None
 
 
 def _convolution_kernels(optimized: str) -> tuple[int, int]:
