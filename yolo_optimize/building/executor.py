@@ -15,10 +15,14 @@ import signal
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, wait
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from yolo_optimize.host.cpu import usable_cpus
 from yolo_optimize.host.processes import SPAWN, configured_child
+
+if TYPE_CHECKING:
+    from yolo_optimize.building.dag import NodeResult
+    from yolo_optimize.building.node_worker import NodeJob
 
 T = TypeVar("T")
 INTERRUPT_GRACE_S, INTERRUPT_WAIT_S = 2, 30
@@ -33,11 +37,11 @@ class Workers(ABC):
     """A running pool: submit jobs, stop them on Ctrl-C."""
 
     @abstractmethod
-    def submit(self, function: Callable[[Any], T], job: Any) -> Future[T]:
+    def submit(self, function: Callable[[NodeJob], NodeResult], job: NodeJob) -> Future[NodeResult]:
         """``function(job)`` on a worker."""
 
     @abstractmethod
-    def interrupt(self, running: dict[Future[Any], str]) -> None:
+    def interrupt(self, running: dict[Future[NodeResult], str]) -> None:
         """Ctrl-C: stop the jobs in flight (each removes its staging folder) and wait for them to say so."""
 
 
@@ -127,10 +131,10 @@ class _LocalWorkers(Workers):
     def __init__(self, pool: ProcessPoolExecutor) -> None:
         self.pool = pool
 
-    def submit(self, function: Callable[[Any], T], job: Any) -> Future[T]:
+    def submit(self, function: Callable[[NodeJob], NodeResult], job: NodeJob) -> Future[NodeResult]:
         return self.pool.submit(function, job)
 
-    def interrupt(self, running: dict[Future[Any], str]) -> None:
+    def interrupt(self, running: dict[Future[NodeResult], str]) -> None:
         """A terminal's Ctrl-C reaches the workers too; a SIGINT sent to this process alone does not, so workers
         still busy after a moment are sent one."""
         _, busy = wait(running, timeout=INTERRUPT_GRACE_S)
@@ -144,8 +148,8 @@ class _LocalWorkers(Workers):
 class _NoWorkers(Workers):
     """Nothing to build: nothing is started."""
 
-    def submit(self, function: Callable[[Any], T], job: Any) -> Future[T]:
+    def submit(self, function: Callable[[NodeJob], NodeResult], job: NodeJob) -> Future[NodeResult]:
         raise RuntimeError("no workers were opened for this build")
 
-    def interrupt(self, running: dict[Future[Any], str]) -> None:
+    def interrupt(self, running: dict[Future[NodeResult], str]) -> None:
         return None

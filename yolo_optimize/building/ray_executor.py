@@ -17,12 +17,16 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, wait
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from yolo_optimize.building.executor import INTERRUPT_WAIT_S, Executor, Workers
 from yolo_optimize.cluster.nodes import ClusterNode, builders, parse_selectors
 from yolo_optimize.cluster.ray_cluster import check_shared, connect, gathered, live_nodes, on_node, shared_paths
 from yolo_optimize.errors import UserError
+
+if TYPE_CHECKING:
+    from yolo_optimize.building.dag import NodeResult
+    from yolo_optimize.building.node_worker import NodeJob
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 3
@@ -67,15 +71,16 @@ class _RayWorkers(Workers):
     def __init__(self, executor: RayExecutor) -> None:
         self.executor, self.ray = executor, executor.ray
         self.in_flight: dict[str, int] = {node.node_id: 0 for node in executor.nodes}
-        self.refs: dict[Future[Any], Any] = {}
+        self.refs: dict[Future[NodeResult], Any] = {}
         self.lock = threading.Lock()
 
-    def submit(self, function: Callable[[Any], T], job: Any) -> Future[T]:
-        future: Future[T] = Future()
+    def submit(self, function: Callable[[NodeJob], NodeResult], job: NodeJob) -> Future[NodeResult]:
+        future: Future[NodeResult] = Future()
         self._start(function, job, future, attempt=1)
         return future
 
-    def _start(self, function: Callable[[Any], T], job: Any, future: Future[T], attempt: int) -> None:
+    def _start(self, function: Callable[[NodeJob], NodeResult], job: NodeJob, future: Future[NodeResult],
+               attempt: int) -> None:
         with self.lock:
             node = min(self.executor.nodes, key=lambda n: self.in_flight[n.node_id])
             self.in_flight[node.node_id] += 1
@@ -83,8 +88,8 @@ class _RayWorkers(Workers):
         self.refs[future] = ref
         ref.future().add_done_callback(lambda done: self._finished(done, function, job, future, attempt, node))
 
-    def _finished(self, done: Future[Any], function: Callable[[Any], T], job: Any, future: Future[T], attempt: int,
-                  node: ClusterNode) -> None:
+    def _finished(self, done: Future[NodeResult], function: Callable[[NodeJob], NodeResult], job: NodeJob,
+                  future: Future[NodeResult], attempt: int, node: ClusterNode) -> None:
         from ray.exceptions import NodeDiedError, WorkerCrashedError
 
         with self.lock:
@@ -100,7 +105,7 @@ class _RayWorkers(Workers):
         result.host, result.attempt = f"{node.hostname}/{node.node_id[:8]}", attempt
         future.set_result(result)
 
-    def interrupt(self, running: dict[Future[Any], str]) -> None:
+    def interrupt(self, running: dict[Future[NodeResult], str]) -> None:
         """Ctrl-C: each task in flight gets a KeyboardInterrupt (``build_node`` removes its staging folder)."""
         for future in running:
             if future in self.refs:

@@ -275,7 +275,7 @@ class _Timed:
                 self.phases[size].setdefault(phase, []).extend(values)
         return taken
 
-    def answer(self, kind: str, argument: Any) -> Any:
+    def answer(self, kind: str, argument: Any) -> int | ThreadChoice | VariantChoice | None:
         """What the parent asked for (``LiveRow``): a block, or a choice by measurement."""
         if kind == "block":
             return self.block(*argument)
