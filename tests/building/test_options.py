@@ -19,7 +19,7 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_every_command_line_option_of_build_is_a_config_key() -> None:
-    from yolo_optimize.cli.main import build
+    from yolo_optimize.cli.build_command import build
 
     options = {param.name for param in build.params} - {"config_file"}
     assert options == {field for field in BuildOptions.__dataclass_fields__}

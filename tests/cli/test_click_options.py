@@ -9,8 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 from yolo_optimize.building.options import BuildOptions
+from yolo_optimize.cli.build_command import build
 from yolo_optimize.cli.click_options import help_text, shown_value
-from yolo_optimize.cli.main import build, evaluate_command, info, main, profile, recommend, report
+from yolo_optimize.cli.main import main
+from yolo_optimize.cli.measure_commands import evaluate_command, info, profile
+from yolo_optimize.cli.report_commands import recommend, report
 from yolo_optimize.declaring import Flag, declared
 from yolo_optimize.evaluation.measuring.options import ProfileOptions
 from yolo_optimize.evaluation.options import EvalOptions

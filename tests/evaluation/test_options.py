@@ -14,7 +14,7 @@ from yolo_optimize.evaluation.session import EvalRequest
 
 
 def test_every_command_line_option_of_eval_is_a_config_key() -> None:
-    from yolo_optimize.cli.main import evaluate_command
+    from yolo_optimize.cli.measure_commands import evaluate_command
 
     options = {param.name for param in evaluate_command.params} - {"config_file"}
     keys = {"root" if name == "directory" else name for name in options}

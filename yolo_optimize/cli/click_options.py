@@ -1,6 +1,7 @@
 """A command's click options made from its options record (``declaring.option`` declarations): the spelling, the
 click type of the option's kind, and the help with the real default, so that the command line cannot drift from the
-config file and the API."""
+config file and the API; which of them the command line gave (``given_only``), and ``--json``, the one flag a command
+adds by hand besides ``--config``."""
 
 from __future__ import annotations
 
@@ -86,3 +87,15 @@ def help_text(item: Declared) -> str:
 def shown_value(value: Any) -> str:
     """A default as the command line would spell it: a list as its comma string."""
     return ",".join(str(item) for item in value) if isinstance(value, tuple) else str(value)
+
+
+def given_only(values: dict[str, Any]) -> dict[str, Any]:
+    """What the command line said: the options it was given (click passes None, or () for a repeatable option, for
+    the others), which override the config file's."""
+    return {key: value for key, value in values.items() if value is not None and value != ()}
+
+
+def json_flag(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--json``: the command's result printed as JSON instead of text, how it prints rather than what it does (as
+    ``--config`` says where the options come from): the command's own flag, no option of its record."""
+    return click.option("--json", "as_json", is_flag=True, help=f"Print the {what} as JSON.")

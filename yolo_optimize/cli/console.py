@@ -1,7 +1,9 @@
-"""Live build progress and the final table."""
+"""What the commands print to: the one console (160 columns off a terminal), progress lines for logs, the live build
+progress and the build's final table."""
 
 from __future__ import annotations
 
+import sys
 import time
 from types import TracebackType
 from typing import Any
@@ -21,6 +23,7 @@ from rich.table import Table
 
 from yolo_optimize.building.dag import BUILT, CACHED, FAILED, NOT_NEEDED, REPAIRED, SKIPPED, NodeResult
 
+console = Console(width=None if sys.stdout.isatty() else 160)
 STYLES = {BUILT: "green", CACHED: "cyan", REPAIRED: "bold yellow", FAILED: "bold red", SKIPPED: "yellow",
           NOT_NEEDED: "dim", "running": "magenta"}
 LOG_LINE: dict[str, Any] = {"soft_wrap": True, "markup": False,  # one greppable line each, printed as said
@@ -98,3 +101,9 @@ def _seconds(result: NodeResult) -> str:
 
 def _size(size: int) -> str:
     return f"{size / 1e6:.1f} MB" if size else ""
+
+
+def say(text: str) -> None:
+    """Progress for logs: a spinner shows it on a terminal, a line elsewhere."""
+    if not console.is_terminal:
+        console.print(text)

@@ -16,7 +16,8 @@ from tests.evaluation.reporting.test_report import VERSION_7
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluation.reporting.matrix import busy_warning, calibration_warning, matrix_columns
 from yolo_optimize.evaluation.reporting.options import RecommendOptions
-from yolo_optimize.evaluation.reporting.recommend import Budget, brief, describe, recommend, recommendations
+from yolo_optimize.evaluation.reporting.recommend import Budget, recommend, recommendations
+from yolo_optimize.evaluation.reporting.recommendation_text import brief, describe
 from yolo_optimize.evaluation.reporting.report import load_report, write_report
 from yolo_optimize.evaluation.results import Report
 from yolo_optimize.evaluation.run_statistics import LatencyStats
@@ -82,11 +83,6 @@ def test_every_measured_batch_size_is_recommended_unless_one_is_named_and_the_ap
     assert yo.recommend(made, batch_size=8).recommendation.batch == 8
 
 
-THROUGHPUT_OPENVINO = {"mode": "throughput", "streams": 2, "threads_per_stream": 1, "request_batch": 1, "requests": 2,
-                       "settings": {"INFERENCE_NUM_THREADS": 2, "PERFORMANCE_HINT": "THROUGHPUT",
-                                    "INFERENCE_PRECISION_HINT": "bf16"}, "note": "", "label": "throughput 2x1"}
-
-
 def test_ranking_end_to_end_picks_the_artifact_whose_deployed_path_is_faster() -> None:
     """onnx-int8 infers faster but its end-to-end path is slower than openvino-int8's: --by e2e flips the pick, and
     both figures are shown either way."""
@@ -106,36 +102,8 @@ def test_a_row_without_its_end_to_end_path_is_not_ranked_on_it() -> None:
     assert found.choice is None and found.excluded["onnx-fp32"] == "not measured end to end at batch 1"
 
 
-def test_the_snippet_reproduces_the_throughput_configuration_it_was_measured_in() -> None:
-    found, = recommend(report(row("openvino-int8", [40, 41, 39], 0.340, execution=THROUGHPUT_OPENVINO)), Budget(1))
-    snippet = found.choice.snippet
-    assert "'PERFORMANCE_HINT': 'THROUGHPUT'" in snippet and "'INFERENCE_PRECISION_HINT': 'bf16'" in snippet
-    assert "ov.AsyncInferQueue(model, 2)" in snippet and "wait_all()" in snippet
-    assert found.choice.mode == "throughput 2x1"
-    compile(snippet, "snippet", "exec")  # valid Python as printed
-
-
-def test_a_gpu_row_s_snippet_captures_the_forward_in_a_cuda_graph_as_it_was_measured() -> None:
-    from yolo_optimize.runtime.runners.base import LATENCY, THROUGHPUT
-
-    on_gpu = {"mode": LATENCY, "streams": 1, "threads_per_stream": 1, "request_batch": 1, "requests": 1, "note": "",
-              "settings": {"cuda_graph": True, "channels_last": True}, "label": "latency 1x1"}
-    found, = recommend(report(row("torchscript-fp16", [10, 11, 9], 0.340, execution=on_gpu)), Budget(1))
-    snippet = found.choice.snippet
-    assert "torch.cuda.CUDAGraph()" in snippet and "graph.replay()" in snippet and "channels_last" in snippet
-    assert "model = model.cuda().half()" in snippet and ".div(255).half()" in snippet
-    assert "outputs = model(torch.from_numpy(images))" not in snippet  # the CPU call is replaced, not repeated
-    compile(snippet, "snippet", "exec")
-    on_streams = {**on_gpu, "mode": THROUGHPUT, "streams": 2, "request_batch": 4, "label": "throughput 2x1",
-                  "settings": {**on_gpu["settings"], "cuda_streams": 2}}
-    found, = recommend(report(row("torchscript-fp16", [10, 11, 9], 0.340, execution=on_streams)), Budget(1))
-    assert "torch.empty((4, 640, 640, 3)" in found.choice.snippet and "on 2 CUDA streams" in found.choice.snippet
-    compile(found.choice.snippet, "snippet", "exec")
-
-
 def test_a_gpu_row_is_held_to_its_gpu_memory_and_the_matrix_shows_it_beside_host_memory() -> None:
     from yolo_optimize.evaluation.reporting.matrix import matrix_columns
-    from yolo_optimize.evaluation.reporting.recommend import describe
 
     gpu_row = row("torchscript-fp16", [10, 11, 9], 0.340, memory_mb=1800.0)
     gpu_row.measurements = [replace(m, cuda_peak_mb=3400.0) for m in gpu_row.measurements]

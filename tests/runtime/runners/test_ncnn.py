@@ -14,7 +14,7 @@ import pytest
 from tests.runtime.runners.handmade import ncnn_model
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluation.measuring.external import external_artifacts, inspect_entries
-from yolo_optimize.evaluation.reporting.recommend import snippet
+from yolo_optimize.evaluation.reporting.deployment_snippet import snippet
 from yolo_optimize.evaluation.results import Report
 from yolo_optimize.runtime.runners import open_runner
 from yolo_optimize.runtime.runners.ncnn import benchmark_layers, ncnn_input, read_layers

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.evaluation.measuring.measure import execution_of
-from yolo_optimize.evaluation.reporting.recommend import snippet
+from yolo_optimize.evaluation.reporting.deployment_snippet import snippet
 from yolo_optimize.runtime.runners import open_runner
 from yolo_optimize.runtime.runners.onnxruntime import (
     IDLE_THREADS,

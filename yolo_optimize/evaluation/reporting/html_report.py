@@ -15,7 +15,8 @@ from typing import Any
 from yolo_optimize.evaluation.reporting.compare import Comparison, caveats
 from yolo_optimize.evaluation.reporting.matrix import Column, report_warnings
 from yolo_optimize.evaluation.reporting.plots import report_figures, save_figure
-from yolo_optimize.evaluation.reporting.recommend import Budget, Recommendation, memory_text, recommend
+from yolo_optimize.evaluation.reporting.recommend import Budget, Recommendation, recommend
+from yolo_optimize.evaluation.reporting.recommendation_text import memory_text
 from yolo_optimize.evaluation.results import Report
 
 # The page never scrolls sideways (checked at 1400 px in Chromium, tests/evaluation/reporting/test_html_report.py): a

@@ -8,22 +8,22 @@ apart only when the faster one wins in every round the two share and by more tha
 the median: on these hosts a process runs in a fast or a
 1.4-1.65x slower mode, so a gap smaller than the rounds' spread is noise and is reported as a tie,
 not as a choice.
+
+The choice is made here; recommendation_text.py says it in words and deployment_snippet.py writes the lines that
+load the pick.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from yolo_optimize.errors import UserError
+from yolo_optimize.evaluation.reporting.deployment_snippet import snippet
 from yolo_optimize.evaluation.reporting.options import RecommendOptions
 from yolo_optimize.evaluation.results import BASELINE_TARGET, END_TO_END, INFERENCE, Report, Row, is_baseline
 from yolo_optimize.evaluation.run_statistics import TIE_MARGIN
 from yolo_optimize.families.nms import FOLDER as NMS_FOLDER
-from yolo_optimize.formats import format_named
-from yolo_optimize.runtime.runners.base import THROUGHPUT, Execution
 
 
 @dataclass(frozen=True)
@@ -330,91 +330,3 @@ def _accuracy_text(row: Row, reference: Reference) -> str:
     if not _metric_text(row):
         return accuracy.note if accuracy and accuracy.note else "not measured"
     return _metric_text(row) + (f" ({-drop:+.2f} points)" if drop else "")
-
-
-def snippet(target: str, precision: str, path: str, execution: Mapping[str, Any], input_form: str,
-            side: int = 640) -> str:
-    """A few lines that load ``path`` with its plain runtime in the configuration it was measured in (the format
-    table's template for that configuration; ``execution``: the row's ``runners.base.Execution`` as results.json
-    records it); a PyTorch row measured on a GPU (``cuda_graph`` in its settings) goes on with how it ran there
-    (``CUDA_GRAPH``), on as many CUDA streams as its throughput configuration ran."""
-    form, run = format_named(target), Execution.recorded(execution)
-    throughput = run.mode == THROUGHPUT and form.throughput_snippet
-    template = form.throughput_snippet if throughput else form.snippet
-    loaded = template.format(path=path, config=repr(run.settings), input=input_form,
-                             threads=run.streams * run.threads_per_stream, requests=run.requests,
-                             dtype="float16" if precision == "fp16" else "float32")
-    if "cuda_graph" not in run.settings:
-        return loaded
-    cast = ".half()" if precision == "fp16" else ""
-    weights = CHANNELS_LAST if run.settings.get("channels_last") else ""
-    streams = CUDA_STREAMS.format(streams=run.streams, batch=run.request_batch) if run.mode == THROUGHPUT else ""
-    return "\n".join(line for line in loaded.splitlines() if not line.startswith("outputs")) + "\n" + \
-        CUDA_GRAPH.format(cast=cast, channels_last=weights, batch=run.request_batch, side=side) + streams
-
-
-# How a PyTorch row runs on a GPU (runtime/runners/cuda_graph.py), after the format's lines that load ``model``
-CHANNELS_LAST = ("for weight in model.parameters():  # channels-last convolution weights\n"
-                 "    weight.data = weight.data.contiguous(memory_format=torch.channels_last) if weight.dim() == 4 "
-                 "else weight.data\n")
-CUDA_GRAPH = (
-    "torch.backends.cudnn.benchmark = True\n"
-    "model = model.cuda(){cast}\n{channels_last}"
-    "pixels = torch.empty(({batch}, {side}, {side}, 3), dtype=torch.uint8, device=\"cuda\")  # the prepared batch\n"
-    "forward = lambda: model(pixels.permute(0, 3, 1, 2).float().div(255){cast})\n"
-    "side = torch.cuda.Stream()\nside.wait_stream(torch.cuda.current_stream())\n"
-    "with torch.inference_mode(), torch.cuda.stream(side):\n    for _ in range(3):\n        forward()\n"
-    "torch.cuda.current_stream().wait_stream(side)\ngraph = torch.cuda.CUDAGraph()\n"
-    "with torch.inference_mode(), torch.cuda.graph(graph):\n    outputs = forward()\n"
-    "# each batch: pixels.copy_(pinned_images, non_blocking=True); graph.replay()  (images in pinned memory)\n"
-    "# then NMS on outputs where they are (torchvision.ops.batched_nms); copy back only the detections")
-
-CUDA_STREAMS = ("\n# on {streams} CUDA streams (--mode throughput): the batch split in parts of {batch} images, each "
-                "part's copy, graph and NMS on its own stream, with a graph and buffers per stream")
-
-
-def memory_text(candidate: Candidate) -> str:
-    """Its peak memory, saying when it is on the GPU."""
-    return f"{candidate.memory_mb:g} MB" + (" on the GPU" if candidate.memory_on == "GPU" else "")
-
-
-def describe(recommendation: Recommendation) -> str:
-    """The recommendation as plain text: the verdict, the choice and runner-up with their numbers, the snippet."""
-    lines = [f"{recommendation.model} at batch {recommendation.batch}: {recommendation.verdict}",
-             *([f"  {recommendation.doubt}"] if recommendation.doubt else []),
-             *([f"  accuracy against: {recommendation.reference}"] if recommendation.reference else [])]
-    for label, candidate in (("ship", recommendation.choice), ("runner-up", recommendation.runner_up)):
-        if candidate:
-            low, high = candidate.throughput_range
-            lines.append(f"  {label}: {candidate.artifact} ({candidate.path}), runs in {candidate.runs_in}, "
-                         f"{candidate.mode}: {_rates(candidate)} (rounds {low:g}-{high:g}), p50 "
-                         f"{candidate.p50_ms:g} ms, p99 {candidate.p99_ms:g} ms, peak {memory_text(candidate)}, "
-                         f"{candidate.accuracy}")
-    if recommendation.choice:
-        lines += ["  " + line for line in recommendation.choice.snippet.splitlines()]
-    lines += [f"  not eligible: {artifact}: {why}" for artifact, why in recommendation.excluded.items()]
-    if recommendation.against_host_nms:
-        lines.append(f"  {recommendation.against_host_nms}")
-    return "\n".join(lines)
-
-
-def _rates(candidate: Candidate) -> str:
-    """Inference-only and end-to-end images/s, as far as measured."""
-    text = f"{candidate.inference_ips:g} img/s"
-    return text + (f", {candidate.end_to_end_ips:g} end to end" if candidate.end_to_end_ips else "")
-
-
-def brief(recommendation: Recommendation) -> str:
-    """One line: the pick (or the tie, or why none) with its speed and accuracy."""
-    choice, runner_up = recommendation.choice, recommendation.runner_up
-    head = f"{recommendation.model} b{recommendation.batch}: "
-    if choice is None:
-        return head + recommendation.verdict
-    text = f"{choice.artifact} ({_rates(choice)}, p50 {choice.p50_ms:.1f} ms, {choice.accuracy})"
-    if recommendation.tie and runner_up:
-        text += f", tied within noise with {runner_up.artifact} ({runner_up.throughput_ips:g} img/s)"
-    elif runner_up:
-        text += f", {choice.throughput_ips / runner_up.throughput_ips - 1:.0%} ahead of {runner_up.artifact}"
-    if recommendation.against_host_nms:
-        text += f"; {recommendation.against_host_nms}"
-    return head + text + (f" ({recommendation.doubt})" if recommendation.doubt else "")
