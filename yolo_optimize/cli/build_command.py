@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +15,10 @@ from yolo_optimize.cli.click_options import given_only, options_of
 from yolo_optimize.cli.console import BuildDisplay, console, results_table, say
 from yolo_optimize.cli.exit_codes import stop_interrupted, user_errors
 from yolo_optimize.declaring import RAY
+
+if TYPE_CHECKING:
+    from yolo_optimize.building.dag import NodeResult
+    from yolo_optimize.building.request import BuildRequest
 
 
 @click.command()
@@ -52,7 +56,7 @@ def build(model: str | None, config_file: Path | None, **given: Any) -> None:
         sys.exit(1)
 
 
-def _node_line(node: str, result: Any) -> None:
+def _node_line(node: str, result: NodeResult | None) -> None:
     """One line per node event of models built at once (a cluster build of several input sizes)."""
     if result is None:
         console.print(f"{node}: started", highlight=False)
@@ -63,16 +67,16 @@ def _node_line(node: str, result: Any) -> None:
 
 
 class _model_display:  # noqa: N801 - used as a function: the live table of one model's build, then its summary
-    def __init__(self, request: Any, nodes: list[str], hosts: bool = False) -> None:
+    def __init__(self, request: BuildRequest, nodes: list[str], hosts: bool = False) -> None:
         self.request, self.display, self.hosts = request, BuildDisplay(console, nodes), hosts
-        self.results: list[Any] = []
+        self.results: list[NodeResult] = []
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> _model_display:
         say(f"building {self.request.source.model_id}")
         self.display.__enter__()
         return self
 
-    def event(self, node: str, result: Any) -> None:
+    def event(self, node: str, result: NodeResult | None) -> None:
         self.display.event(node, result)
         if result is not None:
             self.results.append(result)
