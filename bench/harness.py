@@ -141,7 +141,7 @@ class Variant:
     mode: str = AUTO
     end_to_end: bool = False  # time the pipelined path instead of inference
     single_threaded_helpers: bool = True  # end_to_end: OpenCV and PyTorch on one thread, as eval runs it
-    request_batch: int = 1  # images per request in the throughput configuration (the runners' own value is 1)
+    request_batch: int = 1  # images per request in the throughput configuration (Timing.request_batch)
     environment: tuple[tuple[str, str], ...] = ()  # set while the measuring process starts
 
     @classmethod
@@ -159,9 +159,9 @@ def timed(variant: Variant, pixels: Path, files: tuple[Path, ...], seconds: floa
     """One fresh process's runs (ms) of ``variant``: inference, or the end-to-end path's intervals."""
     with environment(dict(variant.environment)):
         if not variant.end_to_end:
-            timing = Timing((variant.batch,), seconds, threads, mode=variant.mode)
+            timing = Timing((variant.batch,), seconds, threads, mode=variant.mode, request_batch=variant.request_batch)
             job = MeasureJob(variant.folder, variant.manifest, pixels, timing, predict=False)
-            return in_own_process(measure_worker, job, variant.request_batch)
+            return in_own_process(measure_worker, job)
         return in_own_process(path_worker, variant, files, seconds, threads)
 
 
@@ -187,12 +187,8 @@ def environment(settings: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def measure_worker(job: MeasureJob, request_batch: int) -> list[float]:
-    """The runs (ms) of ``job`` with the runners' images per throughput request set to ``request_batch`` (in this
-    process only: the runners' module constant is what a study of it varies)."""
-    from yolo_optimize.runtime.runners import onnxruntime, openvino
-
-    onnxruntime.THROUGHPUT_REQUEST_BATCH = openvino.THROUGHPUT_REQUEST_BATCH = request_batch
+def measure_worker(job: MeasureJob) -> list[float]:
+    """The runs (ms) of ``job``, its first batch size's: what a with/without round compares."""
     measurement, _ = measure(job)
     latency = measurement.batches[0].latency
     assert latency is not None  # None only for a failed row, and measure raised
