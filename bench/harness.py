@@ -153,6 +153,11 @@ def paired_rounds(variants: Sequence[T], repeats: int, run: Callable[[T], R]) ->
     return found
 
 
+def by_round(variants: Sequence[T], runs: list[list[R]]) -> list[dict[T, R]]:
+    """``paired_rounds``' results the other way round: per round, each variant's."""
+    return [dict(zip(variants, found)) for found in zip(*runs)]
+
+
 @dataclass(frozen=True)
 class Variant:
     """One artifact measured one way: a side of a with/without pair."""

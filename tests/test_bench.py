@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.harness import by_name, paired_rounds
+from bench.harness import by_name, by_round, paired_rounds
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(".".join(path.relative_to(ROOT).with_suffix("").parts) for path in (ROOT / "bench").rglob("*.py")
@@ -90,11 +90,14 @@ def test_no_script_replaces_a_package_function_at_run_time() -> None:
 
 
 def test_paired_rounds_take_turns_first() -> None:
-    """Each round runs every variant once, and which goes first rotates, so neither side always has the host first."""
+    """Each round runs every variant once, and which goes first rotates, so neither side always has the host first;
+    ``by_round`` reads the results back round by round."""
     order: list[str] = []
     found = paired_rounds(["without", "with"], 3, lambda side: order.append(side) or len(order))
     assert order == ["without", "with", "with", "without", "without", "with"]
     assert found == [[1, 4, 5], [2, 3, 6]]
+    assert by_round(["without", "with"], found) == [{"without": 1, "with": 2}, {"without": 4, "with": 3},
+                                                    {"without": 5, "with": 6}]
 
 
 def test_a_function_of_an_imported_module_is_handed_on_as_it_is() -> None:

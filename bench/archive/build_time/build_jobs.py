@@ -20,9 +20,8 @@ from __future__ import annotations
 import statistics
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from bench.harness import optimize, paired_rounds, parser_for, results_folder, save
+from bench.harness import by_round, optimize, paired_rounds, parser_for, results_folder, save
 
 JOBS = (1, 2)
 SHAPES = {
@@ -46,10 +45,8 @@ def main() -> None:
         optimize("info", "--rounds", "2", env=env, capture=True)  # the limits INT8 builds read, measured once
         builds = [(shape, jobs) for shape in shapes for jobs in JOBS]
         runs = paired_rounds(builds, args.repeats, lambda build: _built(args.assets, *build, Path(scratch), env))
-    rounds: list[dict[str, Any]] = [{shape: {} for shape in shapes} for _ in range(args.repeats)]
-    for (shape, jobs), found in zip(builds, runs):
-        for entry, run in zip(rounds, found):
-            entry[shape][jobs] = run
+    rounds = [{shape: {jobs: entry[shape, jobs] for jobs in JOBS} for shape in shapes}
+              for entry in by_round(builds, runs)]
     summary = {shape: _summary([r[shape] for r in rounds]) for shape in shapes}
     for shape, line in summary.items():
         print(f"{shape}: " + "; ".join(f"--jobs {jobs} wall {m['wall_s']:.1f} s, cpu {m['cpu_s']:.1f} s"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import by_name, paired_rounds, save, timing_parser
+from bench.harness import by_name, by_round, paired_rounds, save, timing_parser
 from yolo_optimize.host.processes import in_own_process
 
 WAYS = ("latency", "concurrent", "one thread")
@@ -69,7 +69,7 @@ def main() -> None:
     folder = next(args.artifact.rglob("model.ncnn.param")).parent
     runs = paired_rounds(WAYS, args.repeats, lambda way: round(in_own_process(
         by_name(images_per_second), folder, way, args.threads, args.seconds), 2))
-    rounds = [{way: found[index] for way, found in zip(WAYS, runs)} for index in range(args.repeats)]
+    rounds = by_round(WAYS, runs)
     for rates in rounds:
         print(rates)
     save(args.save, "ncnn_concurrency", {"artifact": str(folder), "threads": args.threads, "rounds": rounds},

@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.harness import optimize, paired_rounds, save, timing_parser
+from bench.harness import by_round, optimize, paired_rounds, save, timing_parser
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.runtime.runners.ncnn import CONVOLUTIONS, NcnnLayer, read_layers
 
@@ -115,10 +115,8 @@ def main() -> None:
         return found
 
     variants = [(name, timer) for name in FILES for timer in TIMERS]
-    rounds: list[dict[str, Any]] = [{name: {} for name in FILES} for _ in range(args.repeats)]
-    for (name, timer), runs in zip(variants, paired_rounds(variants, args.repeats, run)):
-        for entry, found in zip(rounds, runs):
-            entry[name][timer] = found
+    rounds = [{name: {timer: entry[name, timer] for timer in TIMERS} for name in FILES}
+              for entry in by_round(variants, paired_rounds(variants, args.repeats, run))]
     param = args.artifacts / "yolov5n" / "ncnn-int8" / str(Manifest.read(args.artifacts / "yolov5n" /
                                                                       "ncnn-int8").entry)
     summary: dict[str, Any] = {"kinds": kinds_table(rounds), "classes": classes_table(rounds, param),

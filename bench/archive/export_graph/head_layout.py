@@ -37,7 +37,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from bench.harness import by_name, paired_rounds, parser_for, results_folder, save
+from bench.harness import by_name, by_round, paired_rounds, parser_for, results_folder, save
 from yolo_optimize.host.processes import in_own_process
 
 VARIANTS = ("plain", "planes", "one_transpose", "chain", "channels_last", "channels_last_chain")
@@ -196,7 +196,7 @@ def main() -> None:
             return found
 
         runs = paired_rounds(irs, args.repeats, run)
-    rounds = [{ir: found[index] for ir, found in zip(irs, runs)} for index in range(args.repeats)]
+    rounds = by_round(irs, runs)
     medians = {key: {"p50_ms": round(statistics.median(r[key]["p50_ms"] for r in rounds), 2),
                      "layer_ms": {kind: round(statistics.median(r[key]["layer_ms"].get(kind, 0) for r in rounds), 2)
                                   for kind in rounds[0][key]["layer_ms"]}} for key in rounds[0]}
