@@ -209,14 +209,14 @@ def tool_rows(args: Any) -> dict[str, Any]:
         found["build_exit"] = optimize("build", "yolov5n", "--weights-dir", str(args.assets / "weights"), "--device",
                                        "cuda", "--parity-data", str(args.assets / "coco_val128"), "--batch-sizes",
                                        sizes, "--out", str(args.out), *targets,
-                                       allowed=(0, NODE_FAILED))
+                                       allowed=(0, NODE_FAILED)).code
     evaluations = {"auto": (), "throughput": ("--mode", "throughput", "--no-accuracy", "--no-end-to-end"),
                    "auto_again": ("--no-accuracy", "--no-end-to-end")}
     for name, extra in evaluations.items():
         report = args.report.parent / f"{args.report.name}-{name}" if name != "auto" else args.report
         exit_code = optimize("eval", str(args.out), "--device", "cuda", "--data", str(args.assets / "coco_val128"),
                              "--batch-sizes", sizes, "--repeats", args.repeats, "--min-time", "1", "--out",
-                             str(report), *extra, allowed=(0, NODE_FAILED))
+                             str(report), *extra, allowed=(0, NODE_FAILED)).code
         found[name] = {"exit": exit_code, "rows": rows_of(report) if exit_code == 0 else {}}
     return found
 

@@ -9,10 +9,12 @@ import contextlib
 import importlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -96,16 +98,36 @@ def save(folder: Path, name: str, result: dict[str, Any], threads: int) -> Path:
 NODE_FAILED = 1  # the build's exit code when a node failed, e.g. an INT8 file its gate refused
 
 
-def optimize(*args: str | Path | int | float, allowed: tuple[int, ...] = (0,), tree: Path | None = None) -> int:
-    """The ``optimize`` command as a user runs it, in its own process. Its exit code is returned when ``allowed``;
-    any other stops the benchmark. A caller that evaluates what a build left (the others when one INT8 file is
-    refused) allows ``NODE_FAILED``. ``tree``: run another checkout's code, from that folder (``python -m`` puts the
-    working folder before PYTHONPATH), to compare this one with it."""
-    env = {**os.environ, "PYTHONPATH": str(tree)} if tree else None
-    code = subprocess.run([sys.executable, "-m", "yolo_optimize", *map(str, args)], env=env, cwd=tree).returncode
-    if code not in allowed:
-        raise SystemExit(f"optimize {args[0]} failed (exit {code})")
-    return code
+@dataclass(frozen=True)
+class Ran:
+    """One ``optimize`` process as a benchmark reads it back."""
+
+    code: int
+    wall_s: float  # the whole process, start to exit, as a user waits for it
+    cpu_s: float  # its CPU time and its children's, user and system
+    output: str  # stdout and stderr, when captured ("" otherwise: they went to the benchmark's own)
+
+
+def optimize(*args: str | Path | int | float, allowed: tuple[int, ...] = (0,), tree: Path | None = None,
+             env: Mapping[str, str] | None = None, capture: bool = False, prefix: Sequence[str] = ()) -> Ran:
+    """The ``optimize`` command as a user runs it, in its own process. When its exit code is in ``allowed`` it is
+    returned with the process's wall and CPU time; any other stops the benchmark (with the captured output's end).
+    A caller that evaluates what a build left (the others when one INT8 file is refused) allows ``NODE_FAILED``.
+    ``tree``: run another checkout's code, from that folder (``python -m`` puts the working folder before
+    PYTHONPATH), to compare this one with it. ``env``: set on top of this process's environment. ``capture``: keep
+    its output out of the benchmark's (a command timed many times). ``prefix``: the command it runs under (e.g.
+    ``unshare``, to show it another /proc/cpuinfo)."""
+    environment = {**os.environ, **({"PYTHONPATH": str(tree)} if tree else {}), **(env or {})}
+    before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    done = subprocess.run([*prefix, sys.executable, "-m", "yolo_optimize", *map(str, args)], env=environment,
+                          cwd=tree, capture_output=capture, text=True)
+    wall_s, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
+    output = (done.stdout or "") + (done.stderr or "")
+    if done.returncode not in allowed:
+        tail = f":\n{output[-4000:]}" if output else ""
+        raise SystemExit(f"optimize {args[0]} failed (exit {done.returncode}){tail}")
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Ran(done.returncode, wall_s, cpu_s, output)
 
 
 def by_name(function: F) -> F:
@@ -131,6 +153,11 @@ def paired_rounds(variants: Sequence[T], repeats: int, run: Callable[[T], R]) ->
     return found
 
 
+def by_round(variants: Sequence[T], runs: list[list[R]]) -> list[dict[T, R]]:
+    """``paired_rounds``' results the other way round: per round, each variant's."""
+    return [dict(zip(variants, found)) for found in zip(*runs)]
+
+
 @dataclass(frozen=True)
 class Variant:
     """One artifact measured one way: a side of a with/without pair."""
@@ -141,7 +168,7 @@ class Variant:
     mode: str = AUTO
     end_to_end: bool = False  # time the pipelined path instead of inference
     single_threaded_helpers: bool = True  # end_to_end: OpenCV and PyTorch on one thread, as eval runs it
-    request_batch: int = 1  # images per request in the throughput configuration (the runners' own value is 1)
+    request_batch: int = 1  # images per request in the throughput configuration (Timing.request_batch)
     environment: tuple[tuple[str, str], ...] = ()  # set while the measuring process starts
 
     @classmethod
@@ -159,9 +186,9 @@ def timed(variant: Variant, pixels: Path, files: tuple[Path, ...], seconds: floa
     """One fresh process's runs (ms) of ``variant``: inference, or the end-to-end path's intervals."""
     with environment(dict(variant.environment)):
         if not variant.end_to_end:
-            timing = Timing((variant.batch,), seconds, threads, mode=variant.mode)
+            timing = Timing((variant.batch,), seconds, threads, mode=variant.mode, request_batch=variant.request_batch)
             job = MeasureJob(variant.folder, variant.manifest, pixels, timing, predict=False)
-            return in_own_process(measure_worker, job, variant.request_batch)
+            return in_own_process(measure_worker, job)
         return in_own_process(path_worker, variant, files, seconds, threads)
 
 
@@ -187,12 +214,8 @@ def environment(settings: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def measure_worker(job: MeasureJob, request_batch: int) -> list[float]:
-    """The runs (ms) of ``job`` with the runners' images per throughput request set to ``request_batch`` (in this
-    process only: the runners' module constant is what a study of it varies)."""
-    from yolo_optimize.runtime.runners import onnxruntime, openvino
-
-    onnxruntime.THROUGHPUT_REQUEST_BATCH = openvino.THROUGHPUT_REQUEST_BATCH = request_batch
+def measure_worker(job: MeasureJob) -> list[float]:
+    """The runs (ms) of ``job``, its first batch size's: what a with/without round compares."""
     measurement, _ = measure(job)
     latency = measurement.batches[0].latency
     assert latency is not None  # None only for a failed row, and measure raised

@@ -100,7 +100,7 @@ def build_ours(args: Any) -> dict[str, str]:
               args.assets / "coco128", "--parity-data", args.assets / "coco_val128", "--out", args.out]
     gated = {"openvino-int8": "1.0 (default)"}
     optimize(*common, "--targets", "openvino", "--precisions", "fp32,int8")
-    if optimize(*common, "--targets", "onnx", "--precisions", "fp32,int8", allowed=(0, NODE_FAILED)) == 0:
+    if optimize(*common, "--targets", "onnx", "--precisions", "fp32,int8", allowed=(0, NODE_FAILED)).code == 0:
         gated["onnx-int8"] = "1.0 (default)"
     else:
         optimize(*common, "--targets", "onnx", "--precisions", "int8", "--max-map-drop", args.onnx_max_map_drop)

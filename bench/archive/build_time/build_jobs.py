@@ -9,7 +9,7 @@ Whether the overlap wins it back depends on the build's shape, so this measures 
 build (what most tests and first users run), the session build of the tests (three targets by two precisions, 640)
 and an INT8 build (NNCF's calibration and the gate in their own nodes).
 
-Each round builds each shape with ``--jobs 1`` and ``--jobs 2`` (their order alternating), each into a fresh
+Each round builds each shape with ``--jobs 1`` and ``--jobs 2`` (the order rotated each round), each into a fresh
 ``--out`` (no cached node) but one shared cache of the machine's limits, measured before the first round. CPU
 time is the children's user + system time, every worker included. Saves the rounds and medians under
 ``--save``.
@@ -17,18 +17,13 @@ time is the children's user + system time, every worker included. Saves the roun
 
 from __future__ import annotations
 
-import os
-import resource
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Any
 
-from bench.harness import parser_for, results_folder, save
+from bench.harness import by_round, optimize, paired_rounds, parser_for, results_folder, save
 
+JOBS = (1, 2)
 SHAPES = {
     "small": ["--imgsz", "320", "--targets", "onnx,openvino", "--precisions", "fp32"],
     "session": ["--targets", "torchscript,onnx,openvino", "--precisions", "fp32,fp16"],
@@ -47,8 +42,11 @@ def main() -> None:
     shapes = args.shapes.split(",")
     with tempfile.TemporaryDirectory(prefix="build-jobs-") as scratch:
         env = {"XDG_CACHE_HOME": f"{scratch}/cache"}
-        _run(["info", "--rounds", "2"], env)  # the limits INT8 builds read, measured once for every round
-        rounds = [_round(args.assets, shapes, Path(scratch), env, index) for index in range(args.repeats)]
+        optimize("info", "--rounds", "2", env=env, capture=True)  # the limits INT8 builds read, measured once
+        builds = [(shape, jobs) for shape in shapes for jobs in JOBS]
+        runs = paired_rounds(builds, args.repeats, lambda build: _built(args.assets, *build, Path(scratch), env))
+    rounds = [{shape: {jobs: entry[shape, jobs] for jobs in JOBS} for shape in shapes}
+              for entry in by_round(builds, runs)]
     summary = {shape: _summary([r[shape] for r in rounds]) for shape in shapes}
     for shape, line in summary.items():
         print(f"{shape}: " + "; ".join(f"--jobs {jobs} wall {m['wall_s']:.1f} s, cpu {m['cpu_s']:.1f} s"
@@ -57,33 +55,19 @@ def main() -> None:
                                    "medians": summary}, 2)
 
 
-def _round(assets: Path, shapes: list[str], scratch: Path, env: dict[str, str], index: int) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for shape in shapes:
-        found[shape] = {}
-        for jobs in ((1, 2) if index % 2 == 0 else (2, 1)):
-            out = scratch / f"out-{index}-{shape}-{jobs}"
-            command = ["build", assets / "weights" / "yolov5n.pt", "--out", out, "--jobs", str(jobs),
-                       "--parity-data", assets / "coco_val128", "--calib-data", assets / "coco128", *SHAPES[shape]]
-            found[shape][jobs] = _run(command, env)
-            print(f"round {index + 1} {shape} --jobs {jobs}: {found[shape][jobs]}", flush=True)
+def _built(assets: Path, shape: str, jobs: int, scratch: Path, env: dict[str, str]) -> dict[str, float]:
+    """One build of ``shape`` with ``--jobs jobs`` into a folder of its own: its wall and CPU seconds."""
+    out = Path(tempfile.mkdtemp(prefix=f"out-{shape}-{jobs}-", dir=scratch))
+    ran = optimize("build", assets / "weights" / "yolov5n.pt", "--out", out, "--jobs", jobs, "--parity-data",
+                   assets / "coco_val128", "--calib-data", assets / "coco128", *SHAPES[shape], env=env, capture=True)
+    found = {"wall_s": round(ran.wall_s, 2), "cpu_s": round(ran.cpu_s, 2)}
+    print(f"{shape} --jobs {jobs}: {found}", flush=True)
     return found
-
-
-def _run(command: list[Any], env: dict[str, str]) -> dict[str, float]:
-    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "yolo_optimize", *map(str, command)], env={**os.environ, **env},
-                            capture_output=True, text=True)
-    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
-    if result.returncode:
-        raise SystemExit(f"{' '.join(map(str, command))} failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2)}
 
 
 def _summary(rounds: list[dict[int, dict[str, float]]]) -> dict[int, dict[str, float]]:
     return {jobs: {key: round(statistics.median(r[jobs][key] for r in rounds), 2) for key in ("wall_s", "cpu_s")}
-            for jobs in (1, 2)}
+            for jobs in JOBS}
 
 
 if __name__ == "__main__":

@@ -22,11 +22,10 @@ import argparse
 import itertools
 import os
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import environment, optimize, parser_for, results_folder, save
+from bench.harness import optimize, parser_for, results_folder, save
 from yolo_optimize.evaluation.reporting.report import load_report
 from yolo_optimize.evaluation.results import MatrixRow
 
@@ -40,10 +39,7 @@ TIE, GOAL = 0.05, 0.10  # speedups this close count as tied; two runs' speedups 
 
 def timed_optimize(*args: str | Path) -> float:
     """Run the CLI; its wall time."""
-    started = time.perf_counter()
-    with environment(QUIET):
-        optimize(*args)
-    return round(time.perf_counter() - started, 1)
+    return round(optimize(*args, env=QUIET).wall_s, 1)
 
 
 def measured(report: Path) -> dict[str, MatrixRow]:

@@ -6,26 +6,24 @@ NCNN thread each, as ONNX Runtime's and OpenVINO's throughput rows run?
     python -m bench.archive.edge_runtimes.ncnn_concurrency /tmp/ncnn-artifacts/yolov5n/ncnn-fp32
 
 Issue 45. Three ways to run the same images through the artifact's .param/.bin, each in a fresh process, the three
-interleaved in every round: `latency` (one net with every thread, the images one after another: what the runner
-does at batch 1), `concurrent` (one net with one thread, the images spread over as many Python threads, an
-extractor each: what it does for a batch) and `one thread` (one net with one thread, one after another: what
-`concurrent` would be if the threads took turns, as they would if ncnn's Python `extract` held the GIL). Saves
+in turns in every round (the order rotated): `latency` (one net with every thread, the images one after another:
+what the runner does at batch 1), `concurrent` (one net with one thread, the images spread over as many Python
+threads, an extractor each: what it does for a batch) and `one thread` (one net with one thread, one after another:
+what `concurrent` would be if the threads took turns, as they would if ncnn's Python `extract` held the GIL). Saves
 `ncnn_concurrency-<time>.json` (img/s of every round).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from bench.harness import save, timing_parser
+from bench.harness import by_name, by_round, paired_rounds, save, timing_parser
+from yolo_optimize.host.processes import in_own_process
 
 WAYS = ("latency", "concurrent", "one thread")
 
@@ -67,22 +65,13 @@ def images_per_second(folder: Path, way: str, threads: int, seconds: float) -> f
 def main() -> None:
     parser = timing_parser(__doc__, "ncnn_concurrency", 3.0)
     parser.add_argument("artifact", type=Path, help="an ncnn-fp32 artifact folder (its model.ncnn.param)")
-    parser.add_argument("--one", choices=WAYS, help=argparse.SUPPRESS)  # the measuring process's own option
     args = parser.parse_args()
     folder = next(args.artifact.rglob("model.ncnn.param")).parent
-    if args.one:
-        print(json.dumps(images_per_second(folder, args.one, args.threads, args.seconds)))
-        return
-    rounds = []
-    for _ in range(args.repeats):
-        rates = {}
-        for way in WAYS:
-            command = [sys.executable, __file__, str(folder), "--one", way, "--threads", str(args.threads),
-                       "--seconds", str(args.seconds)]
-            rates[way] = round(json.loads(subprocess.run(command, check=True, capture_output=True,
-                                                         text=True).stdout.splitlines()[-1]), 2)
+    runs = paired_rounds(WAYS, args.repeats, lambda way: round(in_own_process(
+        by_name(images_per_second), folder, way, args.threads, args.seconds), 2))
+    rounds = by_round(WAYS, runs)
+    for rates in rounds:
         print(rates)
-        rounds.append(rates)
     save(args.save, "ncnn_concurrency", {"artifact": str(folder), "threads": args.threads, "rounds": rounds},
          args.threads)
 

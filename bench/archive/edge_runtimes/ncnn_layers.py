@@ -28,13 +28,11 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.harness import save, timing_parser
+from bench.harness import by_round, optimize, paired_rounds, save, timing_parser
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.runtime.runners.ncnn import CONVOLUTIONS, NcnnLayer, read_layers
 
@@ -44,18 +42,11 @@ TIMERS = ("benchmark", "wheel")  # the NCNN_BENCHMARK build, and the installed w
 
 def profiled(folder: Path, data: Path, threads: int, seconds: float, ncnn: Path | None) -> dict[str, Any]:
     """One ``optimize profile`` at batch 1 in its own process tree; ``ncnn`` (a folder holding a built ncnn) first on
-    its path and its children's."""
-    environment = dict(os.environ)
-    if ncnn is not None:
-        environment["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ncnn), environment.get("PYTHONPATH"))))
+    its path and its children's. Its output is captured: the benchmark build prints every pass's per-layer lines."""
+    path = os.pathsep.join(filter(None, (str(ncnn), os.environ.get("PYTHONPATH")))) if ncnn is not None else None
     with tempfile.TemporaryDirectory(prefix="ncnn-layers-") as out:
-        log = Path(out) / "stderr.log"  # the build's per-layer lines of every pass outside the profiled ones
-        with log.open("w") as stderr:
-            done = subprocess.run([sys.executable, "-m", "yolo_optimize", "profile", str(folder), "--data", str(data),
-                                   "--threads", str(threads), "--min-time", str(seconds), "--largest-batch", "1",
-                                   "--out", out], env=environment, stdout=subprocess.DEVNULL, stderr=stderr)
-        if done.returncode:
-            raise SystemExit(f"optimize profile {folder} failed: {log.read_text()[-2000:]}")
+        optimize("profile", folder, "--data", data, "--threads", threads, "--min-time", seconds, "--largest-batch",
+                 "1", "--out", out, env={"PYTHONPATH": path} if path else None, capture=True)
         profile = json.loads((Path(out) / "profile.json").read_text())
     return {key: profile[key] for key in ("executed_precision", "forward_ms", "layers_ms", "profiled_pass_ms",
                                           "by_kind_ms", "layers", "unavailable")}
@@ -115,19 +106,17 @@ def main() -> None:
     parser.add_argument("--ncnn", type=Path, required=True, help="the folder an NCNN_BENCHMARK ncnn is installed in")
     parser.add_argument("--data", type=Path, default=Path("../shared/assets/coco_val128"))
     args = parser.parse_args()
-    rounds = []
-    for round_index in range(args.repeats):
-        entry: dict[str, Any] = {}
-        for name in FILES:
-            folder = args.artifacts / "yolov5n" / name
-            entry[name] = {timer: profiled(folder, args.data, args.threads, args.seconds,
-                                           args.ncnn if timer == "benchmark" else None) for timer in TIMERS}
-            timed = entry[name]
-            print(f"round {round_index} {name}: forward {timed['benchmark']['forward_ms']:.2f} ms with the "
-                  f"benchmark build, {timed['wheel']['forward_ms']:.2f} ms with the wheel; layers "
-                  f"{timed['benchmark']['layers_ms']:.2f} ms of a {timed['benchmark']['profiled_pass_ms']:.2f} ms "
-                  "profiled pass", flush=True)
-        rounds.append(entry)
+    def run(variant: tuple[str, str]) -> dict[str, Any]:
+        name, timer = variant
+        found = profiled(args.artifacts / "yolov5n" / name, args.data, args.threads, args.seconds,
+                         args.ncnn if timer == "benchmark" else None)
+        print(f"{name} with the {timer} build: forward {found['forward_ms']:.2f} ms; layers {found['layers_ms']:.2f} "
+              f"ms of a {found['profiled_pass_ms']:.2f} ms profiled pass", flush=True)
+        return found
+
+    variants = [(name, timer) for name in FILES for timer in TIMERS]
+    rounds = [{name: {timer: entry[name, timer] for timer in TIMERS} for name in FILES}
+              for entry in by_round(variants, paired_rounds(variants, args.repeats, run))]
     param = args.artifacts / "yolov5n" / "ncnn-int8" / str(Manifest.read(args.artifacts / "yolov5n" /
                                                                       "ncnn-int8").entry)
     summary: dict[str, Any] = {"kinds": kinds_table(rounds), "classes": classes_table(rounds, param),

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.harness import by_name, save, timing_parser
+from bench.harness import by_name, paired_rounds, save, timing_parser
 from yolo_optimize.host.processes import in_own_process
 
 SIDE, CHANNELS, BLOCK = 640, 16, 2
@@ -165,12 +165,14 @@ def main() -> None:
             }
             print(f"{form}: largest difference from the 6x6 stem in PyTorch: "
                   + ", ".join(f"{where} {value:.3g}" for where, value in agreement[form].items()))
-        rounds: dict[str, list[float]] = {f"{form}, {precision}": [] for form, precision in params}
-        for round_ in range(args.repeats):
-            for (form, precision), param in params.items():
-                rounds[f"{form}, {precision}"].append(round(
-                    in_own_process(by_name(median_pass_ms), param, images[0], args.threads, args.seconds), 3))
-            print(f"round {round_ + 1}: " + "; ".join(f"{case} {times[-1]:.2f} ms" for case, times in rounds.items()))
+
+        def run(case: tuple[str, str]) -> float:
+            ms = round(in_own_process(by_name(median_pass_ms), params[case], images[0], args.threads, args.seconds), 3)
+            print(f"{case[0]}, {case[1]}: {ms:.2f} ms", flush=True)
+            return ms
+
+        runs = paired_rounds(list(params), args.repeats, run)
+    rounds = {f"{form}, {precision}": times for (form, precision), times in zip(params, runs)}
     medians = {case: round(statistics.median(times), 3) for case, times in rounds.items()}
     for case, ms in medians.items():
         print(f"{case}: {ms:.2f} ms (median of {args.repeats} processes)")

@@ -29,20 +29,16 @@ per-layer times summed by layer type. Saves the medians and every round under ``
 
 from __future__ import annotations
 
-import argparse
 import collections
-import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import types
 from pathlib import Path
 from typing import Any
 
-from bench.harness import parser_for, results_folder, save
+from bench.harness import by_name, by_round, paired_rounds, parser_for, results_folder, save
+from yolo_optimize.host.processes import in_own_process
 
 VARIANTS = ("plain", "planes", "one_transpose", "chain", "channels_last", "channels_last_chain")
 SIZE = 640
@@ -111,7 +107,9 @@ def in_channels_last_order(head: Any, output: Any) -> Any:
 
 
 def make(assets: Path, folder: Path, heads: list[str], batch: int) -> dict[str, float]:
-    """The heads' FP32 and INT8 IRs in ``folder``; each variant's largest difference from yolov5's output."""
+    """The heads' FP32 and INT8 IRs in ``folder``; each variant's largest difference from yolov5's output. A variant
+    is a forward set on this loaded model's Detect instance: a patch of a model object for the study, no package
+    code replaced."""
     import nncf
     import numpy as np
     import openvino as ov
@@ -126,7 +124,9 @@ def make(assets: Path, folder: Path, heads: list[str], batch: int) -> dict[str, 
     model = load_model(resolve_source(str(assets / "weights" / "yolov5n.pt")))
     image = torch.rand(batch, 3, SIZE, SIZE)
     head = next(m for m in model.modules() if isinstance(m, Detect))
-    del head.forward  # the export form's channels-last decode (YoloV5.for_export): yolov5's own Detect.forward again
+    # The variants are this loaded model's own Detect instance given another forward (an instance attribute, the
+    # class and the package untouched): first none, the export form's channels-last decode (YoloV5.for_export) gone
+    del head.forward
     want = model(image)
     family = family_named("yolov5")
     images = [np.ascontiguousarray(family.preprocess(path, SIZE).pixels.transpose(2, 0, 1)[None],
@@ -184,22 +184,19 @@ def main() -> None:
     parser.add_argument("--save", type=Path, default=results_folder("head_layout"))
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", default=",".join(VARIANTS), help="which of " + ", ".join(VARIANTS))
-    parser.add_argument("--time", type=Path, help=argparse.SUPPRESS)  # one fresh process's timing of this IR
     args = parser.parse_args()
-    if args.time:
-        print(json.dumps(timed(args.time, args.seconds, args.batch)))
-        return
     with tempfile.TemporaryDirectory(prefix="head-layout-") as scratch:
         heads = args.heads.split(",")
         differences = make(args.assets, Path(scratch), heads, args.batch)
-        rounds = []
-        for index in range(args.repeats):
-            order = heads if index % 2 == 0 else heads[::-1]
-            rounds.append({f"{name}-{precision}": _fresh(Path(scratch) / f"{name}-{precision}.xml", args.seconds,
-                                                         args.batch)
-                           for name in order for precision in ("int8", "fp32")})
-            print(f"round {index + 1}: " + ", ".join(f"{k} {v['p50_ms']:.1f} ms" for k, v in rounds[-1].items()),
-                  flush=True)
+        irs = [f"{name}-{precision}" for name in heads for precision in ("int8", "fp32")]
+
+        def run(ir: str) -> dict[str, Any]:
+            found = in_own_process(by_name(timed), Path(scratch) / f"{ir}.xml", args.seconds, args.batch)
+            print(f"{ir} {found['p50_ms']:.1f} ms", flush=True)
+            return found
+
+        runs = paired_rounds(irs, args.repeats, run)
+    rounds = by_round(irs, runs)
     medians = {key: {"p50_ms": round(statistics.median(r[key]["p50_ms"] for r in rounds), 2),
                      "layer_ms": {kind: round(statistics.median(r[key]["layer_ms"].get(kind, 0) for r in rounds), 2)
                                   for kind in rounds[0][key]["layer_ms"]}} for key in rounds[0]}
@@ -208,14 +205,6 @@ def main() -> None:
         print(f"{key}: p50 {line['p50_ms']} ms ({top})")
     save(args.save, "head_layout", {"batch": args.batch, "largest_difference": differences, "medians": medians,
                                     "rounds": rounds}, 2)
-
-
-def _fresh(path: Path, seconds: float, batch: int) -> dict[str, Any]:
-    result = subprocess.run([sys.executable, __file__, "--time", str(path), "--seconds", str(seconds),
-                             "--batch", str(batch)],
-                            capture_output=True, text=True, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    found: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
-    return found
 
 
 if __name__ == "__main__":

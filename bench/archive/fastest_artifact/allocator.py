@@ -6,9 +6,9 @@ Why: on the Zen 4 VM the PyTorch baseline's batch-1 latency moved between about 
 one fresh process to the next while ONNX Runtime's stayed put. PyTorch eager allocates its
 activations afresh in every inference; glibc hands large freed blocks back to the kernel, so each
 inference page-faults them in again, at a cost the host decides. This measures the baseline as
-``optimize eval`` does (measure.py, each process fresh), alternating processes with glibc's
-defaults and with ``processes.ALLOCATOR_ENV`` (freed memory kept), and prints each process's p50
-and peak memory. Saves everything.
+``optimize eval`` does (measure.py, each process fresh), processes with glibc's defaults and with
+``processes.ALLOCATOR_ENV`` (freed memory kept) in turns, and prints each process's p50 and peak memory. Saves
+everything.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from bench.harness import save, timing_parser
+from bench.harness import paired_rounds, save, timing_parser
 from yolo_optimize.evaluation.measuring.discover import discover
 from yolo_optimize.evaluation.measuring.measure import MeasureJob, Timing, measure
 from yolo_optimize.evaluation.results import BASELINE_TARGET, Measurement
@@ -33,12 +34,24 @@ SETTINGS = {"glibc defaults": {}, "freed memory kept": ALLOCATOR_ENV}
 
 
 def measured(job: MeasureJob, env: dict[str, str]) -> Measurement:
-    """One fresh spawned process whose malloc reads exactly ``env`` (none of ALLOCATOR_ENV's names otherwise)."""
+    """One fresh spawned process whose malloc reads exactly ``env`` (none of ALLOCATOR_ENV's names otherwise): not
+    the package's ``in_own_process``, which gives every child ALLOCATOR_ENV where the environment sets none of it,
+    and glibc's defaults cannot be written out (setting any of them turns glibc's adaptive thresholds off)."""
     for name in ALLOCATOR_ENV:
         os.environ.pop(name, None)
     os.environ.update(env)
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
         return pool.submit(measure, job).result()[0]
+
+
+def process(job: MeasureJob, name: str) -> dict[str, Any]:
+    """One process's p50 per batch size, peak memory and samples with the allocator settings ``name``."""
+    measurement = measured(job, SETTINGS[name])
+    p50 = {f"b{b.batch}_p50_ms": b.latency.p50_ms for b in measurement.batches if b.latency}
+    print(f"{name:18} " + "  ".join(f"{k} {v:7.1f}" for k, v in p50.items())
+          + f"  peak {measurement.peak_rss_mb:.0f} MB", flush=True)
+    return {**p50, "peak_rss_mb": measurement.peak_rss_mb,
+            "samples_ms": {f"b{b.batch}": b.latency.samples_ms for b in measurement.batches if b.latency}}
 
 
 def main() -> None:
@@ -50,21 +63,13 @@ def main() -> None:
     assert baseline.manifest is not None  # a built artifact's folder has one
     imgsz = ArtifactMetadata.of(baseline.manifest).side
     batch_sizes = tuple(int(b) for b in args.batch_sizes.split(","))
-    found: dict[str, list[dict]] = {name: [] for name in SETTINGS}
     with tempfile.TemporaryDirectory() as work:
         pixels = Path(work) / "images.npy"
         np.save(pixels, np.random.default_rng(0).integers(0, 256, (max(batch_sizes), imgsz, imgsz, 3), np.uint8))
         job = MeasureJob(baseline.folder, baseline.manifest, pixels, Timing(batch_sizes, args.seconds, args.threads),
                          predict=False)
-        for round_ in range(args.repeats):
-            for name, env in SETTINGS.items():
-                measurement = measured(job, env)
-                p50 = {f"b{b.batch}_p50_ms": b.latency.p50_ms for b in measurement.batches if b.latency}
-                found[name].append({**p50, "peak_rss_mb": measurement.peak_rss_mb,
-                                    "samples_ms": {f"b{b.batch}": b.latency.samples_ms for b in measurement.batches
-                                                   if b.latency}})
-                print(f"round {round_ + 1} {name:18} " + "  ".join(f"{k} {v:7.1f}" for k, v in p50.items())
-                      + f"  peak {measurement.peak_rss_mb:.0f} MB")
+        runs = paired_rounds(list(SETTINGS), args.repeats, lambda name: process(job, name))
+    found = dict(zip(SETTINGS, runs))
     summary = {name: {key: [round(min(v), 1), round(statistics.median(v), 1), round(max(v), 1)]
                       for key in runs[0] if key != "samples_ms" for v in [[r[key] for r in runs]]}
                for name, runs in found.items()}

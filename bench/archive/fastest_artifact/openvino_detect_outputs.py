@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.harness import by_name, parser_for, results_folder, save
+from bench.harness import by_name, paired_rounds, parser_for, results_folder, save
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.families import family_named
 from yolo_optimize.host.processes import in_own_process
@@ -114,15 +114,12 @@ def main() -> None:
               f"{results['written'][folder.name]}")
     family = family_named("yolov5")
     manifest = Manifest.read(int8)
-    rounds: dict[str, list[dict[str, float]]] = {precision: [] for precision in PRECISIONS}
     with tempfile.TemporaryDirectory(prefix="detect-outputs-") as work:
         pixels = Path(work) / "pixels.npy"
         np.save(pixels, np.stack([family.preprocess(path, 640).pixels for path in list_images(args.data)[:1]]))
-        for round_ in range(args.repeats):
-            order = PRECISIONS if round_ % 2 == 0 else PRECISIONS[::-1]
-            for precision in order:
-                rounds[precision].append(in_own_process(by_name(layer_sums), int8, manifest, precision, pixels,
-                                                        args.threads))
+        runs = paired_rounds(PRECISIONS, args.repeats, lambda precision: in_own_process(
+            by_name(layer_sums), int8, manifest, precision, pixels, args.threads))
+    rounds = dict(zip(PRECISIONS, runs))
     results["layers_ms"] = {precision: {"rounds": runs, "median": {key: round(statistics.median(
         run[key] for run in runs), 3) for key in runs[0]}} for precision, runs in rounds.items()}
     for precision in PRECISIONS:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import by_name, save, timing_parser
+from bench.harness import by_name, paired_rounds, save, timing_parser
 from yolo_optimize.host.processes import in_own_process
 
 SHAPE = (1, 16, 320, 320)
@@ -87,13 +87,14 @@ def main() -> None:
     parser.set_defaults(repeats=5)
     args = parser.parse_args()
 
-    rounds: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
-    operators: dict[str, list[str]] = {}
-    for round_ in range(args.repeats):
-        for variant in VARIANTS:
-            ms, operators[variant] = in_own_process(by_name(median_run_ms), variant, args.threads)
-            rounds[variant].append(round(ms, 3))
-        print(f"round {round_ + 1}: " + "; ".join(f"{variant} {times[-1]:.3f} ms" for variant, times in rounds.items()))
+    def run(variant: str) -> tuple[float, list[str]]:
+        ms, ran = in_own_process(by_name(median_run_ms), variant, args.threads)
+        print(f"{variant} {ms:.3f} ms", flush=True)
+        return round(ms, 3), ran
+
+    runs = paired_rounds(VARIANTS, args.repeats, run)
+    rounds = {variant: [ms for ms, _ in found] for variant, found in zip(VARIANTS, runs)}
+    operators = {variant: found[-1][1] for variant, found in zip(VARIANTS, runs)}
     medians = {variant: round(statistics.median(times), 3) for variant, times in rounds.items()}
     for variant, ms in medians.items():
         print(f"{variant}: {ms:.3f} ms (median of {args.repeats} processes), ran as {' + '.join(operators[variant])}")

@@ -21,15 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import shlex
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from bench.harness import parser_for, results_folder, save
+from bench.harness import optimize, parser_for, results_folder, save
 from yolo_optimize.evaluation.reporting.report import load_report
 
 HELD_ISAS = ("AVX2", "AVX512_CORE")
@@ -42,13 +38,12 @@ def cpuinfo_without_vnni(path: Path) -> Path:
     return path
 
 
-def run(command: list[str], isa: str | None, cpuinfo: Path | None) -> None:
-    """``command`` with oneDNN held to ``isa`` (None: unheld), seeing ``cpuinfo`` as /proc/cpuinfo where given."""
-    env = {**os.environ, **({"ONEDNN_MAX_CPU_ISA": isa} if isa else {})}
-    if cpuinfo is not None:
-        command = ["unshare", "-m", "--propagation", "private", "sh", "-c",
-                   f"mount --bind {shlex.quote(str(cpuinfo))} /proc/cpuinfo && exec {shlex.join(command)}"]
-    subprocess.run(command, env=env, check=True)
+def run(isa: str | None, cpuinfo: Path | None, *args: str | Path) -> None:
+    """``optimize *args`` with oneDNN held to ``isa`` (None: unheld), seeing ``cpuinfo`` as /proc/cpuinfo where
+    given (a private mount namespace, the file bound over it before the command starts)."""
+    prefix = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+              'mount --bind "$0" /proc/cpuinfo && exec "$@"', str(cpuinfo)] if cpuinfo is not None else []
+    optimize(*args, env={"ONEDNN_MAX_CPU_ISA": isa} if isa else None, prefix=prefix)
 
 
 def measured(out: Path, report: Path) -> dict[str, Any]:
@@ -64,12 +59,11 @@ def measured(out: Path, report: Path) -> dict[str, Any]:
 def case(args: argparse.Namespace, isa: str | None, cpuinfo: Path | None) -> dict[str, Any]:
     name = f"{isa or 'unheld'}-{'7bit' if cpuinfo else '8bit'}"
     out, report = args.out / name, args.out / f"report-{name}"
-    optimize = [sys.executable, "-m", "yolo_optimize"]
-    run([*optimize, "build", str(args.assets / "weights" / "yolov5n.pt"), "--out", str(out), "--targets", "aoti",
-         "--precisions", "fp32,int8", "--parity-data", str(args.assets / "coco_val128"), "--calib-data",
-         str(args.assets / "coco128"), "--max-map-drop", "100"], isa, cpuinfo)
-    run([*optimize, "eval", str(out), "--data", str(args.assets / "coco_val128"), "--out", str(report), "--batch-sizes",
-         "1", "--repeats", "1", "--min-time", "0.2", "--no-end-to-end"], isa, cpuinfo)
+    run(isa, cpuinfo, "build", args.assets / "weights" / "yolov5n.pt", "--out", out, "--targets", "aoti",
+        "--precisions", "fp32,int8", "--parity-data", args.assets / "coco_val128", "--calib-data",
+        args.assets / "coco128", "--max-map-drop", "100")
+    run(isa, cpuinfo, "eval", out, "--data", args.assets / "coco_val128", "--out", report, "--batch-sizes", "1",
+        "--repeats", "1", "--min-time", "0.2", "--no-end-to-end")
     return {"onednn_isa": isa or "unheld (VNNI)", "built_as": "no VNNI" if cpuinfo else "VNNI", **measured(out, report)}
 
 

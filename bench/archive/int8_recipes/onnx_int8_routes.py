@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.harness import save, timing_parser
+from bench.harness import paired_rounds, save, timing_parser
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.gate import Gate
 from yolo_optimize.building.held_out import ImageSet
@@ -157,17 +157,17 @@ def accuracy(folders: dict[str, Path], parent: Manifest, data: Path, threads: in
 
 
 def speed(folders: dict[str, Path], parent: Manifest, pixels: Path, args: Any) -> dict[str, dict[str, list[float]]]:
-    found: dict[str, dict[str, list[float]]] = {name: {"b1": [], "b8": []} for name in folders}
-    for _ in range(args.repeats):
-        for name, folder in folders.items():
-            precision = "fp32" if name == "fp32" else "int8"
-            manifest = candidate_manifest(parent, node=f"onnx-{name}",
-                                          metadata=replace(ArtifactMetadata.of(parent), precision=precision))
-            job = MeasureJob(folder, manifest, pixels, Timing((1, 8), args.seconds, args.threads), predict=False)
-            measurement, _ = in_own_process(measure, job)
-            for batch in measurement.batches:
-                found[name][f"b{batch.batch}"].append(batch.throughput_ips or 0.0)
-    return found
+    """Each file's images/s at batch 1 and 8, one fresh process per file and round, the files in turns."""
+    def rates(name: str) -> dict[str, float]:
+        precision = "fp32" if name == "fp32" else "int8"
+        manifest = candidate_manifest(parent, node=f"onnx-{name}",
+                                      metadata=replace(ArtifactMetadata.of(parent), precision=precision))
+        job = MeasureJob(folders[name], manifest, pixels, Timing((1, 8), args.seconds, args.threads), predict=False)
+        measurement, _ = in_own_process(measure, job)
+        return {f"b{batch.batch}": batch.throughput_ips or 0.0 for batch in measurement.batches}
+
+    runs = paired_rounds(list(folders), args.repeats, rates)
+    return {name: {key: [run[key] for run in found] for key in ("b1", "b8")} for name, found in zip(folders, runs)}
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """The ONNX Runtime runner reads back whether an INT8 file's convolutions run in int8 or in float, and its CPU
 sessions' idle threads wait as the variant chosen for them says (sleeping by default), as the printed snippet sets
-them."""
+them, and its throughput configuration's requests take as many images as it is opened with."""
 
 from __future__ import annotations
 
@@ -93,6 +93,28 @@ def test_idle_threads_are_a_choice_only_where_a_request_runs_on_several_threads(
     assert OnnxRuntimeRunner(tmp_path, manifest, threads=1).variants(1) == ()
     with pytest.raises(ValueError, match="is not one of sleeping"):
         auto.use_variant("spinning")
+
+
+@pytest.mark.parametrize(("opened", "request_batch"), [({}, 1), ({"request_batch": 4}, 4)])
+def test_throughput_requests_take_the_images_per_request_the_runner_is_opened_with(
+        tmp_path: Path, opened: dict[str, int], request_batch: int) -> None:
+    """``request_batch`` (a study's lever, ``Timing.request_batch``) splits a batch into requests of that many images,
+    recorded as the execution's; opened without it, a request is one image."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3, 4, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9),
+              str(tmp_path / "model.onnx"))
+    manifest = Manifest("onnx-fp32", "onnx-fp32", "m", "onnx", "fp32", "model.onnx", "k", {}, {}, {}, {})
+    images = np.random.default_rng(0).standard_normal((8, 3, 4, 4)).astype(np.float32)
+    with open_runner(tmp_path, manifest, threads=2, mode="throughput", **opened) as runner:
+        assert runner.execution(8).request_batch == request_batch
+        session, _ = runner._concurrent_session()
+        requests: list[object] = []
+        run = session.run_with_iobinding
+        session.run_with_iobinding = lambda binding: requests.append(binding) or run(binding)
+        assert np.array_equal(runner.infer(images), np.maximum(images, 0))
+    assert len(requests) == 8 // request_batch
 
 
 def test_a_cuda_row_prefers_tensorrt_then_cuda_providers_on_the_runners_stream_with_fp32_kept_fp32(

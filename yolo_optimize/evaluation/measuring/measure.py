@@ -36,6 +36,7 @@ class Timing:
     device: str = "cpu"
     mode: str = LATENCY  # runners.base.wanted_mode's policy (an evaluation's: its --mode)
     variant: str = ""  # one of the runner's variants (Runner.variants) to run as; "": its default
+    request_batch: int = 1  # images per throughput request (Runner.throughput_request_batch): a study's lever
 
     @classmethod
     def of(cls, settings: EvalSettings, threads: int | None = None, variant: str = "") -> Timing:
@@ -80,7 +81,7 @@ def activated(job: MeasureJob) -> Iterator[tuple[Any, np.ndarray, Started]]:
     started = time.perf_counter()
     run = job.timing
     with open_runner(job.folder, job.manifest, device=run.device, threads=run.threads, mode=run.mode,
-                     variant=run.variant) as runner:
+                     variant=run.variant, request_batch=run.request_batch) as runner:
         load_s = time.perf_counter() - started
         started = time.perf_counter()
         runner.infer(runner.input_of(images[:1]))

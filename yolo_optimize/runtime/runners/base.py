@@ -75,6 +75,9 @@ class Runner(ABC):
     has_throughput_mode: ClassVar[bool] = False
     computes_with_torch: ClassVar[bool] = False  # its inference runs on PyTorch's thread pool
     takes_one_image: ClassVar[bool] = False  # its graph has no batch axis (edge runtimes): a batch is image by image
+    # images per request in the throughput configuration: one, as benchmark_app's throughput mode; a study of the
+    # request size sets another through the measuring's Timing.request_batch (open_runner)
+    throughput_request_batch = 1
 
     @classmethod
     def unavailable_reason(cls, device: str) -> str | None:

@@ -53,7 +53,6 @@ X86 = ("x86_64", "AMD64", "i686")
 GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")  # preferred first
 PROVIDER_LABELS = {"TensorrtExecutionProvider": "TensorRT EP", "CUDAExecutionProvider": "CUDA EP"}
 NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(uint8)": np.uint8}
-THROUGHPUT_REQUEST_BATCH = 1  # images per concurrent request
 # How a CPU session's idle intra-op threads wait, as its config entries (module docstring); the first is kept on a tie
 IDLE_THREADS = {"sleeping": {"session.intra_op.allow_spinning": "0"},
                 "spinning within runs": {"session.intra_op.allow_spinning": "1", "session.force_spinning_stop": "1"}}
@@ -114,7 +113,7 @@ class OnnxRuntimeRunner(Runner):
 
     def execution(self, batch: int) -> Execution:
         if self.device != "cuda" and wanted_mode(self.mode, batch) == THROUGHPUT:
-            return Execution(THROUGHPUT, self.threads, 1, THROUGHPUT_REQUEST_BATCH, self.threads,
+            return Execution(THROUGHPUT, self.threads, 1, self.throughput_request_batch, self.threads,
                              {"intra_op_num_threads": 1, "inter_op_num_threads": 1})
         note = "" if wanted_mode(self.mode, batch) == LATENCY else "on CUDA: one request per call"
         return Execution(LATENCY, 1, self.threads, batch, 1,
@@ -218,26 +217,26 @@ class OnnxRuntimeRunner(Runner):
         return self.session.run(None, {self.input_name: images})[0]
 
     def _infer_concurrently(self, images: np.ndarray) -> np.ndarray:
-        """Requests of THROUGHPUT_REQUEST_BATCH images run at once, one per thread, on the one-thread session, each
-        bound to its slice of one output array (valid until the next call at this batch size)."""
+        """Requests of ``throughput_request_batch`` images run at once, one per thread, on the one-thread session,
+        each bound to its slice of one output array (valid until the next call at this batch size)."""
         session, pool = self._concurrent_session()
+        size = self.throughput_request_batch
         inputs, outputs = self._io
+        starts = range(0, len(images), size)
         if not all(isinstance(dim, int) for dim in outputs.shape[1:]):  # no slice to bind: gather ONNX Runtime's own
-            starts = range(0, len(images), THROUGHPUT_REQUEST_BATCH)
             return np.concatenate(list(pool.map(
-                lambda start: session.run(None, {inputs.name: images[start:start + THROUGHPUT_REQUEST_BATCH]})[0],
-                starts)))
+                lambda start: session.run(None, {inputs.name: images[start:start + size]})[0], starts)))
         output = self._output(len(images))
 
         def request(start: int) -> None:
-            end = start + THROUGHPUT_REQUEST_BATCH
+            end = start + size
             binding = session.io_binding()
             binding.bind_cpu_input(inputs.name, np.ascontiguousarray(images[start:end]))
             part = output[start:end]
             binding.bind_output(outputs.name, "cpu", 0, part.dtype, part.shape, part.ctypes.data)
             session.run_with_iobinding(binding)
 
-        list(pool.map(request, range(0, len(images), THROUGHPUT_REQUEST_BATCH)))
+        list(pool.map(request, starts))
         return output
 
     def _concurrent_session(self) -> tuple[Any, ThreadPoolExecutor]:

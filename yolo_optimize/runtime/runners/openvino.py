@@ -30,7 +30,6 @@ from yolo_optimize.runtime.runners.base import LATENCY, THROUGHPUT, Execution, R
 
 OV_PRECISIONS = {"f32": "fp32", "fp32": "fp32", "f16": "fp16", "fp16": "fp16", "bf16": "bf16", "i8": "int8",
                  "u8": "int8"}  # OpenVINO's element type names (and its exec types' suffixes), lowercased -> ours
-THROUGHPUT_REQUEST_BATCH = 1  # images per request: one stream's request per image, as benchmark_app's throughput mode
 # What each artifact means on CPU, whatever the CPU: fp32 computes in f32 (set explicitly, since OpenVINO
 # would use bf16 on CPUs that have it); fp16 is the FP16-compressed IR computed in f32 (half the file, FP32
 # arithmetic: pinned, so that it is never silently the same thing as bf16); bf16 computes in bf16 where
@@ -87,7 +86,7 @@ class OpenVinoRunner(Runner):
 
     def execution(self, batch: int) -> Execution:
         mode = wanted_mode(self.mode, batch)
-        request_batch = batch if mode == LATENCY else THROUGHPUT_REQUEST_BATCH
+        request_batch = batch if mode == LATENCY else self.throughput_request_batch
         compiled = self._compiled(mode, request_batch)
         streams = int(compiled.get_property("NUM_STREAMS"))  # the hint's choice, read back
         return Execution(mode, streams, max(1, self.threads // streams), request_batch,
@@ -118,14 +117,15 @@ class OpenVinoRunner(Runner):
         its slice of the output (no copy), then all awaited."""
         import openvino as ov
 
-        compiled = self._compiled(THROUGHPUT, THROUGHPUT_REQUEST_BATCH)
-        requests = self.requests[(THROUGHPUT, THROUGHPUT_REQUEST_BATCH)]
+        size = self.throughput_request_batch
+        compiled = self._compiled(THROUGHPUT, size)
+        requests = self.requests[(THROUGHPUT, size)]
         output = self._output(len(images), compiled)
-        for index, start in enumerate(range(0, len(images), THROUGHPUT_REQUEST_BATCH)):
+        for index, start in enumerate(range(0, len(images), size)):
             request = requests[index % len(requests)]
             if index >= len(requests):
                 request.wait()
-            end = start + THROUGHPUT_REQUEST_BATCH
+            end = start + size
             request.set_input_tensor(ov.Tensor(np.ascontiguousarray(images[start:end]), shared_memory=True))
             request.set_output_tensor(ov.Tensor(output[start:end], shared_memory=True))
             request.start_async()
