@@ -42,13 +42,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def host_kind() -> str:
-    """This CPU's folder under bench/results: ``xeon-amx`` (AMX), ``zen4`` (AVX-512 VNNI on AMD), else ``avx2``.
-    Ratios compare only within one kind, so results are filed by it."""
+    """This CPU's folder under bench/results: ``xeon-amx`` (AMX), ``zen4`` (AVX-512 VNNI on AMD), ``xeon``
+    (AVX-512 VNNI on Intel, no AMX), else ``avx2``. Ratios compare only within one kind, so results are filed by it."""
     flags = cpu_flags()
     if "amx_tile" in flags:
         return "xeon-amx"
-    if "avx512_vnni" in flags and "AMD" in cpu_model():
-        return "zen4"
+    if "avx512_vnni" in flags:
+        return "zen4" if "AMD" in cpu_model() else "xeon"
     return "avx2"
 
 
