@@ -12,7 +12,7 @@ import click
 
 from yolo_optimize.building.options import BuildOptions, build_options
 from yolo_optimize.cli.click_options import given_only, options_of
-from yolo_optimize.cli.console import BuildDisplay, console, results_table, say
+from yolo_optimize.cli.console import console, say
 from yolo_optimize.cli.exit_codes import stop_interrupted, user_errors
 from yolo_optimize.declaring import RAY
 
@@ -33,6 +33,7 @@ def build(model: str | None, config_file: Path | None, **given: Any) -> None:
     torchvision classifier such as resnet18, a YOLOv7 model YAML, or a .pt path) to every target x precision,
     cached, in parallel."""
     from yolo_optimize.building.builder import run_build
+    from yolo_optimize.cli.build_display import results_table
     from yolo_optimize.limits.choices import needs_measuring
 
     options = build_options(config_file, given_only({**given, "model": model}), "command line")
@@ -68,6 +69,8 @@ def _node_line(node: str, result: NodeResult | None) -> None:
 
 class _model_display:  # noqa: N801 - used as a function: the live table of one model's build, then its summary
     def __init__(self, request: BuildRequest, nodes: list[str], hosts: bool = False) -> None:
+        from yolo_optimize.cli.build_display import BuildDisplay
+
         self.request, self.display, self.hosts = request, BuildDisplay(console, nodes), hosts
         self.results: list[NodeResult] = []
 
@@ -84,6 +87,8 @@ class _model_display:  # noqa: N801 - used as a function: the live table of one 
     def __exit__(self, *exc: Any) -> None:
         self.display.__exit__(*exc)
         if exc[0] is None:
+            from yolo_optimize.cli.build_display import results_table
+
             order = {name: index for index, name in enumerate(self.display.rows)}
             console.print(results_table(sorted(self.results, key=lambda r: order[r.node]),
                                         title=f"{self.request.source.model_id} at {self.request.imgsz}",

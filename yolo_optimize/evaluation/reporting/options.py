@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from yolo_optimize.declaring import FilePath, Flag, OneOf, Percentage, Real, Text, Whole, option
-from yolo_optimize.evaluation.results import END_TO_END, INFERENCE
 
-RANKINGS = {"inference": INFERENCE, "e2e": END_TO_END}  # --by: what a row's speed is
+RANKINGS = ("inference", "e2e")  # --by: what a row's speed is ranked on (recommend.py: which figure each reads)
 
 
 @dataclass(frozen=True)
@@ -32,15 +31,10 @@ class RecommendOptions:
                                          "of the whole measuring process (the runtime, the model, its buffers, and "
                                          "Python with the libraries it imported: what a Python service deploying the "
                                          "file would hold), the matrix's 'peak MB'.")
-    by: str = option("inference", OneOf(tuple(RANKINGS)), "Rank on inference alone, or on the pipelined end-to-end "
+    by: str = option("inference", OneOf(RANKINGS), "Rank on inference alone, or on the pipelined end-to-end "
                                                           "path (image files to kept predictions).")
     model: str | None = option(None, Text(), "The model of the report to recommend for.",
                                shown_default="every model the report measured")
-
-    @property
-    def ranking(self) -> str:
-        """What a row's speed is ranked on: ``results.INFERENCE`` or ``results.END_TO_END``."""
-        return RANKINGS[self.by]
 
 
 @dataclass(frozen=True)

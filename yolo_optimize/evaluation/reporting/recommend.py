@@ -20,10 +20,12 @@ from dataclasses import dataclass, field, replace
 
 from yolo_optimize.errors import UserError
 from yolo_optimize.evaluation.reporting.deployment_snippet import snippet
-from yolo_optimize.evaluation.reporting.options import RecommendOptions
+from yolo_optimize.evaluation.reporting.options import RANKINGS, RecommendOptions
 from yolo_optimize.evaluation.results import BASELINE_TARGET, END_TO_END, INFERENCE, Report, Row, is_baseline
 from yolo_optimize.evaluation.run_statistics import TIE_MARGIN
 from yolo_optimize.families.nms import FOLDER as NMS_FOLDER
+
+RANKED_ON = dict(zip(RANKINGS, (INFERENCE, END_TO_END)))  # --by's choice -> the figure it ranks on
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,11 @@ class Budget:
 
     batch: int
     options: RecommendOptions = RecommendOptions()
+
+    @property
+    def ranking(self) -> str:
+        """The figure a row's speed is ranked on: ``results.INFERENCE`` or ``results.END_TO_END`` (``--by``)."""
+        return RANKED_ON[self.options.by]
 
 
 @dataclass(frozen=True)
@@ -125,7 +132,7 @@ def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
             excluded[row.name] = why
         else:
             eligible.append(row)
-    ranked = sorted(eligible, key=lambda row: -_throughput(row, budget.batch, budget.options.ranking))
+    ranked = sorted(eligible, key=lambda row: -_throughput(row, budget.batch, budget.ranking))
     held_to = reference.describe()
     if not ranked:
         return Recommendation(model, budget.batch, None, verdict="no artifact meets the budget" + _aside(reference),
@@ -135,9 +142,9 @@ def _for_model(report: Report, model: str, budget: Budget) -> Recommendation:
         return Recommendation(model, budget.batch, choice, verdict=f"{choice.artifact}: the only artifact within "
                               "the budget" + _aside(reference), excluded=excluded, doubt=doubt, reference=held_to)
     runner_up = _candidate(ranked[1], baseline, reference, budget)
-    tie = not _clearly_faster(ranked[0], ranked[1], budget.batch, budget.options.ranking)
+    tie = not _clearly_faster(ranked[0], ranked[1], budget.batch, budget.ranking)
     gap = choice.throughput_ips / runner_up.throughput_ips - 1
-    ranked_on = "" if budget.options.ranking == INFERENCE else "end to end "
+    ranked_on = "" if budget.ranking == INFERENCE else "end to end "
     verdict = (f"{choice.artifact} and {runner_up.artifact} are {ranked_on}within measurement noise ({gap:+.1%} at the "
                f"median; not faster in every round by more than {TIE_MARGIN:.0%}): pick either on other grounds"
                if tie else f"{choice.artifact}: {gap:.1%} faster {ranked_on}than {runner_up.artifact}, and faster in "
@@ -207,7 +214,7 @@ def _doubt(baseline: Row | None, leading: list[Row], budget: Budget) -> str:
     busy = list(dict.fromkeys(row.name for row in rows if row.busy_host()))
     if busy:
         return f"not a confident ranking: other processes shared the CPUs while {', '.join(busy)} measured"
-    spread = baseline.process_spread(budget.batch, budget.options.ranking) if baseline else None
+    spread = baseline.process_spread(budget.batch, budget.ranking) if baseline else None
     if baseline is None or spread is None or spread <= TIE_MARGIN:
         return ""
     return (f"not a confident ranking: the PyTorch baseline's {len(baseline.measurements)} processes disagree by "
@@ -220,8 +227,8 @@ def _exclusion(row: Row, reference: Reference, budget: Budget) -> str:
     if row.error or row.skipped:
         return row.error or row.skipped
     options = budget.options
-    if not row.round_throughputs(budget.batch, options.ranking) or not _throughput(row, budget.batch, options.ranking):
-        what = "" if options.ranking == INFERENCE else " end to end"
+    if not row.round_throughputs(budget.batch, budget.ranking) or not _throughput(row, budget.batch, budget.ranking):
+        what = "" if budget.ranking == INFERENCE else " end to end"
         return f"not measured{what} at batch {budget.batch}"
     why = _accuracy_exclusion(row, reference, budget)
     if why:
@@ -306,7 +313,7 @@ def _p50(row: Row, batch: int) -> float:
 
 
 def _candidate(row: Row, baseline: Row | None, reference: Reference, budget: Budget) -> Candidate:
-    batch, ranking = budget.batch, budget.options.ranking
+    batch, ranking = budget.batch, budget.ranking
     rounds = list(row.round_throughputs(batch, ranking).values())
     path = row.entry or row.folder
     execution = row.execution(batch) or {}
