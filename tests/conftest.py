@@ -21,6 +21,7 @@ from tests.workers import ALONE, SHARED, made_once, turns, worker_name
 if TYPE_CHECKING:
     from yolo_optimize.artifact import Manifest
     from yolo_optimize.building.build_result import BuildResult
+    from yolo_optimize.building.stage import StageContext
     from yolo_optimize.evaluation.results import MatrixRow, Report
 
 ASSETS = Path(os.environ.get("YOLO_OPTIMIZE_ASSETS", Path(__file__).resolve().parents[2] / "shared" / "assets"))
@@ -247,17 +248,57 @@ def built_edge(request: pytest.FixtureRequest) -> Path:
     return made_once(request, "artifacts-edge", make) / "yolov5n"
 
 
+def arm_side_missing() -> str | None:
+    """Why this machine cannot check on an emulated ARM core (None: it can); CI prepares it (.ci/run)."""
+    from yolo_optimize.arm.side import ArmSide
+
+    return ArmSide.configured().missing()
+
+
+CHECKED_ON = "cortex-a76"  # built_edge_int8's files are also checked there where the ARM side is ready
+
+
 @pytest.fixture(scope="session")
 def built_edge_int8(request: pytest.FixtureRequest) -> Path:
     """The pretrained yolov5n as ExecuTorch and NCNN FP32 and INT8 files at 640 (INT8_ARGS' small calibration and
-    gate sets), in one build; its model folder. At 640, not the edge fixture's 320: parity's agreement counts
-    detections, and at 320 four images hold too few for the INT8 floor to separate a sound file from noise (0.57-0.64
-    seen there for ExecuTorch)."""
+    gate sets), in one build, also checked on CHECKED_ON where the ARM side is ready; its model folder. At 640, not
+    the edge fixture's 320: parity's agreement counts detections, and at 320 four images hold too few for the INT8
+    floor to separate a sound file from noise (0.57-0.64 seen there for ExecuTorch)."""
+    check_on = () if arm_side_missing() else ("--check-on", CHECKED_ON)
+
     def make(out: Path) -> None:
-        result = optimize(*build_args(out, "--targets", "executorch,ncnn", "--precisions", "int8", *INT8_ARGS))
+        result = optimize(*build_args(out, "--targets", "executorch,ncnn", "--precisions", "int8", *INT8_ARGS,
+                                      *check_on))
         assert result.returncode == 0, brief(result)
 
     return made_once(request, "artifacts-edge-int8", make) / "yolov5n"
+
+
+def parity_context(built: Path, out: Path) -> StageContext:
+    """What a parity check of an artifact of the model folder ``built`` (or a copy of it in ``out``) is given: the
+    model's parity reference."""
+    from yolo_optimize.artifact import Manifest, store_folder
+    from yolo_optimize.building.stage import StageContext
+    from yolo_optimize.checkpoint import resolve_source
+
+    reference = Manifest.read(built / "onnx-fp32").parents["reference"]
+    return StageContext(resolve_source(str(WEIGHTS)), out, {"reference": store_folder(built, "reference", reference)},
+                        "cpu", 2)
+
+
+def one_weight_scale_times_8(onnx_file: Path) -> None:
+    """Multiply the weight scale of an INT8 ONNX file's middle quantized convolution by 8, as a faulty quantizer could
+    leave it."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(onnx_file))
+    weights = {i.name for i in model.graph.initializer if len(i.dims) == 4}
+    dequantized = [n for n in model.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in weights]
+    scale = next(i for i in model.graph.initializer if i.name == dequantized[len(dequantized) // 2].input[1])
+    scale.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(scale) * np.float32(8), scale.name))
+    onnx.save(model, str(onnx_file))
 
 
 def assert_gated_yolov5n_int8(manifest: Manifest) -> None:

@@ -1,6 +1,6 @@
 """Every module of the package belongs to a layer, and a layer imports only the layers below it:
 
-    base < families < runtime < limits, cluster < build side | evaluate < entry points (api, cli)
+    base < families < runtime < limits, cluster, arm < build side | evaluate < entry points (api, cli)
 
 The build side and evaluation never import each other, nor the evaluation's measuring and reporting. Read from the
 source (every ``import`` of every module, lazy ones inside functions and those under ``TYPE_CHECKING`` too), so a new
@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "yolo_optimize"
 LAYER_OF = {
     **dict.fromkeys(("errors", "files", "host", "versions", "images", "formats", "artifact", "declaring"), "base"),
     **dict.fromkeys(("families", "checkpoint", "metadata"), "families"),
-    "runtime": "runtime", "limits": "limits", "cluster": "cluster",
+    "runtime": "runtime", "limits": "limits", "cluster": "cluster", "arm": "arm",
     **dict.fromkeys(("building", "export", "optimize"), "build"),
     "evaluation": "evaluate",
     **dict.fromkeys(("__init__", "__main__", "api", "cli"), "entry"),
@@ -29,9 +29,10 @@ BELOW = {  # a layer -> the layers it may import besides itself
     "runtime": {"base", "families"},
     "limits": {"base", "families", "runtime"},
     "cluster": {"base"},
-    "build": {"base", "families", "runtime", "limits", "cluster"},
-    "evaluate": {"base", "families", "runtime", "limits", "cluster"},
-    "entry": {"base", "families", "runtime", "limits", "cluster", "build", "evaluate"},
+    "arm": {"base", "families", "runtime"},
+    "build": {"base", "families", "runtime", "limits", "cluster", "arm"},
+    "evaluate": {"base", "families", "runtime", "limits", "cluster", "arm"},
+    "entry": {"base", "families", "runtime", "limits", "cluster", "arm", "build", "evaluate"},
 }
 
 

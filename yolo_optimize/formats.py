@@ -48,10 +48,11 @@ class Runtime:
 
     package: str
     kernels: str = ""  # module with ``unavailable_reason(precision)`` and ``kernel(shape, precision, threads)``
+    on_arm: bool = False  # its aarch64 wheel runs on an emulated ARM core: --check-on checks its files there (arm/)
 
 
 TORCH = Runtime(package="torch", kernels="yolo_optimize.limits.torch_kernels")
-ONNXRUNTIME = Runtime(package="onnxruntime", kernels="yolo_optimize.limits.onnxruntime_kernels")
+ONNXRUNTIME = Runtime(package="onnxruntime", kernels="yolo_optimize.limits.onnxruntime_kernels", on_arm=True)
 OPENVINO = Runtime(package="openvino", kernels="yolo_optimize.limits.openvino_kernels")
 
 
@@ -137,7 +138,7 @@ _BUILT_IN: tuple[Format, ...] = (
                   Step(precision="int8", stage=f"{OPTIMIZE}.int8_openvino:OpenVinoInt8", parent="openvino-fp32",
                        gated=True))),
     Format(target="ncnn", entry="{model}_ncnn_model/model.ncnn.param", precisions=("fp32", "fp16", "int8"),
-           runner=f"{RUNNERS}.ncnn:NcnnRunner", runtime=Runtime(package="ncnn"),
+           runner=f"{RUNNERS}.ncnn:NcnnRunner", runtime=Runtime(package="ncnn", on_arm=True),
            snippet=_snippet("ncnn.load", "ncnn.latency"),
            throughput_snippet=_snippet("thread_pool", "ncnn.load", "ncnn.throughput"),
            uint8_input=True, foreign_suffix=".param", description="an NCNN .param or its folder",

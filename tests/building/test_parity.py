@@ -11,17 +11,9 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from tests.conftest import WEIGHTS, brief, build_args, optimize, statuses
-from yolo_optimize.artifact import Manifest, store_folder
+from tests.conftest import brief, build_args, one_weight_scale_times_8, optimize, parity_context, statuses
+from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.parity import TOLERANCES, check_parity, tolerance_for
-from yolo_optimize.building.stage import StageContext
-from yolo_optimize.checkpoint import resolve_source
-
-
-def context(built: Path, out: Path) -> StageContext:
-    reference = Manifest.read(built / "onnx-fp32").parents["reference"]
-    return StageContext(resolve_source(str(WEIGHTS)), out, {"reference": store_folder(built, "reference", reference)},
-                        "cpu", 2)
 
 
 @pytest.mark.parametrize("node", ["torchscript-fp32", "onnx-fp32", "openvino-fp32"])
@@ -40,7 +32,7 @@ def test_broken_export_fails_parity_in_one_readable_line(built: Path, tmp_path: 
     head_bias.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(head_bias) + np.float32(3), head_bias.name))
     onnx.save(model, str(broken / "yolov5n.onnx"))
     with pytest.raises(RuntimeError) as failure:
-        check_parity(broken, Manifest.read(broken), context(built, broken))
+        check_parity(broken, Manifest.read(broken), parity_context(built, broken))
     message = str(failure.value)
     assert message.startswith("parity failed (runs in fp32, fp32 tolerance): score diff ") and "\n" not in message
     assert "(at most 0.001)" in message and "Tolerance(" not in message
@@ -56,14 +48,9 @@ def test_an_int8_file_with_one_scale_wrong_fails_parity_on_its_scores_and_its_ag
     assert sound and sound["passed"] and sound["p99.9_abs_diff_scores"] <= TOLERANCES["int8"].quantile_limit
     broken = tmp_path / "onnx-int8"
     shutil.copytree(built_int8 / "onnx-int8", broken)
-    model = onnx.load(str(broken / "yolov5n.onnx"))
-    weights = {i.name for i in model.graph.initializer if len(i.dims) == 4}
-    dequantized = [n for n in model.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in weights]
-    scale = next(i for i in model.graph.initializer if i.name == dequantized[len(dequantized) // 2].input[1])
-    scale.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(scale) * np.float32(8), scale.name))
-    onnx.save(model, str(broken / "yolov5n.onnx"))
+    one_weight_scale_times_8(broken / "yolov5n.onnx")
     with pytest.raises(RuntimeError) as failure:
-        check_parity(broken, Manifest.read(broken), context(built_int8, broken))
+        check_parity(broken, Manifest.read(broken), parity_context(built_int8, broken))
     found = re.search(r"its 99.9th percentile ([\d.]+) \(at most ([\d.]+)\), agreement of .+ ([\d.]+) "
                       r"\(at least ([\d.]+)\)", str(failure.value))
     message = str(failure.value)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from yolo_optimize.arm.side import ArmSide
 from yolo_optimize.artifact import check_writable
 from yolo_optimize.building.contents import RECORD, Digests, data_contents
 from yolo_optimize.building.executor import Executor
@@ -34,6 +35,7 @@ def requests_for(options: BuildOptions, executor: Executor) -> tuple[list[BuildR
     sizes = options.imgsz or (family.default_imgsz,)
     for size in sizes:
         check_input_fits(size, max(options.batch_sizes), "--imgsz and --batch-sizes")
+    arm_pins = ArmSide.configured().pins if options.check_on else ()
     images = checked_images(list_images(options.parity_data or family.sample_images())[:options.parity_images])
     digests = Digests(options.out / RECORD, full=options.verify)
     int8 = int8_inputs(family, options, digests) if "int8" in options.precisions else {}
@@ -46,6 +48,7 @@ def requests_for(options: BuildOptions, executor: Executor) -> tuple[list[BuildR
         targets=options.targets, precisions=options.precisions, imgsz=size, batch_sizes=options.batch_sizes,
         opset=options.opset, device=host.device,
         parity_images=tuple(str(p.resolve()) for p in images), input_form=options.input, contents=contents, **int8,
+        check_on=options.check_on, arm_pins=arm_pins,
     ) for size in sizes]
     for request in requests:
         check_writable(options.out / request.source.model_id)

@@ -159,6 +159,10 @@ def _run_stage(job: NodeJob, staging: Path) -> Manifest:
     )
     if REFERENCE in ctx.inputs:
         manifest.parity = check_parity(staging, manifest, ctx)
+        if cores := ctx.manifest(REFERENCE).params.get("check_on"):
+            from yolo_optimize.building.arm_checks import check_on_cores
+
+            check_on_cores(staging, manifest, ctx, cores, getattr(stage.config, "gate", None))
     return manifest
 
 

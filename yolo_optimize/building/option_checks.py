@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from yolo_optimize.artifact import check_writable
 from yolo_optimize.building.options import BuildOptions
+from yolo_optimize.declaring import LOCAL
 from yolo_optimize.errors import UserError
 from yolo_optimize.families.suppression import NmsSettings
 from yolo_optimize.formats import nms_targets, uint8_targets
@@ -29,6 +30,19 @@ def check_options(options: BuildOptions) -> None:
             list_images(folder)
     if "int8" in options.precisions:
         list_images(options.calibration_folder())
+    check_arm_side(options)
+
+
+def check_arm_side(options: BuildOptions) -> None:
+    """``--check-on`` runs on this machine's ARM side (arm/side.py): refused where it is not ready, and with nodes
+    built on a cluster's machines, which would each need their own."""
+    from yolo_optimize.arm.side import ArmSide
+
+    if not options.check_on:
+        return
+    if options.executor != LOCAL:
+        raise UserError("--check-on checks on this machine's emulated ARM cores: build with --executor local")
+    ArmSide.configured().require("--check-on")
 
 
 def check_input_form(input_form: str, targets: tuple[str, ...]) -> None:

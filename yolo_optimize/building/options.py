@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from yolo_optimize.arm.cores import CORES_HELP, parse_cores
 from yolo_optimize.building.executor import JOBS, SMALL_HOST_CPUS, SMALL_HOST_JOBS
 from yolo_optimize.cluster.nodes import parse_selectors
 from yolo_optimize.declaring import (
@@ -82,6 +83,10 @@ class BuildOptions:
                                                       "set.",
                                     shown_default="half of --calib-data, held out of calibration")
     gate_images: int | None = option(None, Whole(1), "Gate on N of the gate's images.", shown_default="all")
+    check_on: tuple[str, ...] = option((), Listed(parse_cores, "a list of ARM cores"),
+                                       "Also run parity and the INT8 gate on these ARM cores' own kernels, emulated "
+                                       f"({CORES_HELP}; `sudo optimize arm-setup` prepares them once): a file that "
+                                       "fails there is not published.")
     max_map_drop: float = option(1.0, Real(), "Largest drop (points) of the gate metric an INT8 artifact may show: "
                                               "mAP50-95 for detectors, top-1 agreement with FP32 for classifiers.")
     input: str = option(FLOAT_INPUT, OneOf(INPUT_FORMS),

@@ -62,6 +62,12 @@ TOLERANCES = {t.precision: t for t in (
     Tolerance("bf16", 0.15, 0.85),
     Tolerance("int8", None, 0.60, 0.40),
 )}
+# FP16 arithmetic, products and sums in FP16 rather than FP16 storage computed in FP32 (x86 runtimes, GPUs): what
+# NCNN and ONNX Runtime do with an FP16 file on an ARMv8.2 core with asimdhp (arm/checks.py). yolov5n's ncnn-fp16 at
+# 320 on an emulated Cortex-A76 (4 coco_val128 images): largest score difference 0.059, its 99.9th percentile 0.014,
+# detections' agreement 1.000 (bench/results/xeon-amx/arm_parity/): like INT8, one anchor near a threshold sets the
+# largest, so FP16 arithmetic is held to the quantile and the agreement, at FP16's bound and floor.
+FP16_ARITHMETIC = Tolerance("fp16 arithmetic", None, 0.90, 0.05)
 # INT8's agreement floor by input size, measured (bench/results/xeon-amx/int8_parity/, 32 coco_val128 images in groups
 # of 4, yolov5n's ONNX Runtime, OpenVINO, AOTInductor and NCNN INT8 files): a smaller input keeps fewer detections,
 # so one that moves weighs more. At 640 sound files agreed on at least 0.78 (0.70 on the AVX2 host), at 320 on 0.57
@@ -87,6 +93,10 @@ class ReferenceConfig:
     images: tuple[str, ...]
     batch_sizes: tuple[int, ...]
     device: str = "cpu"  # cuda: the outputs on the GPU too, for the artifacts that run there
+    # ARM cores every artifact is also checked on (--check-on), and the ARM side's pinned wheels: in this node's key,
+    # so in every artifact's, and a file checked on no core is never taken from the cache for one that must be
+    check_on: tuple[str, ...] = ()
+    arm_pins: tuple[str, ...] = ()
 
 
 class ReferenceStage(Stage):
@@ -100,7 +110,9 @@ class ReferenceStage(Stage):
 
     @cached_property
     def params(self) -> dict[str, Any]:
-        return without_cpu_device(super().params)
+        """The config's, less its CPU device and an empty check_on and arm_pins: the keys builds had before them."""
+        params = without_cpu_device(super().params)
+        return {key: value for key, value in params.items() if value or key not in ("check_on", "arm_pins")}
 
     def run(self, ctx: StageContext) -> StageOutput:
         from yolo_optimize.checkpoint import load_model
@@ -165,10 +177,22 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
                 stats = stats.merged(family.compare(got, expected[rows]))
                 violations += family.violations(got, metadata.to_dict())
         executed, compute = runner.executed_precision, runner.compute_precision
+    facts = {"batch_sizes": list(batch_sizes), "device": device, "cpu": cpu_facts()}
     tolerance = tolerance_for(manifest.precision or "fp32", compute, metadata.side)
+    return parity_verdict(manifest, stats, violations, (executed, compute), tolerance, len(images), facts)
+
+
+def parity_verdict(manifest: Manifest, stats: ParityStats, violations: int, ran_in: tuple[str, str],
+                   tolerance: Tolerance, images: int, facts: dict[str, Any], where: str = "") -> dict[str, Any]:
+    """The parity record of ``stats`` (an artifact's outputs against the reference on ``images`` images, run where
+    ``facts`` and ``where`` say: "" here, " on cortex-a76 (emulated)", in ``ran_in``: the precision it executed
+    in and that of its float arithmetic), held to ``tolerance``; a RuntimeError saying why, and where, when it
+    fails."""
+    metadata = ArtifactMetadata.of(manifest)
+    family = metadata.model_family()
+    executed, compute = ran_in
     result: dict[str, Any] = {
-        "images": len(images), "batch_sizes": list(batch_sizes), "executed_precision": executed,
-        "compute_precision": compute, "device": device, "cpu": cpu_facts(),
+        "images": images, **facts, "executed_precision": executed, "compute_precision": compute,
         "max_abs_diff_boxes_px": None if stats.box_diff is None else round(stats.box_diff, 6),
         "max_abs_diff_scores": round(stats.score_diff, 6),
         f"p{SCORE_QUANTILE * 100:g}_abs_diff_scores": round(stats.score_diff_quantile, 6),
@@ -183,15 +207,15 @@ def check_parity(folder: Path, manifest: Manifest, ctx: StageContext) -> dict[st
     result["passed"] = (tolerance.within(stats.score_diff) and stats.score_diff_quantile <= tolerance.quantile_limit
                         and agrees and not violations)
     if pretrained and isinstance(family, FinalDetections) and not stats.total:
-        raise RuntimeError(f"parity has no evidence: neither PyTorch nor the artifact kept a detection scored "
-                           f"{PARITY_CONF} or more on the {len(images)} parity images, so their outputs agree only in "
+        raise RuntimeError(f"parity{where} has no evidence: neither PyTorch nor the artifact kept a detection scored "
+                           f"{PARITY_CONF} or more on the {images} parity images, so their outputs agree only in "
                            f"being empty (a score threshold too high?); pass --parity-data with images it detects in")
     if violations:
-        raise RuntimeError(f"parity failed (runs in {executed}): {violations} output(s) break a guarantee of the "
-                           f"{family.name} family whatever the reference shows (an in-graph NMS keeping two boxes of "
-                           f"one class overlapping above its IoU)")
+        raise RuntimeError(f"parity failed{where} (runs in {executed}): {violations} output(s) break a guarantee of "
+                           f"the {family.name} family whatever the reference shows (an in-graph NMS keeping two boxes "
+                           f"of one class overlapping above its IoU)")
     if not result["passed"]:
-        raise RuntimeError(f"parity failed (runs in {executed}, {tolerance.precision} tolerance): score diff "
+        raise RuntimeError(f"parity failed{where} (runs in {executed}, {tolerance.precision} tolerance): score diff "
                            f"{stats.score_diff:.4g} ({_bound(tolerance.max_score_diff)}), its {quantile} "
                            f"{stats.score_diff_quantile:.4g} (at most {tolerance.quantile_limit:g}), "
                            f"agreement of {family.agreement_of} "

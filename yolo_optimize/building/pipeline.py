@@ -50,7 +50,7 @@ def plan(request: BuildRequest) -> list[Node]:
     nodes = [
         Node(LOAD, LoadStage(LoadConfig()), {}, f".cache/{LOAD}"),
         Node("reference", ReferenceStage(ReferenceConfig(request.imgsz, request.parity_images, request.batch_sizes,
-                                                        request.device)),
+                                                        request.device, request.check_on, request.arm_pins)),
              {MODEL: LOAD}, ".cache/reference"),
     ]
     nodes += [_node(name, step, request, name in wanted) for name, step in steps.items() if name in needed]

@@ -39,6 +39,8 @@ class BuildRequest:
     int8_vnni: bool = True  # the building CPU has VNNI; without it u8 x s8 products can saturate, so ONNX INT8 takes
     # 7-bit weights (optimize/int8_onnx.py) and AOTInductor INT8 7-bit activations (optimize/int8_aoti.py)
     int8_float_precision: str = "fp32"  # OpenVINO INT8's float parts: bf16 where the CPU has it (int8_openvino.py)
+    check_on: tuple[str, ...] = ()  # ARM cores every artifact is also checked on (arm/), with the ARM side's pins:
+    arm_pins: tuple[str, ...] = ()
     input_form: str = FLOAT_INPUT  # what every exported artifact takes (loading.INPUT_FORMS)
     # the content of every data file the request names (images with their labels, annotation files), by path: what
     # the nodes' cache keys take of them (contents.py)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from yolo_optimize.cli.arm_command import arm_setup
 from yolo_optimize.cli.build_command import build
 from yolo_optimize.cli.exit_codes import OneLineErrors
 from yolo_optimize.cli.measure_commands import evaluate_command, info, profile
@@ -21,5 +22,5 @@ def main() -> None:
     configure()  # this process is ours: the tools stay offline and out of $HOME
 
 
-for command in (build, evaluate_command, info, profile, recommend, report):
+for command in (build, evaluate_command, info, profile, recommend, report, arm_setup):
     main.add_command(command)
