@@ -4,10 +4,11 @@ the same tensors, each INT8 file's held-out gate score here and on each core, an
     python -m bench.arm_check --sizes 320,640 --cores cortex-a72,cortex-a76    # needs: sudo optimize arm-setup
 
 1. For each size, a build of onnx and ncnn in FP32, FP16 and INT8 (calibrated on ``--calib-images`` of coco128, gated
-   on ``--gate-images`` held out of it) without ``--check-on``, then the same build with it into another folder:
-   its wall time over the first's is the checks' cost (every node rebuilds there: the checked build's keys differ).
-2. From the checked build's manifests: each file's parity on each core against PyTorch (what ran there, the
-   tolerance it was held to) and each INT8 file's gate score here and on each core.
+   on ``--gate-images`` held out of it) without ``--check-on``, then the same build with ``--check-on`` one core
+   into a folder of its own, for each core: its wall time over the first's is that core's checks' cost (every node
+   rebuilds there: the checked build's keys differ). A file the core refuses is not published: its reason is kept.
+2. From each checked build's manifests: each file's parity on the core against PyTorch (what ran there, the
+   tolerance it was held to) and each INT8 file's gate score here and there.
 3. Each file of the unchecked build run here and on each core on the same 4 letterboxed coco_val128 images (the
    package's runner here, ``arm.runs.run_on_arm`` there): the largest box and score differences between the two, and
    the detections after NMS they share: the issue's table. ExecuTorch is not on the ARM side (its aarch64 wheel
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.harness import optimize, parser_for, results_folder, save
+from bench.harness import NODE_FAILED, optimize, parser_for, results_folder, save
 from yolo_optimize.arm.cores import CORES
 from yolo_optimize.arm.runs import run_on_arm
 from yolo_optimize.artifact import Manifest
@@ -37,16 +38,20 @@ FILES = tuple(f"{target}-{precision}" for target in ("onnx", "ncnn") for precisi
 COMPARED_IMAGES = 4
 
 
-def build(args: argparse.Namespace, size: int, out: Path, *extra: str) -> float:
-    """The build's wall seconds."""
-    return optimize("build", args.assets / "weights" / "yolov5n.pt", "--out", out, "--imgsz", size, "--targets",
-                    "onnx,ncnn", "--precisions", "fp32,fp16,int8", "--parity-data", args.assets / "coco_val128",
-                    "--calib-data", args.assets / "coco128", "--calib-images", args.calib_images, "--gate-images",
-                    args.gate_images, *extra).wall_s
+def build(args: argparse.Namespace, size: int, out: Path, *extra: str) -> tuple[float, dict[str, str]]:
+    """The build's wall seconds, and the reason of each node it refused."""
+    ran = optimize("build", args.assets / "weights" / "yolov5n.pt", "--out", out, "--imgsz", size, "--targets",
+                   "onnx,ncnn", "--precisions", "fp32,fp16,int8", "--parity-data", args.assets / "coco_val128",
+                   "--calib-data", args.assets / "coco128", "--calib-images", args.calib_images, "--gate-images",
+                   args.gate_images, *extra, allowed=(0, NODE_FAILED), capture=True)
+    failed = dict(line.split(": failed ", 1) for line in ran.output.splitlines() if ": failed " in line)
+    return ran.wall_s, failed
 
 
-def checked_on(folder: Path) -> dict[str, Any]:
-    """A checked file's parity and gate on each core, beside this machine's."""
+def checked_on(folder: Path, failed: dict[str, str]) -> dict[str, Any]:
+    """A checked file's parity and gate on its core, beside this machine's; or why the core refused it."""
+    if folder.name in failed:
+        return {"refused": failed[folder.name]}
     manifest = Manifest.read(folder)
     assert manifest.parity is not None
     keep = ("executed_precision", "max_abs_diff_boxes_px", "max_abs_diff_scores", "p99.9_abs_diff_scores",
@@ -92,17 +97,18 @@ def main() -> None:
     result: dict[str, Any] = {"cores": cores, "calib_images": args.calib_images, "gate_images": args.gate_images,
                               "sizes": {}}
     for size in map(int, args.sizes.split(",")):
-        plain, checked = args.out / f"plain-{size}", args.out / f"checked-{size}"
-        plain_s = build(args, size, plain)
-        checked_s = build(args, size, checked, "--check-on", args.cores)
+        plain = args.out / f"plain-{size}"
+        plain_s, _ = build(args, size, plain)
+        checked = {core: build(args, size, args.out / f"{core}-{size}", "--check-on", core) for core in cores}
         images = list_images(args.assets / "coco_val128")[:COMPARED_IMAGES]
         family = ArtifactMetadata.of(Manifest.read(plain / "yolov5n" / FILES[0])).model_family()
         pixels = np.stack([family.preprocess(image, size).pixels for image in images])
         result["sizes"][size] = {
-            "build_s": round(plain_s, 1), "build_checked_s": round(checked_s, 1),
-            "files": {name: {**checked_on(checked / "yolov5n" / name),
-                             "here_against": {core: here_against_core(plain / "yolov5n" / name, core, pixels)
-                                              for core in cores}} for name in FILES}}
+            "build_s": round(plain_s, 1),
+            "build_checked_s": {core: round(seconds, 1) for core, (seconds, _) in checked.items()},
+            "files": {name: {core: {**checked_on(args.out / f"{core}-{size}" / "yolov5n" / name, failed),
+                                    "here_against": here_against_core(plain / "yolov5n" / name, core, pixels)}
+                             for core, (_, failed) in checked.items()} for name in FILES}}
         print(size, result["sizes"][size]["build_s"], result["sizes"][size]["build_checked_s"])
     save(args.save, "arm_check", result, threads=2)
 

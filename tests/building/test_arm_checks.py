@@ -4,6 +4,7 @@ beside this machine's. Needs the ARM side (``sudo optimize arm-setup``; CI makes
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from tests.conftest import CHECKED_ON, arm_side_missing, one_weight_scale_times_
 from yolo_optimize.arm.cores import CORES
 from yolo_optimize.artifact import Manifest
 from yolo_optimize.building.arm_checks import parity_on_arm
+from yolo_optimize.building.node_worker import checked_on_arm
 
 pytestmark = pytest.mark.skipif(bool(arm_side_missing()), reason=f"the ARM side is not ready here: "
                                                                    f"{arm_side_missing()} (sudo optimize arm-setup)")
@@ -47,6 +49,8 @@ def test_a_build_checked_on_a_core_records_parity_runs_in_and_the_gate_from_it(b
     arm_gate = gate["on_arm"][CHECKED_ON]
     assert arm_gate["passed"] and arm_gate["route"] == f"on {CHECKED_ON}" and arm_gate["emulated"]
     assert arm_gate["fp32_score"] == gate["fp32_score"] and abs(arm_gate["score"] - gate["score"]) < 0.05
-    executorch = Manifest.read(built_edge_int8 / "executorch-int8").parity
-    assert executorch and executorch["on_arm"][CHECKED_ON] == {
+    assert re.fullmatch(rf"parity and gate passed on {CHECKED_ON} \(emulated, \d+ s\)", checked_on_arm(ncnn))
+    executorch = Manifest.read(built_edge_int8 / "executorch-int8")
+    assert executorch.parity and executorch.parity["on_arm"][CHECKED_ON] == {
         "checked": False, "why": "not checked: executorch has no aarch64 wheel the ARM side runs"}
+    assert checked_on_arm(executorch) == ""

@@ -114,7 +114,7 @@ def _build_locked(job: NodeJob, final: Path) -> NodeResult:
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already when published
     size = sum(f["bytes"] for f in manifest.files.values())
-    return NodeResult(job.node.name, BUILT, manifest.build_seconds, size)
+    return NodeResult(job.node.name, BUILT, manifest.build_seconds, size, reason=checked_on_arm(manifest))
 
 
 def _verified_inputs(job: NodeJob) -> dict[str, Path]:
@@ -141,6 +141,18 @@ def check_facts(job: NodeJob) -> None:
     if changed:
         raise RuntimeError(f"this machine ({platform.node()}) differs from the one the key was planned for: "
                            f"{', '.join(changed)}; install the same versions on every building node")
+
+
+def checked_on_arm(manifest: Manifest) -> str:
+    """What the ARM checks of a built node took, for the build's table (empty without --check-on)."""
+    checked = {core: found for core, found in ((manifest.parity or {}).get("on_arm") or {}).items()
+               if found.get("checked", True)}
+    gated = manifest.info.get("gate", {}).get("on_arm", {})
+    if not checked:
+        return ""
+    seconds = sum(found["seconds"] for found in (*checked.values(), *gated.values()))
+    return (f"{'parity and gate' if gated else 'parity'} passed on {', '.join(checked)} (emulated, "
+            f"{seconds:.0f} s)")
 
 
 def _run_stage(job: NodeJob, staging: Path) -> Manifest:
