@@ -39,11 +39,12 @@ COMPARED_IMAGES = 4
 
 
 def build(args: argparse.Namespace, size: int, out: Path, *extra: str) -> tuple[float, dict[str, str]]:
-    """The build's wall seconds, and the reason of each node it refused."""
+    """The build's wall seconds, every node built again (``--force``: a folder left by an earlier run would make it a
+    cached build's), and the reason of each node it refused."""
     ran = optimize("build", args.assets / "weights" / "yolov5n.pt", "--out", out, "--imgsz", size, "--targets",
                    "onnx,ncnn", "--precisions", "fp32,fp16,int8", "--parity-data", args.assets / "coco_val128",
                    "--calib-data", args.assets / "coco128", "--calib-images", args.calib_images, "--gate-images",
-                   args.gate_images, *extra, allowed=(0, NODE_FAILED), capture=True)
+                   args.gate_images, "--force", *extra, allowed=(0, NODE_FAILED), capture=True)
     failed = dict(line.split(": failed ", 1) for line in ran.output.splitlines() if ": failed " in line)
     return ran.wall_s, failed
 
@@ -67,8 +68,11 @@ def checked_on(folder: Path, failed: dict[str, str]) -> dict[str, Any]:
     return {"parity": parity, "gate_scores": scores, "gate_images": gate["gate_images"]}
 
 
-def here_against_core(folder: Path, core: str, pixels: np.ndarray) -> dict[str, Any]:
-    """One file on the same tensors here and on ``core``: the issue's table row."""
+def here_against_core(folder: Path, core: str, pixels: np.ndarray, failed: dict[str, str]) -> dict[str, Any]:
+    """One file on the same tensors here and on ``core``: the issue's table row (none where this machine's own gate
+    refused the file: ``failed``)."""
+    if folder.name in failed:
+        return {"refused_here": failed[folder.name]}
     manifest = Manifest.read(folder)
     family = ArtifactMetadata.of(manifest).model_family()
     with open_runner(folder, manifest, threads=2) as runner:
@@ -95,10 +99,10 @@ def main() -> None:
     args = parser.parse_args()
     cores = args.cores.split(",")
     result: dict[str, Any] = {"cores": cores, "calib_images": args.calib_images, "gate_images": args.gate_images,
-                              "sizes": {}}
+                              "sizes": {}}  # each size saved as soon as it is measured
     for size in map(int, args.sizes.split(",")):
         plain = args.out / f"plain-{size}"
-        plain_s, _ = build(args, size, plain)
+        plain_s, refused = build(args, size, plain)
         checked = {core: build(args, size, args.out / f"{core}-{size}", "--check-on", core) for core in cores}
         images = list_images(args.assets / "coco_val128")[:COMPARED_IMAGES]
         family = ArtifactMetadata.of(Manifest.read(plain / "yolov5n" / FILES[0])).model_family()
@@ -107,10 +111,11 @@ def main() -> None:
             "build_s": round(plain_s, 1),
             "build_checked_s": {core: round(seconds, 1) for core, (seconds, _) in checked.items()},
             "files": {name: {core: {**checked_on(args.out / f"{core}-{size}" / "yolov5n" / name, failed),
-                                    "here_against": here_against_core(plain / "yolov5n" / name, core, pixels)}
+                                    "here_against": here_against_core(plain / "yolov5n" / name, core, pixels,
+                                                                     refused)}
                              for core, (_, failed) in checked.items()} for name in FILES}}
         print(size, result["sizes"][size]["build_s"], result["sizes"][size]["build_checked_s"])
-    save(args.save, "arm_check", result, threads=2)
+        save(args.save, f"arm_check-{size}", {**result, "sizes": {size: result["sizes"][size]}}, threads=2)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,18 @@ exec "$@"
 """
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """Have the kernel kill this process when the one that started it dies, even by SIGKILL (which runs no clean-up):
+    an emulated check must not outlive a killed build. Kept across exec (unshare, sh, chroot and the worker, which
+    sets it again in each of its processes)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def run_on_core(side: ArmSide, core: ArmCore, argv: list[str], reads: list[Path], writes: Path, cpus: int,
                 timeout: float) -> subprocess.CompletedProcess[str]:
     """``argv`` (a program inside the rootfs) run on ``core`` with ``cpus`` processors, reading ``reads`` (folders)
@@ -55,7 +67,7 @@ def run_on_core(side: ArmSide, core: ArmCore, argv: list[str], reads: list[Path]
         command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _SCRIPT, "sh", str(side.rootfs),
                    str(cpuinfo), str(cpus), str(writes.resolve()), str(PACKAGE), *folders, "--", *inside]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   start_new_session=True)
+                                   start_new_session=True, preexec_fn=die_with_parent)
         try:
             out, err = process.communicate(timeout=timeout)
         except BaseException:

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from yolo_optimize.arm.emulator import die_with_parent
+
 AT_HWCAP, AT_HWCAP2 = 16, 26
 HWCAP_BITS = {"asimdhp": 10, "asimddp": 20, "sve": 22}  # arch/arm64/include/uapi/asm/hwcap.h
 HWCAP2_BITS = {"i8mm": 13, "bf16": 14}
@@ -96,7 +98,8 @@ def main(path: Path) -> None:
     started = time.monotonic()
     count = request.count
     parts = [list(range(count))[k::request.processes] for k in range(min(request.processes, count))]
-    with ProcessPoolExecutor(len(parts), mp_context=get_context("fork")) as pool:
+    # each process dies with this one (a fork does not keep the parent-death signal the host set)
+    with ProcessPoolExecutor(len(parts), mp_context=get_context("fork"), initializer=die_with_parent) as pool:
         done = list(pool.map(_run_part, [request] * len(parts), parts))
     outputs = {i: o for part in done for i, o in part[0].items()}
     out = Path(request.out)
