@@ -13,13 +13,18 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from yolo_optimize.arm.cores import CORES
+from yolo_optimize.arm.emulator import HOST, run_on_core
 from yolo_optimize.arm.side import BINFMT, BINFMT_ENTRY, EMULATOR, PYTHON_TAG, READY, SUITE, ArmSide
 from yolo_optimize.errors import UserError
+from yolo_optimize.host.cpu import usable_cpus
 
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 DEBIAN_PACKAGES = ("qemu-user-static", "debootstrap")
 ROOTFS_PACKAGES = ("python3", "python3-venv", "ca-certificates")
 BINFMT_CONF = Path("/usr/lib/binfmt.d/qemu-aarch64.conf")  # Debian's registration line for the emulator
+SETUP_CORE = "cortex-a72"  # the venv is made on the core with the fewest instructions, so any core can run it
+SETUP_STEP_S = 1800  # pip installing the wheels under emulation: 35 s seen here
 WHEEL_PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64", "manylinux_2_35_aarch64")  # bookworm: 2.36
 
 
@@ -84,16 +89,10 @@ def _make_venv(side: ArmSide, say: Callable[[str], None]) -> None:
     partial = venv.with_name(venv.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     inside = "/" + str(partial.relative_to(side.rootfs))
-    wheels_inside = side.rootfs / "opt/yolo-optimize/wheels"
-    shutil.rmtree(wheels_inside, ignore_errors=True)
-    shutil.copytree(side.wheels, wheels_inside)
     say(f"installing them into {side.venv} inside the rootfs (emulated)")
-    try:
-        _chrooted(side, ["/usr/bin/python3", "-m", "venv", inside])
-        _chrooted(side, [f"{inside}/bin/python", "-m", "pip", "install", "--quiet", "--no-index", "--find-links",
-                         "/opt/yolo-optimize/wheels", *side.pins])
-    finally:
-        shutil.rmtree(wheels_inside, ignore_errors=True)
+    _in_rootfs(side, ["/usr/bin/python3", "-m", "venv", inside])
+    _in_rootfs(side, [f"{inside}/bin/python", "-m", "pip", "install", "--quiet", "--no-index", "--find-links",
+                      HOST + str(side.wheels.resolve()), *side.pins])
     (partial / READY).write_text(json.dumps({"pins": list(side.pins), "suite": SUITE, "python": PYTHON_TAG}) + "\n")
     _fix_venv_paths(partial, inside, side.venv)
     partial.rename(venv)
@@ -108,12 +107,14 @@ def _fix_venv_paths(partial: Path, made_at: str, final: str) -> None:
                 path.write_bytes(data.replace(made_at.encode(), final.encode()))
 
 
-def _chrooted(side: ArmSide, argv: list[str]) -> None:
-    """``argv`` run in the rootfs on QEMU's default core, with /proc and /dev mounted in a mount namespace of its
-    own (nothing stays mounted when it ends)."""
-    script = ('mount -t proc proc "$0/proc" && mount --rbind /dev "$0/dev" && '
-              'exec env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 /usr/sbin/chroot "$0" "$@"')
-    _run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(side.rootfs), *argv])
+def _in_rootfs(side: ArmSide, argv: list[str]) -> None:
+    """``argv`` run in the rootfs the way every check runs there (emulator.py), the wheels at /mnt/host/<their
+    path>; its failure is one line with the end of what it printed."""
+    done = run_on_core(side, CORES[SETUP_CORE], argv, [], side.wheels, usable_cpus(), SETUP_STEP_S)
+    if done.returncode:
+        said = (done.stderr.strip() or done.stdout.strip()).splitlines()[-3:]
+        raise RuntimeError(f"arm-setup: {' '.join(argv[:3])} ... exited {done.returncode} in the rootfs: "
+                           f"{' | '.join(said)}")
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None) -> None:

@@ -28,7 +28,7 @@ IMAGE_S = 120  # one image at 640 on one emulated core, with room: NCNN INT8 too
 @dataclass(frozen=True)
 class ArmRun:
     """What one artifact gave on a core: raw outputs in image order, the pixels ARM letterboxed (where files were
-    given), and the worker's facts (what it executed in, the core's features, versions, seconds)."""
+    given), and the facts: the worker's (what it executed in, the core's features, seconds) and the ARM side's pins."""
 
     core: ArmCore
     outputs: np.ndarray
@@ -67,7 +67,7 @@ def run_on_arm(core: ArmCore, folder: Path, manifest: Manifest, imgsz: int, *, i
         if done.returncode:
             raise RuntimeError(f"{manifest.node} could not run on {core.name} (emulated): {_died(done.returncode)}"
                                f"{_last_line(done.stderr)}")
-        facts = json.loads((work / RESULT).read_text())
+        facts = {**json.loads((work / RESULT).read_text()), "versions": list(side.pins)}
         found = np.load(work / PIXELS) if (work / PIXELS).exists() else None
         return ArmRun(core, np.load(work / OUTPUTS), found, facts)
 

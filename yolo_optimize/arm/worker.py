@@ -108,20 +108,8 @@ def main(path: Path) -> None:
     if pixels:
         np.save(out / PIXELS, np.stack([pixels[i] for i in range(count)]))
     facts = {**done[0][2], "features": {**core_features(), **ncnn_features()},
-             "seconds": round(time.monotonic() - started, 2), "processes": len(parts), "versions": _versions()}
+             "seconds": round(time.monotonic() - started, 2), "processes": len(parts)}
     (out / RESULT).write_text(json.dumps(facts) + "\n")
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {}
-    for package in ("numpy", "opencv-python-headless", "onnxruntime", "ncnn"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            continue
-    return found
 
 
 if __name__ == "__main__":
